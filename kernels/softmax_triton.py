@@ -1,0 +1,81 @@
+"""Row softmax and log-softmax, in ONNX Runtime's function-table convention.
+
+One program normalises one row, so every kernel here keeps ORT's softmax launch contract: the C++ op
+packs `{out, in, in_stride, out_stride, n_cols}` and launches grid `(batch, 1, 1)`, and a kernel may
+run when its BLOCK_SIZE covers the row (`n_cols <= BLOCK_SIZE`). The whole row is held in registers,
+read once and written once: 2 * batch * n_cols * sizeof(dtype) bytes of traffic, the minimum.
+
+Maths in fp32 whatever the storage type; masked lanes load -inf so they vanish from max and sum.
+Rows of -inf give NaN, as torch.softmax does.
+
+Tuning space: BLOCK_SIZE from 32 to 16384 and, per block, several num_warps. The entry named
+`softmax_<dtype>_<block>` carries ORT's own num_warps choice (4, 8 from 2048, 16 from 4096) so
+ORT-parity names exist; `_w<N>` entries are the alternatives TunableOp chooses among.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
+                   BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # 64-bit row offsets: batch * stride may pass 2**31
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(input_ptr + row * input_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    shifted = x - tl.max(x, axis=0)
+    numerator = tl.exp(shifted)
+    denominator = tl.sum(numerator, axis=0)
+    if LOG:
+        y = shifted - tl.log(denominator)
+    else:
+        y = numerator / denominator
+    tl.store(output_ptr + row * output_row_stride + cols, y.to(output_ptr.dtype.element_ty), mask=mask)
+
+
+DTYPES = ("fp32", "fp16", "bf16")
+BLOCKS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+OPS = {"softmax": 0, "log_softmax": 1}
+
+
+def ort_num_warps(block: int) -> int:
+    """ORT's softmax_triton.py choice, kept for the parity-named kernel of each block."""
+    return 16 if block >= 4096 else 8 if block >= 2048 else 4
+
+
+def warp_choices(block: int) -> list[int]:
+    """Candidates for tuning: ORT's choice and its neighbours, at most 16 warps (16 x 64 = 1024 threads,
+    the most a wave64 GPU can launch). Short rows also get one- and two-warp programs."""
+    if block <= 128:
+        return [1, 2, 4]
+    base = ort_num_warps(block)
+    return sorted({base, max(1, base // 2), min(16, base * 2)})
+
+
+def get_function_table():
+    table = []
+    for op, log in OPS.items():
+        for dtype in DTYPES:
+            for block in BLOCKS:
+                base = ort_num_warps(block)
+                for warps in warp_choices(block):
+                    suffix = "" if warps == base else f"_w{warps}"
+                    table.append({
+                        "name": f"{op}_{dtype}_{block}{suffix}",
+                        "group": f"{op}_{dtype}",
+                        "func": softmax_kernel,
+                        "sig": f"*{dtype},*{dtype},i32,i32,i32",
+                        "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "LOG": log}},
+                    })
+    return table
+
+
+def get_launch_contracts():
+    contract = {
+        "params": ["out", "in", "in_stride", "out_stride", "n_cols"],
+        "grid": ["batch", "1", "1"],
+        "requires": ["n_cols <= BLOCK_SIZE"],
+        "doc": "one program per row; strides in elements",
+    }
+    return {f"{op}_{dtype}": contract for op in OPS for dtype in DTYPES}

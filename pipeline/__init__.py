@@ -1,0 +1,1 @@
+"""Build pipeline: kernel scripts -> Triton binaries -> objects -> ORT archive + header + kernels.json."""

@@ -1,0 +1,270 @@
+"""Orchestrate a build: validate tables, compile (parallel, cached), embed, write outputs atomically.
+
+Nothing appears at the destination unless every kernel of every target compiled: all outputs are
+written in a staging directory next to the destination and renamed into place at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import embed, header, manifest
+from .cache import CompileCache, compile_key
+from .compiler import CompileJob, compile_job, compile_spec
+from .errors import PipelineError
+from .pin import check_pin
+from .table import KernelTable, load_table
+from .targets import Target
+
+ARCHIVE_NAME = "triton_kernel_infos.a"
+HEADER_NAME = "triton_kernel_infos.h"
+MANIFEST_NAME = "kernels.json"
+
+Progress = Callable[..., None]
+
+
+@dataclass
+class TargetReport:
+    target: Target
+    kernels: int = 0
+    compiled: int = 0
+    cached: int = 0
+    compile_seconds: float = 0.0  # summed over kernels (work, not wall time)
+    binary_bytes: int = 0
+    archive_bytes: int = 0
+    not_ort_launchable: list[str] = field(default_factory=list)
+    paths: dict[str, Path] = field(default_factory=dict)
+
+
+@dataclass
+class BuildReport:
+    targets: list[TargetReport]
+    seconds: float
+    triton_version: str
+
+    @property
+    def compiled(self) -> int:
+        return sum(t.compiled for t in self.targets)
+
+    @property
+    def cached(self) -> int:
+        return sum(t.cached for t in self.targets)
+
+
+def discover_scripts(kernels_dir: Path | str) -> list[Path]:
+    """Every `*.py` in the kernels directory not starting with `_`, in name order."""
+    d = Path(kernels_dir)
+    if not d.is_dir():
+        raise PipelineError(f"kernels directory '{d}' does not exist")
+    scripts = sorted(p for p in d.glob("*.py") if not p.name.startswith("_"))
+    if not scripts:
+        raise PipelineError(f"no kernel scripts in '{d}'")
+    return scripts
+
+
+@contextlib.contextmanager
+def _compile_env():
+    """Byte-identical builds (no line info) and a private Triton cache that cannot mask a real compile."""
+    saved = {k: os.environ.get(k) for k in ("TRITON_DISABLE_LINE_INFO", "TRITON_CACHE_DIR")}
+    with tempfile.TemporaryDirectory(prefix="tritonforge-triton-cache-") as tdir:
+        os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
+        os.environ["TRITON_CACHE_DIR"] = tdir
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache, triton_version: str,
+                  jobs: int = 0, progress: Progress | None = None):
+    """Compile every (target, kernel); returns {target: [(spec, binary, record, cached)]} and reports."""
+    progress = progress or (lambda *a, **k: None)
+    for t in targets:
+        for spec in table.kernels:
+            spec.check_target(t)
+    script_index = {s: i for i, s in enumerate(table.scripts)}
+    results: dict[Target, list] = {t: [None] * len(table.kernels) for t in targets}
+    reports = {t: TargetReport(t, kernels=len(table.kernels)) for t in targets}
+    pending: list[tuple[CompileJob, Target, int]] = []
+    for t in targets:
+        for i, spec in enumerate(table.kernels):
+            key = compile_key(source_key=spec.func.cache_key, sig=spec.sig_string(),
+                              constants=spec.constants, options=spec.options, target=t.spec(),
+                              triton_version=triton_version)
+            hit = cache.get(key)
+            if hit is not None:
+                results[t][i] = (spec, hit[0], hit[1], True)
+                reports[t].cached += 1
+            else:
+                pending.append((CompileJob(spec.script, script_index[spec.script], spec.index, spec.name,
+                                           t.spec(), key), t, i))
+    total = len(targets) * len(table.kernels)
+    progress("plan", total=total, cached=total - len(pending))
+
+    errors: list[str] = []
+
+    def accept(job, t, i, binary, record):
+        if binary is None:
+            errors.append(record)
+        else:
+            cache.put(job.key, binary, record)
+            results[t][i] = (table.kernels[i], binary, record, False)
+            reports[t].compiled += 1
+            reports[t].compile_seconds += record["compile_seconds"]
+        progress("done", name=job.name, target=t.arch_name, ok=binary is not None)
+
+    jobs = jobs or _default_jobs()
+    with _compile_env():
+        if jobs <= 1 or len(pending) < 8:
+            for job, t, i in pending:
+                try:
+                    binary, record = compile_spec(table.kernels[i], t)
+                    accept(job, t, i, binary, record)
+                except PipelineError as exc:
+                    accept(job, t, i, None, str(exc))
+        elif pending:
+            ctx = multiprocessing.get_context("spawn")  # no fork of a process holding Triton/LLVM state
+            with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=ctx) as pool:
+                where = {job: (t, i) for job, t, i in pending}
+                for job, binary, record in pool.map(compile_job, [p[0] for p in pending], chunksize=4):
+                    t, i = where[job]
+                    accept(job, t, i, binary, record)
+    if errors:
+        more = f"\n(and {len(errors) - 5} more failures)" if len(errors) > 5 else ""
+        raise PipelineError("\n".join(errors[:5]) + more)
+    for t in targets:
+        reports[t].binary_bytes = sum(r[2]["size"] for r in results[t])
+    return results, reports
+
+
+def write_artifacts(table: KernelTable, target: Target, compiled: list, out_dir: Path,
+                    triton_version: str, host: str = "x86_64") -> dict[str, Path]:
+    """Write binaries, objects, archive, header and kernels.json into out_dir (a staging dir)."""
+    ext = target.binary_ext
+    work = out_dir / ".objects"
+    work.mkdir(parents=True)
+    objects, entries, kernels = [], [], []
+    for index, (spec, binary, record, _cached) in enumerate(compiled):
+        fname = f"{spec.name}.{ext}"
+        (work / fname).write_bytes(binary)
+        objects.append(embed.binary_to_object(fname, work, host))
+        symbol = embed.symbol_base(spec.name, ext)
+        entries.append({"symbol": f"{symbol}_start", "func_name": record["func_name"], "group": spec.group,
+                        "name": spec.name, "num_warps": record["num_warps"], "shared": record["shared"],
+                        "constants": spec.constants})
+        kernels.append(manifest.kernel_entry(index, spec, target, record, symbol))
+    archive_path = embed.archive(objects, work, ARCHIVE_NAME)
+    final_archive = out_dir / ARCHIVE_NAME
+    os.replace(archive_path, final_archive)
+    shutil.rmtree(work)
+    header_path = out_dir / HEADER_NAME
+    header_path.write_text(header.render(entries))
+    doc = manifest.build_manifest(
+        target, triton_version, kernels, table.contracts,
+        archive={"file": ARCHIVE_NAME, **_file_digest(final_archive)},
+        header={"file": HEADER_NAME, **_file_digest(header_path)}, host=host)
+    manifest_path = out_dir / MANIFEST_NAME
+    manifest_path.write_text(json.dumps(doc, indent=2) + "\n")
+    return {"archive": final_archive, "header": header_path, "manifest": manifest_path}
+
+
+def _file_digest(path: Path) -> dict:
+    data = path.read_bytes()
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _prepare(scripts, targets, allow_unpinned: bool):
+    version = check_pin(allow_unpinned)
+    if not targets:
+        raise PipelineError("no target given")
+    return version, load_table(scripts)
+
+
+def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cache_dir=None, jobs: int = 0,
+               allow_unpinned: bool = False, progress: Progress | None = None,
+               host: str = "x86_64") -> BuildReport:
+    """Build `<out>/<platform>/<arch>/{archive, header, kernels.json}` for each target, all or nothing."""
+    t0 = time.perf_counter()
+    version, table = _prepare(scripts, targets, allow_unpinned)
+    results, reports = compile_table(table, targets, CompileCache(cache_dir), version, jobs, progress)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    try:
+        for t in targets:
+            stage = staging / t.platform / t.arch_name
+            stage.mkdir(parents=True)
+            write_artifacts(table, t, results[t], stage, version, host)
+        # Everything is built: now swap each target directory into place.
+        for t in targets:
+            final = out / t.platform / t.arch_name
+            final.parent.mkdir(parents=True, exist_ok=True)
+            old = None
+            if final.exists():
+                old = staging / f".old-{t.platform}-{t.arch_name}"
+                os.replace(final, old)
+            os.replace(staging / t.platform / t.arch_name, final)
+            reports[t].paths = {k: final / n for k, n in
+                                (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
+            reports[t].archive_bytes = reports[t].paths["archive"].stat().st_size
+            reports[t].not_ort_launchable = _not_launchable(reports[t].paths["manifest"])
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return BuildReport([reports[t] for t in targets], time.perf_counter() - t0, version)
+
+
+def build_ort(scripts: list[Path], target: Target, header_path: Path | str, obj_file: Path | str,
+              cache_dir=None, jobs: int = 0, allow_unpinned: bool = False,
+              progress: Progress | None = None, host: str = "x86_64") -> BuildReport:
+    """ORT's layout: the archive and header where the flags say, kernels.json beside the archive."""
+    t0 = time.perf_counter()
+    version, table = _prepare(scripts, [target], allow_unpinned)
+    results, reports = compile_table(table, [target], CompileCache(cache_dir), version, jobs, progress)
+    obj_file, header_path = Path(obj_file), Path(header_path)
+    dests = {"archive": obj_file, "header": header_path, "manifest": obj_file.parent / MANIFEST_NAME}
+    for d in dests.values():
+        d.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=obj_file.parent))
+    try:
+        produced = write_artifacts(table, target, results[target], staging, version, host)
+        moved = {}
+        for kind, dest in dests.items():
+            tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+            shutil.copyfile(produced[kind], tmp)  # header may live on another file system
+            moved[kind] = (tmp, dest)
+        for tmp, dest in moved.values():
+            os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        for d in dests.values():
+            for stray in d.parent.glob(f".{d.name}.tmp-{os.getpid()}"):
+                stray.unlink()
+    rep = reports[target]
+    rep.paths = dests
+    rep.archive_bytes = obj_file.stat().st_size
+    rep.not_ort_launchable = _not_launchable(dests["manifest"])
+    return BuildReport([rep], time.perf_counter() - t0, version)
+
+
+def _not_launchable(manifest_path: Path) -> list[str]:
+    doc = json.loads(manifest_path.read_text())
+    return [f"{k['name']}: {'; '.join(k['ort_notes'])}" for k in doc["kernels"] if not k["ort_launchable"]]

@@ -1,0 +1,56 @@
+"""Content-addressed compile cache: key -> (binary, metadata). An unchanged rebuild compiles nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+# Bump when what the compiler step records changes, so old entries are not reused.
+CACHE_FORMAT = 1
+
+
+def compile_key(*, source_key: str, sig: str, constants: dict, options: dict, target: str,
+                triton_version: str) -> str:
+    blob = json.dumps({
+        "format": CACHE_FORMAT, "source": source_key, "sig": sig, "constants": constants,
+        "options": options, "target": target, "triton": triton_version,
+    }, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class CompileCache:
+    def __init__(self, root: Path | str | None):
+        self.root = Path(root) if root else None
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        d = self.root / key[:2]
+        return d / f"{key}.bin", d / f"{key}.json"
+
+    def get(self, key: str) -> tuple[bytes, dict] | None:
+        if self.root is None:
+            return None
+        bin_path, meta_path = self._paths(key)
+        try:
+            meta = json.loads(meta_path.read_text())
+            binary = bin_path.read_bytes()
+        except (OSError, ValueError):
+            return None
+        # A torn or tampered entry is a miss, never a wrong binary.
+        if hashlib.sha256(binary).hexdigest() != meta.get("sha256"):
+            return None
+        return binary, meta
+
+    def put(self, key: str, binary: bytes, meta: dict) -> None:
+        if self.root is None:
+            return
+        bin_path, meta_path = self._paths(key)
+        bin_path.parent.mkdir(parents=True, exist_ok=True)
+        # Binary first, metadata (which carries the hash) last: readers check one against the other.
+        for path, data in ((bin_path, binary), (meta_path, json.dumps(meta, sort_keys=True).encode())):
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)

@@ -1,0 +1,83 @@
+"""`kernels.json`: everything a runtime needs to load and launch each kernel without guessing."""
+
+from __future__ import annotations
+
+from importlib import metadata as _md
+from pathlib import Path
+
+SCHEMA = "tritonforge.kernels/1"
+ORT_MAX_SHARED = 48 * 1024  # ORT never raises the dynamic shared memory limit
+ORT_ROCM_WARP = 64  # ORT's hipified loader hard-codes GPU_WARP_SIZE = 64
+
+
+def tool_version() -> str:
+    try:
+        return _md.version("tritonforge")
+    except _md.PackageNotFoundError:
+        return "0+unknown"
+
+
+def ort_notes(target, record: dict) -> list[str]:
+    """Why an unmodified ORT build could not launch this kernel correctly (empty: it can)."""
+    notes = []
+    if target.backend == "cuda" and record["shared"] > ORT_MAX_SHARED:
+        notes.append(f"needs {record['shared']} B of shared memory; ORT launches without raising the "
+                     f"{ORT_MAX_SHARED} B default limit")
+    if target.backend == "hip" and record["warp_size"] != ORT_ROCM_WARP:
+        notes.append(f"wave{record['warp_size']} kernel; ORT's ROCm loader assumes wave64 blocks")
+    return notes
+
+
+def kernel_entry(index: int, spec, target, record: dict, symbol: str) -> dict:
+    layout = record["layout"]
+    params = [
+        {"name": n, "type": p.type, "divisibility": p.divisibility or 1, "c_type": p.c_type, **slot}
+        for n, p, slot in zip(spec.param_names, spec.params, layout["runtime"])
+    ]
+    notes = ort_notes(target, record)
+    return {
+        "index": index,
+        "name": spec.name,
+        "group": spec.group,
+        "script": Path(spec.script).name,  # not the checkout path: builds are byte-identical anywhere
+        "func_name": record["func_name"],
+        "symbol": f"{symbol}_start",
+        "symbol_end": f"{symbol}_end",
+        "binary": {"format": target.binary_ext, "size": record["size"], "sha256": record["sha256"]},
+        "target": target.spec(),
+        "warp_size": record["warp_size"],
+        "num_warps": record["num_warps"],
+        "threads_per_block": record["warp_size"] * record["num_warps"],
+        "num_stages": record["num_stages"],
+        "shared": record["shared"],
+        "constants": dict(spec.constants),
+        "sig": spec.sig_string(),
+        "params": params,
+        "hidden_params": [
+            {**h, "scratch_size": record[f"{h['name']}_size"], "scratch_align": record[f"{h['name']}_align"]}
+            for h in layout["hidden"]
+        ],
+        "args_size": layout["args_size"],
+        "ort_launchable": not notes,
+        "ort_notes": notes,
+    }
+
+
+def build_manifest(target, triton_version: str, kernels: list[dict], contracts: dict,
+                   archive: dict, header: dict, host: str) -> dict:
+    groups: dict[str, dict] = {}
+    for k in kernels:
+        g = groups.setdefault(k["group"], {"kernels": [], "contract": contracts.get(k["group"])})
+        g["kernels"].append(k["name"])
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "tritonforge", "version": tool_version()},
+        "triton_version": triton_version,
+        "target": {"backend": target.backend, "arch": target.arch, "arch_name": target.arch_name,
+                   "platform": target.platform, "warp_size": target.warp_size},
+        "host": host,
+        "archive": archive,
+        "header": header,
+        "groups": groups,
+        "kernels": kernels,
+    }

@@ -1,0 +1,54 @@
+"""Progress bar and summary table for long builds (rich), shared by the CLIs and invoke tasks."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .build import BuildReport
+
+console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def compile_progress(enabled: bool = True):
+    """Yields a callback for pipeline.build's progress events."""
+    if not enabled:
+        yield None
+        return
+    bar = Progress(TextColumn("[bold]compile"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=console,
+                   transient=not sys.stderr.isatty())
+    with bar:
+        task = bar.add_task("compile", total=None, last="")
+
+        def on_event(event, **info):
+            if event == "plan":
+                bar.update(task, total=info["total"], completed=info["cached"],
+                           last=f"{info['cached']} cached")
+            elif event == "done":
+                bar.update(task, advance=1, last=f"{info['target']}/{info['name']}")
+
+        yield on_event
+
+
+def summary_table(report: BuildReport) -> Table:
+    table = Table(title=f"triton {report.triton_version}: {report.seconds:.1f} s")
+    for col in ("target", "kernels", "compiled", "cached", "cpu s", "archive B"):
+        table.add_column(col, justify="left" if col == "target" else "right", no_wrap=True)
+    for t in report.targets:
+        table.add_row(f"{t.target.platform}/{t.target.arch_name}", str(t.kernels), str(t.compiled),
+                      str(t.cached), f"{t.compile_seconds:.1f}", f"{t.archive_bytes:,}")
+    return table
+
+
+def print_summary(report: BuildReport) -> None:
+    console.print(summary_table(report))
+    for t in report.targets:
+        console.print(f"{t.target.arch_name}: {t.paths['archive'].parent}", highlight=False)
+        for line in t.not_ort_launchable:
+            console.print(f"[yellow]warning[/]: {t.target.arch_name}: {line}")

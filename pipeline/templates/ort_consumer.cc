@@ -1,0 +1,77 @@
+// A stand-in for ONNX Runtime's provider library: it includes the generated header the way
+// triton_kernel.cu does, is linked with the archive under --whole-archive, exports _binary_* through a
+// version script, and resolves every kernel with dlsym(RTLD_DEFAULT, ...) like LoadOrtTritonKernel().
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "triton_kernel_infos.h"
+
+namespace {
+
+const void* Resolve(const std::string& symbol, std::string* error) {
+  dlerror();
+  const void* ptr = dlsym(RTLD_DEFAULT, symbol.c_str());
+  const char* err = dlerror();
+  if (err != nullptr) *error = err;
+  return ptr;
+}
+
+}  // namespace
+
+// Checks every kernel_infos[] entry; writes each blob to <dump_dir>/<name>.bin when dump_dir is set.
+// Returns the number of failures.
+extern "C" int tf_check_kernels(int expected_machine, const char* dump_dir) {
+  int failures = 0;
+  const size_t count = sizeof(kernel_infos) / sizeof(kernel_infos[0]);
+  for (size_t i = 0; i < count; ++i) {
+    const _TritonKernelInfo& info = kernel_infos[i];
+    std::string start = info.name_start;
+    std::string error;
+    const char* begin = static_cast<const char*>(Resolve(start, &error));
+    if (begin == nullptr) {
+      std::printf("FAIL %s: dlsym(%s): %s\n", info.name, start.c_str(), error.c_str());
+      ++failures;
+      continue;
+    }
+    const std::string suffix = "_start";
+    std::string end_symbol = start.substr(0, start.size() - suffix.size()) + "_end";
+    const char* end = static_cast<const char*>(Resolve(end_symbol, &error));
+    if (end == nullptr || end <= begin) {
+      std::printf("FAIL %s: no end symbol %s\n", info.name, end_symbol.c_str());
+      ++failures;
+      continue;
+    }
+    const size_t size = static_cast<size_t>(end - begin);
+    uint16_t machine = 0;
+    if (size > 20) std::memcpy(&machine, begin + 18, sizeof(machine));
+    const bool elf = size > 20 && std::memcmp(begin, "\x7f" "ELF", 4) == 0;
+    // The entry point's name sits NUL-terminated in the binary's string table.
+    const std::string func(info.func_name);
+    bool has_func = false;
+    for (const char* p = begin; p + func.size() < end && !has_func; ++p) {
+      has_func = std::memcmp(p, func.c_str(), func.size() + 1) == 0 && (p == begin || p[-1] == '\0' || p[-1] == '.');
+    }
+    const bool ok = elf && machine == expected_machine && has_func && info.num_warps > 0 && info.shared >= 0;
+    std::printf("%s %s group=%s func=%s bytes=%zu machine=%u warps=%d shared=%d constants=%zu\n",
+                ok ? "OK" : "FAIL", info.name, info.group_name, info.func_name, size,
+                static_cast<unsigned>(machine), info.num_warps, info.shared, info.constants.size());
+    if (!ok) ++failures;
+    if (dump_dir != nullptr) {
+      std::string path = std::string(dump_dir) + "/" + info.name + ".bin";
+      FILE* f = std::fopen(path.c_str(), "wb");
+      if (f == nullptr || std::fwrite(begin, 1, size, f) != size) {
+        std::printf("FAIL %s: cannot write %s\n", info.name, path.c_str());
+        ++failures;
+      }
+      if (f != nullptr) std::fclose(f);
+    }
+  }
+  std::printf("checked %zu kernels, %d failures\n", count, failures);
+  return failures;
+}

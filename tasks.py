@@ -1,0 +1,105 @@
+"""tritonforge tasks. `invoke --list` shows them; `invoke --help TASK` shows a task's flags.
+
+All logic lives in `pipeline/` (and `runtime/`); these are thin typed wrappers. Defaults come from
+invoke.yaml under `tritonforge:`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Context, Exit, task
+
+PLATFORMS = ("cuda", "rocm")
+
+
+def _cfg(c: Context):
+    return c.config.tritonforge
+
+
+def _targets(c: Context, platform: str, arch: str | None):
+    from pipeline.targets import parse_targets
+
+    if platform not in PLATFORMS:
+        raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}, not '{platform}'", code=2)
+    return parse_targets(arch if arch else list(_cfg(c).archs[platform]), platform=platform)
+
+
+def _compile(c: Context, platform: str, arch: str | None, out: str | None, jobs: int,
+             allow_unpinned_triton: bool, quiet: bool):
+    from pipeline.build import build_dist, discover_scripts
+    from pipeline.report import compile_progress, print_summary
+
+    cfg = _cfg(c)
+    targets = _targets(c, platform, arch)
+    with compile_progress(not quiet) as progress:
+        report = build_dist(discover_scripts(cfg.kernels_dir), targets, out or cfg.out,
+                            cache_dir=cfg.cache_dir, jobs=jobs or cfg.jobs,
+                            allow_unpinned=allow_unpinned_triton, progress=progress, host=cfg.host)
+    if not quiet:
+        print_summary(report)
+    return report
+
+
+def _fail_on_pipeline_error(fn):
+    """Turn pipeline errors into a one-line message and exit code 1 instead of a traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from pipeline.errors import PipelineError
+
+        try:
+            return fn(*args, **kwargs)
+        except PipelineError as exc:
+            raise Exit(f"error: {exc}", code=1) from None
+
+    return wrapper
+
+
+@task(help={
+    "platform": "cuda or rocm",
+    "arch": "comma-separated archs, e.g. sm_90,sm_80 or gfx942 (default: invoke.yaml archs)",
+    "out": "output root; writes <out>/<platform>/<arch>/ (default: dist)",
+    "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
+    "allow_unpinned_triton": "build even if the running triton is not the one in pins/triton.txt",
+    "quiet": "no progress bar or summary table",
+})
+@_fail_on_pipeline_error
+def compile(c: Context, platform: str, arch: str | None = None, out: str | None = None,
+            jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False):
+    """Compile every kernel in kernels/ for each arch into ORT's archive + header + kernels.json."""
+    _compile(c, platform, arch, out, jobs, allow_unpinned_triton, quiet)
+
+
+@task(help={
+    "platform": "cuda or rocm",
+    "arch": "comma-separated archs (default: invoke.yaml archs)",
+    "out": "output root (default: dist)",
+    "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
+    "allow_unpinned_triton": "build even if the running triton is not the pinned one",
+    "quiet": "no progress bar or summary table",
+})
+@_fail_on_pipeline_error
+def build(c: Context, platform: str = "cuda", arch: str | None = None, out: str | None = None,
+          jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False):
+    """Compile all kernels, then prove each artifact set links and resolves as ORT's loader needs."""
+    from pipeline.consumer_check import check_artifacts
+    from pipeline.report import console
+
+    report = _compile(c, platform, arch, out, jobs, allow_unpinned_triton, quiet)
+    for t in report.targets:
+        result = check_artifacts(Path(t.paths["archive"]).parent)
+        console.print(f"consumer check {t.target.arch_name}: {result.kernels} kernels resolved by dlsym, "
+                      f"blobs match kernels.json, stack {result.stack_flags}")
+
+
+@task(help={"path": "a kernels.json, or a directory holding one"})
+@_fail_on_pipeline_error
+def check(c: Context, path: str):
+    """Run the C++ consumer check (g++, --whole-archive, dlsym) on one built artifact directory."""
+    from pipeline.consumer_check import check_artifacts
+
+    p = Path(path)
+    result = check_artifacts(p.parent if p.is_file() else p)
+    print(result.program_output.strip().splitlines()[-1])
