@@ -29,3 +29,26 @@ def require_tool(name: str, why: str) -> str:
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+TEST_TARGETS = "sm_90,gfx942"
+
+
+@pytest.fixture(scope="session")
+def kernel_scripts(root):
+    pytest.importorskip("triton", reason="compiling needs triton (pip install -r pins/triton.txt)")
+    from pipeline.build import discover_scripts
+
+    return discover_scripts(root / "kernels")
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory, kernel_scripts):
+    """kernels/ compiled cold for sm_90 and gfx942 with its own cache; returns (report, out, cache)."""
+    from pipeline.build import build_dist
+    from pipeline.targets import parse_targets
+
+    base = tmp_path_factory.mktemp("built")
+    out, cache = base / "dist", base / "cache"
+    report = build_dist(kernel_scripts, parse_targets(TEST_TARGETS), out, cache_dir=cache, jobs=2)
+    return report, out, cache

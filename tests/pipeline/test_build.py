@@ -10,7 +10,7 @@ import sys
 from pipeline.build import build_dist
 from pipeline.targets import parse_targets
 
-from .conftest import TEST_TARGETS
+from ..conftest import TEST_TARGETS
 
 
 def read(path):
@@ -90,7 +90,8 @@ def test_corrupt_cache_entry_is_recompiled_not_shipped(tmp_path, root):
     entry.write_bytes(b"garbage")
     again = build_dist([script], parse_targets("sm_90"), tmp_path / "b", cache_dir=cache, jobs=1)
     assert again.compiled == 1 and again.cached == 0
-    assert read(tmp_path / "a/cuda/sm_90/triton_kernel_infos.a") == read(tmp_path / "b/cuda/sm_90/triton_kernel_infos.a")
+    archive = "cuda/sm_90/triton_kernel_infos.a"
+    assert read(tmp_path / "a" / archive) == read(tmp_path / "b" / archive)
 
 
 def test_ort_drop_in_cli(root, tmp_path, built):

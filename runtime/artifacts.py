@@ -1,0 +1,106 @@
+"""An artifact directory (archive + kernels.json), verified: every blob is found by the symbol the
+header names and must hash to what kernels.json records."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .archive import ArchiveFormatError, read_archive_symbols
+
+ARCHIVE = "triton_kernel_infos.a"
+MANIFEST = "kernels.json"
+
+
+class ArtifactError(RuntimeError):
+    """The artifacts are missing, malformed or do not match their manifest."""
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    index: int
+    name: str
+    group: str
+    func_name: str
+    symbol: str
+    warp_size: int
+    num_warps: int
+    shared: int
+    constants: dict
+    params: tuple  # dicts: name, type, divisibility, offset, size
+    hidden_params: tuple  # dicts: name, offset, size, scratch_size, scratch_align
+    args_size: int
+    sha256: str
+    raw: dict = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.warp_size * self.num_warps
+
+    @classmethod
+    def from_manifest(cls, k: dict) -> KernelInfo:
+        return cls(k["index"], k["name"], k["group"], k["func_name"], k["symbol"], k["warp_size"],
+                   k["num_warps"], k["shared"], dict(k["constants"]), tuple(k["params"]),
+                   tuple(k["hidden_params"]), k["args_size"], k["binary"]["sha256"], k)
+
+
+@dataclass
+class Artifacts:
+    path: Path
+    manifest: dict
+    kernels: list[KernelInfo]
+    blobs: dict[str, bytes]  # kernel name -> binary
+
+    @property
+    def backend(self) -> str:
+        return self.manifest["target"]["backend"]
+
+    @property
+    def arch(self) -> str:
+        return self.manifest["target"]["arch"]
+
+    def contract(self, group: str) -> dict | None:
+        return self.manifest["groups"][group]["contract"]
+
+    def groups(self) -> dict[str, list[KernelInfo]]:
+        out: dict[str, list[KernelInfo]] = {}
+        for k in self.kernels:
+            out.setdefault(k.group, []).append(k)
+        return out
+
+
+def load_artifacts(path: Path | str) -> Artifacts:
+    """Load `<path>/kernels.json` and the archive beside it; verify archive and every blob hash."""
+    d = Path(path)
+    if d.is_file():
+        d = d.parent
+    try:
+        manifest = json.loads((d / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{d / MANIFEST}: not found") from None
+    except ValueError as exc:
+        raise ArtifactError(f"{d / MANIFEST}: not JSON: {exc}") from None
+    archive = d / manifest.get("archive", {}).get("file", ARCHIVE)
+    try:
+        data = archive.read_bytes()
+    except FileNotFoundError:
+        raise ArtifactError(f"{archive}: not found") from None
+    want = manifest["archive"]["sha256"]
+    if hashlib.sha256(data).hexdigest() != want:
+        raise ArtifactError(f"{archive}: sha256 differs from {MANIFEST} ({want})")
+    try:
+        symbols = read_archive_symbols(archive)
+    except ArchiveFormatError as exc:
+        raise ArtifactError(str(exc)) from None
+    kernels = [KernelInfo.from_manifest(k) for k in manifest["kernels"]]
+    blobs = {}
+    for k in kernels:
+        blob = symbols.get(k.symbol)
+        if blob is None:
+            raise ArtifactError(f"{archive}: no symbol {k.symbol} for kernel {k.name}")
+        if hashlib.sha256(blob).hexdigest() != k.sha256:
+            raise ArtifactError(f"{archive}: kernel {k.name}: blob sha256 differs from {MANIFEST}")
+        blobs[k.name] = blob
+    return Artifacts(d, manifest, kernels, blobs)

@@ -1,0 +1,141 @@
+"""CUDA driver backend through cuda-python (`cuda.bindings.driver`).
+
+The seam for other backends is this class's method set (load_module, get_function, limits,
+function_attributes, set_max_dynamic_shared, launch, alloc/free/copies); a HIP backend built on
+hip-python would provide the same methods.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from cuda.bindings import driver as cu
+
+DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in per function
+
+
+class CudaError(RuntimeError):
+    def __init__(self, what: str, err):
+        name = getattr(err, "name", str(err))
+        res = cu.cuGetErrorString(err)
+        text = res[1].decode() if res[0] == cu.CUresult.CUDA_SUCCESS and res[1] else "unknown error"
+        super().__init__(f"{what}: {name}: {text}")
+        self.code = int(err)
+
+
+def check(result, what: str):
+    """Unwrap a cuda-python (err, *values) tuple, raising CudaError with the driver's message."""
+    err, *values = result
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise CudaError(what, err)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def driver_available() -> tuple[bool, str]:
+    """(True, device name) when a CUDA driver and device answer; else (False, why)."""
+    try:
+        err, = cu.cuInit(0)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            return False, f"cuInit failed: {getattr(err, 'name', err)}"
+        n = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+        if n < 1:
+            return False, "no CUDA device"
+        dev = check(cu.cuDeviceGet(0), "cuDeviceGet")
+        return True, check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\0")[0].decode()
+    except Exception as exc:  # no libcuda.so, wrong driver, ...
+        return False, f"{type(exc).__name__}: {exc}"
+
+
+class CudaBackend:
+    name = "cuda"
+    binary_format = "cubin"
+
+    def __init__(self, device: int = 0):
+        check(cu.cuInit(0), "cuInit")
+        self.device = check(cu.cuDeviceGet(device), f"cuDeviceGet({device})")
+        self.context = check(cu.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        a = cu.CUdevice_attribute
+        attr = lambda x: check(cu.cuDeviceGetAttribute(x, self.device), f"cuDeviceGetAttribute({x.name})")
+        self.limits = {
+            "max_threads_per_block": attr(a.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            "max_shared_optin": attr(a.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            "max_grid": (attr(a.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attr(a.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                         attr(a.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)),
+            "cc": (attr(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                   attr(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
+            "sm_count": attr(a.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            "l2_bytes": attr(a.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
+        }
+        self.device_name = check(cu.cuDeviceGetName(256, self.device), "cuDeviceGetName").split(b"\0")[0].decode()
+        self.driver_version = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")
+
+    @property
+    def arch(self) -> str:
+        major, minor = self.limits["cc"]
+        return f"{major}{minor}"
+
+    def context_key(self) -> int:
+        return int(check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent"))
+
+    def make_current(self) -> None:
+        check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    # -- modules and functions
+    def load_module(self, image: bytes, what: str):
+        buf = ctypes.create_string_buffer(image, len(image))  # stable address for the driver to parse
+        return check(cu.cuModuleLoadData(ctypes.addressof(buf)), f"cuModuleLoadData({what})")
+
+    def get_function(self, module, func_name: str, what: str):
+        return check(cu.cuModuleGetFunction(module, func_name.encode()), f"cuModuleGetFunction({what})")
+
+    def function_attributes(self, func) -> dict:
+        f = cu.CUfunction_attribute
+        get = lambda x: check(cu.cuFuncGetAttribute(x, func), f"cuFuncGetAttribute({x.name})")
+        return {"max_threads_per_block": get(f.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                "static_shared": get(f.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                "num_regs": get(f.CU_FUNC_ATTRIBUTE_NUM_REGS)}
+
+    def set_max_dynamic_shared(self, func, nbytes: int, what: str) -> None:
+        check(cu.cuFuncSetAttribute(func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    nbytes), f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {what})")
+
+    def launch(self, func, grid, block_x: int, shared: int, stream: int, params_addr: int, what: str) -> None:
+        err, = cu.cuLaunchKernel(func, grid[0], grid[1], grid[2], block_x, 1, 1, shared, stream, params_addr, 0)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise CudaError(f"cuLaunchKernel({what})", err)
+
+    # -- memory and synchronisation
+    def alloc(self, nbytes: int) -> int:
+        return int(check(cu.cuMemAlloc(max(1, nbytes)), f"cuMemAlloc({nbytes})"))
+
+    def free(self, ptr: int) -> None:
+        check(cu.cuMemFree(ptr), "cuMemFree")
+
+    def copy_htod(self, dst: int, src_addr: int, nbytes: int) -> None:
+        check(cu.cuMemcpyHtoD(dst, src_addr, nbytes), "cuMemcpyHtoD")
+
+    def copy_dtoh(self, dst_addr: int, src: int, nbytes: int) -> None:
+        check(cu.cuMemcpyDtoH(dst_addr, src, nbytes), "cuMemcpyDtoH")
+
+    def copy_dtod(self, dst: int, src: int, nbytes: int, stream: int = 0) -> None:
+        check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
+
+    def memset(self, ptr: int, byte: int, nbytes: int) -> None:
+        check(cu.cuMemsetD8(ptr, byte, nbytes), "cuMemsetD8")
+
+    def synchronize(self) -> None:
+        check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    # -- timing
+    def event(self):
+        return check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+
+    def record(self, event, stream: int = 0) -> None:
+        check(cu.cuEventRecord(event, stream), "cuEventRecord")
+
+    def elapsed_ms(self, start, end) -> float:
+        check(cu.cuEventSynchronize(end), "cuEventSynchronize")
+        return float(check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime"))

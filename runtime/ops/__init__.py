@@ -1,0 +1,1 @@
+"""Ops that pick candidates from the registry by each group's launch contract."""

@@ -1,0 +1,112 @@
+"""Kernel registry like ORT's: metadata in table order, lookup by name, list by group.
+
+Unlike ORT (which loads once per process and breaks with a second GPU) modules are loaded once per
+CUDA context, lazily, so each device gets functions that belong to it.
+"""
+
+from __future__ import annotations
+
+from .artifacts import Artifacts, KernelInfo
+from .launch import PreparedLaunch, Unsupported
+
+DEFAULT_SHARED_LIMIT = 48 * 1024
+
+
+class LoadedKernel:
+    """One kernel loaded in one context."""
+
+    def __init__(self, info: KernelInfo, backend, image: bytes):
+        self.info = info
+        self.backend = backend
+        self.module = backend.load_module(image, info.name)
+        self.function = backend.get_function(self.module, info.func_name, info.name)
+        self.attributes = backend.function_attributes(self.function)
+        self._dynamic_shared_set = False
+        self._scratch: dict[str, tuple[int, int]] = {}  # name -> (ptr, bytes)
+
+    def check(self, grid) -> None:
+        """Raise Unsupported when this device cannot run the kernel with this grid."""
+        info, limits = self.info, self.backend.limits
+        threads = info.threads_per_block
+        max_threads = min(limits["max_threads_per_block"], self.attributes["max_threads_per_block"])
+        if threads > max_threads:
+            raise Unsupported(f"{info.name}: {threads} threads per block, the device/function allows {max_threads}")
+        total_shared = info.shared + self.attributes["static_shared"]
+        if total_shared > limits["max_shared_optin"]:
+            raise Unsupported(f"{info.name}: needs {total_shared} B of shared memory, the device has "
+                              f"{limits['max_shared_optin']}")
+        for axis, (g, m) in enumerate(zip(grid, limits["max_grid"])):
+            if not 1 <= g <= m:
+                raise Unsupported(f"{info.name}: grid[{axis}]={g} outside 1..{m}")
+
+    def _ensure_dynamic_shared(self) -> None:
+        if self.info.shared > DEFAULT_SHARED_LIMIT and not self._dynamic_shared_set:
+            self.backend.set_max_dynamic_shared(self.function, self.info.shared, self.info.name)
+            self._dynamic_shared_set = True
+
+    def _scratch_ptr(self, hidden: dict, programs: int) -> int:
+        size = hidden.get("scratch_size", 0)
+        if not size:
+            return 0  # Triton passes NULL when the kernel needs no scratch
+        need = programs * size + hidden.get("scratch_align", 1)
+        ptr, have = self._scratch.get(hidden["name"], (0, 0))
+        if have < need:
+            if ptr:
+                self.backend.free(ptr)
+            ptr = self.backend.alloc(need)
+            self._scratch[hidden["name"]] = (ptr, need)
+        align = max(1, hidden.get("scratch_align", 1))
+        return (ptr + align - 1) // align * align
+
+    def prepare(self, values: dict, grid) -> PreparedLaunch:
+        """Pack arguments by parameter name; raises Unsupported instead of launching what cannot run."""
+        grid = tuple(int(g) for g in grid)
+        self.check(grid)
+        for p in self.info.params:
+            div = p.get("divisibility", 1)
+            if div > 1 and int(values[p["name"]]) % div:
+                raise Unsupported(f"{self.info.name}: {p['name']}={values[p['name']]} is not a multiple of {div}")
+        self._ensure_dynamic_shared()
+        programs = grid[0] * grid[1] * grid[2]
+        hidden = {h["name"]: self._scratch_ptr(h, programs) for h in self.info.hidden_params}
+        return PreparedLaunch(self, values, grid, hidden)
+
+    def launch(self, values: dict, grid, stream: int = 0) -> None:
+        self.prepare(values, grid)(stream)
+
+
+class Registry:
+    def __init__(self, artifacts: Artifacts, backend):
+        if artifacts.backend != backend.name:
+            raise ValueError(f"{artifacts.path}: {artifacts.backend} artifacts, but the backend is {backend.name}")
+        if backend.name == "cuda" and artifacts.arch != backend.arch:
+            raise ValueError(f"{artifacts.path}: built for sm_{artifacts.arch}, but the device is sm_{backend.arch}")
+        self.artifacts = artifacts
+        self.backend = backend
+        self.by_name = {k.name: k for k in artifacts.kernels}
+        self.by_group = artifacts.groups()
+        self._loaded: dict[tuple[int, str], LoadedKernel] = {}
+
+    @property
+    def metadata(self) -> list[KernelInfo]:
+        return self.artifacts.kernels
+
+    def kernel(self, name: str) -> LoadedKernel:
+        """The kernel loaded in the current context (loaded on first use there)."""
+        key = (self.backend.context_key(), name)
+        k = self._loaded.get(key)
+        if k is None:
+            info = self.by_name.get(name)
+            if info is None:
+                raise KeyError(f"no kernel named {name!r} in {self.artifacts.path}")
+            k = LoadedKernel(info, self.backend, self.artifacts.blobs[name])
+            self._loaded[key] = k
+        return k
+
+    def group(self, group: str) -> list[LoadedKernel]:
+        return [self.kernel(k.name) for k in self.by_group.get(group, [])]
+
+    def load_all(self) -> int:
+        for k in self.artifacts.kernels:
+            self.kernel(k.name)
+        return len(self.artifacts.kernels)

@@ -1,0 +1,49 @@
+"""Argument packing matches the C struct ORT builds, plus Triton's hidden slots (CPU)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+from runtime.hsaco import kernarg_layout
+from runtime.packing import bf16_bits, pack
+
+
+class OrtSoftmaxArgs(ctypes.Structure):
+    # softmax_triton.cuh's struct, then the two hidden pointers Triton 3.5 appends.
+    _fields_ = [("out", ctypes.c_void_p), ("in_", ctypes.c_void_p), ("in_stride", ctypes.c_int),
+                ("out_stride", ctypes.c_int), ("n_cols", ctypes.c_int),
+                ("global_scratch", ctypes.c_void_p), ("profile_scratch", ctypes.c_void_p)]
+
+
+def test_pack_equals_c_struct(built):
+    _, out, _ = built
+    k = json.loads((out / "cuda/sm_90/kernels.json").read_text())["kernels"][0]
+    values = {"output_ptr": 0x7F0000001000, "input_ptr": 0x7F0000002000, "input_row_stride": 4099,
+              "output_row_stride": 4097, "n_cols": 4093}
+    got = pack(k["args_size"], k["params"], values, k["hidden_params"], {"profile_scratch": 0x1234})
+    want = OrtSoftmaxArgs(0x7F0000001000, 0x7F0000002000, 4099, 4097, 4093, 0, 0x1234)
+    assert got == bytes(want) and len(got) == ctypes.sizeof(OrtSoftmaxArgs) == 48
+
+
+def test_bf16_rounding():
+    assert bf16_bits(1.0) == 0x3F80
+    assert bf16_bits(-2.0) == 0xC000
+    assert bf16_bits(1.0 + 2**-8) == 0x3F80  # tie rounds to even
+    assert bf16_bits(1.0 + 3 * 2**-9) == 0x3F81
+
+
+def test_hsaco_kernargs_match_manifest(built):
+    """The HIP side cannot run here, but its argument buffer can be checked against the code object."""
+    from runtime import load_artifacts
+
+    _, out, _ = built
+    arts = load_artifacts(out / "rocm/gfx942")
+    for info in arts.kernels:
+        layout = kernarg_layout(arts.blobs[info.name], info.func_name)
+        explicit = [a for a in layout["args"] if not a["value_kind"].startswith("hidden_")]
+        want = [(p["offset"], p["size"]) for p in (*info.params, *info.hidden_params)]
+        assert [(a["offset"], a["size"]) for a in explicit] == want, info.name
+        assert layout["segment_size"] == info.args_size
+        assert layout["wavefront_size"] == info.warp_size == 64
+        assert layout["max_flat_workgroup_size"] >= info.threads_per_block
