@@ -1,0 +1,105 @@
+"""Host wall time per launch from Python for a tiny softmax (1 x 1024 fp16), on the GPU machine.
+
+    python benchmarks/launch_overhead.py [--dist dist] [--results FILE]
+
+Providers, all timed the same way (N back-to-back launches, then one synchronize, divided by N):
+- tritonforge: runtime.PreparedLaunch (argument struct packed once, one driver call per launch)
+- cuda-python-tuple: cuLaunchKernel with a fresh ((values), (types)) tuple per call
+- triton-jit: the same kernel source through Triton's own launcher (if triton is installed)
+- torch: torch.softmax eager (if torch is installed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from runtime import load_artifacts  # noqa: E402
+from runtime.cuda import CudaBackend  # noqa: E402
+from runtime.memory import DeviceArray  # noqa: E402
+from runtime.ops.softmax import Softmax  # noqa: E402
+from runtime.registry import Registry  # noqa: E402
+
+N_LAUNCHES = 20000
+BATCH, COLS, KERNEL = 1, 1024, "softmax_fp16_1024"
+
+
+def per_launch_us(fn, sync, n=N_LAUNCHES, repeats=5) -> float:
+    for _ in range(200):
+        fn()
+    sync()
+    best = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        best.append((time.perf_counter() - t0) / n * 1e6)
+    return float(np.median(best))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dist", default=str(ROOT / "dist"))
+    ap.add_argument("--results", default=str(RESULTS))
+    args = ap.parse_args()
+    cuda = CudaBackend(0)
+    reg = Registry(load_artifacts(Path(args.dist) / "cuda" / f"sm_{cuda.arch}"), cuda)
+    x = DeviceArray.from_numpy(cuda, np.random.default_rng().standard_normal((BATCH, COLS)), "fp16")
+    y = DeviceArray(cuda, BATCH, COLS, "fp16")
+    results = {}
+
+    launch = Softmax(reg, "fp16").prepare(y.ptr, x.ptr, BATCH, COLS, kernel=KERNEL)
+    results["tritonforge"] = per_launch_us(launch, cuda.synchronize)
+
+    from cuda.bindings import driver as cu
+
+    k = reg.kernel(KERNEL)
+    types = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+             ctypes.c_void_p)
+
+    def tuple_launch():
+        cu.cuLaunchKernel(k.function, BATCH, 1, 1, k.info.threads_per_block, 1, 1, k.info.shared, 0,
+                          ((y.ptr, x.ptr, COLS, COLS, COLS, 0, 0), types), 0)
+
+    results["cuda-python-tuple"] = per_launch_us(tuple_launch, cuda.synchronize)
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        tx = torch.randn(BATCH, COLS, device="cuda", dtype=torch.float16)
+        results["torch"] = per_launch_us(lambda: torch.softmax(tx, -1), torch.cuda.synchronize)
+        try:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("softmax_triton", ROOT / "kernels" / "softmax_triton.py")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["softmax_triton"] = mod
+            spec.loader.exec_module(mod)
+            ty = torch.empty_like(tx)
+            jit = mod.softmax_kernel[(BATCH,)]
+            fn = lambda: jit(ty, tx, COLS, COLS, COLS, BLOCK_SIZE=1024, LOG=0, num_warps=4)
+            results["triton-jit"] = per_launch_us(fn, torch.cuda.synchronize)
+        except Exception as exc:  # triton missing or too old: report, don't fail the run
+            print(f"triton-jit skipped: {type(exc).__name__}: {exc}")
+
+    for provider, us in results.items():
+        print(f"{provider:20s} {us:7.2f} us per launch")
+    rows = [{"provider": p, "shape": f"{BATCH}x{COLS}", "dtype": "fp16", "metric": "host_us_per_launch",
+             "unit": "us", "value": f"{us:.3f}", "extra": f"N={N_LAUNCHES} median of 5"} for p, us in results.items()]
+    print("wrote", write_rows("launch_overhead", cuda.device_name, rows, args.results))
+
+
+if __name__ == "__main__":
+    main()

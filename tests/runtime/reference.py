@@ -1,0 +1,41 @@
+"""float64 references and checks shared by the GPU tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.memory import bf16_bits_to_f32, f32_to_bf16_bits
+
+# |y - ref| <= ATOL + RTOL * |ref|: one or two roundings of the storage type, fp32 maths inside.
+RTOL = {"fp32": 2e-5, "fp16": 2e-3, "bf16": 1.6e-2}
+ATOL = {"fp32": 1e-6, "fp16": 2e-5, "bf16": 1e-4}
+
+
+def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
+    """What the kernel sees: x rounded to the storage type, as float64."""
+    if dtype == "fp16":
+        return x.astype(np.float16).astype(np.float64)
+    if dtype == "bf16":
+        return bf16_bits_to_f32(f32_to_bf16_bits(x.astype(np.float32))).astype(np.float64)
+    return x.astype(np.float32).astype(np.float64)
+
+
+def softmax_ref(x64: np.ndarray, log: bool) -> np.ndarray:
+    shifted = x64 - x64.max(axis=-1, keepdims=True)
+    if log:
+        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    e = np.exp(shifted)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def assert_close(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool, what: str) -> None:
+    y = y.astype(np.float64)
+    assert np.isfinite(y).all(), f"{what}: {np.count_nonzero(~np.isfinite(y))} non-finite outputs"
+    rtol = RTOL[dtype]
+    atol = ATOL[dtype] if not log else 4 * rtol  # log-softmax values are O(1..10), not in [0, 1]
+    err = np.abs(y - ref)
+    bad = err > atol + rtol * np.abs(ref)
+    if bad.any():
+        i = np.unravel_index(np.argmax(err - (atol + rtol * np.abs(ref))), err.shape)
+        raise AssertionError(f"{what}: {np.count_nonzero(bad)} elements off, worst at {i}: got {y[i]!r}, "
+                             f"want {ref[i]!r} (rtol {rtol}, atol {atol})")

@@ -1,0 +1,48 @@
+"""A C++ program loads and launches the archive exactly as ORT does, on the GPU."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).resolve().parent
+
+
+def cuda_home() -> Path:
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and (Path(cand) / "include" / "cuda.h").is_file():
+            return Path(cand)
+    nvcc = shutil.which("nvcc")
+    if nvcc and (Path(nvcc).resolve().parent.parent / "include" / "cuda.h").is_file():
+        return Path(nvcc).resolve().parent.parent
+    pytest.fail("cuda.h not found (set CUDA_HOME)")
+
+
+def test_ort_style_cpp_consumer(cuda, gpu_artifacts_dir, root, tmp_path):
+    cxx = shutil.which("g++") or pytest.fail("g++ not found")
+    home = cuda_home()
+    candidates = (home / "lib64", home / "lib64" / "stubs", home / "targets/x86_64-linux/lib/stubs")
+    libdirs = [p for p in candidates if p.is_dir()]
+    ldflags = [f"-L{p}" for p in libdirs]
+    subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-o", "libprovider.so", f"-I{home / 'include'}",
+                    f"-I{gpu_artifacts_dir}", str(HERE / "ort_gpu_consumer.cc"), "-Wl,--whole-archive",
+                    str(gpu_artifacts_dir / "triton_kernel_infos.a"), "-Wl,--no-whole-archive",
+                    f"-Wl,--version-script={root / 'pipeline/templates/provider.lds'}", *ldflags, "-lcuda", "-ldl"],
+                   cwd=tmp_path, check=True)
+    (tmp_path / "main.cc").write_text(
+        '#include <cstdlib>\nextern "C" int tf_run_softmax(int, int);\n'
+        "int main(int c, char** v) { return tf_run_softmax(std::atoi(v[1]), std::atoi(v[2])); }\n")
+    subprocess.run([cxx, "-o", "consumer", "main.cc", "-L.", "-lprovider", "-Wl,-rpath,$ORIGIN"], cwd=tmp_path,
+                   check=True)
+    for batch, n in ((7, 1000), (3, 3000), (2, 16384)):
+        proc = subprocess.run([str(tmp_path / "consumer"), str(batch), str(n)], capture_output=True, text=True,
+                              timeout=120)
+        print(proc.stdout)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "0 failures" in proc.stdout

@@ -1,0 +1,77 @@
+"""Registry and launcher behaviour on a real GPU: load once per context, guards, driver errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import Unsupported
+from runtime.cuda import CudaError
+from runtime.registry import Registry
+
+pytestmark = pytest.mark.gpu
+
+
+def test_registry_order_and_lookup(registry):
+    assert [k.index for k in registry.metadata] == list(range(len(registry.metadata)))
+    assert registry.by_group["softmax_fp16"][0].name.startswith("softmax_fp16_")
+    with pytest.raises(KeyError, match="no kernel named"):
+        registry.kernel("nope")
+
+
+def test_modules_load_once_per_context(registry):
+    a = registry.kernel("softmax_fp32_1024")
+    assert registry.kernel("softmax_fp32_1024") is a
+    assert registry.load_all() == len(registry.metadata)
+    assert registry.kernel("softmax_fp32_1024") is a
+
+
+def test_second_context_gets_its_own_module(registry, cuda):
+    from cuda.bindings import driver as cu
+
+    from runtime.cuda import check
+
+    try:  # CUDA 13 takes creation params first; CUDA 12 does not
+        ctx = check(cu.cuCtxCreate(None, 0, cuda.device), "cuCtxCreate")
+    except TypeError:
+        ctx = check(cu.cuCtxCreate(0, cuda.device), "cuCtxCreate")
+    try:
+        second = registry.kernel("softmax_fp32_1024")  # the created context is current now
+        cuda.make_current()
+        primary = registry.kernel("softmax_fp32_1024")
+        assert second is not primary
+        assert int(second.module) != int(primary.module)
+    finally:
+        cuda.make_current()
+        check(cu.cuCtxDestroy(ctx), "cuCtxDestroy")
+
+
+def test_grid_guard_returns_unsupported(registry):
+    k = registry.kernel("softmax_fp32_1024")
+    values = {p["name"]: 0 for p in k.info.params}
+    with pytest.raises(Unsupported, match=r"grid\[1\]=70000"):
+        k.prepare(values, (1, 70000, 1))
+    with pytest.raises(Unsupported, match=r"grid\[0\]=0"):
+        k.prepare(values, (0, 1, 1))
+
+
+def test_driver_error_names_kernel(registry):
+    k = registry.kernel("softmax_fp32_1024")
+    with pytest.raises(CudaError, match=r"cuLaunchKernel\(softmax_fp32_1024\).*CUDA_ERROR_INVALID_VALUE"):
+        k.backend.launch(k.function, (1, 1, 1), 4096, 0, 0, 0, "softmax_fp32_1024")
+
+
+def test_wrong_arch_is_refused(registry, cuda):
+    arts = registry.artifacts
+    arts_other = type(arts)(arts.path, {**arts.manifest, "target": {**arts.manifest["target"], "arch": "1"}},
+                            arts.kernels, arts.blobs)
+    with pytest.raises(ValueError, match="built for sm_1"):
+        Registry(arts_other, cuda)
+
+
+def test_packed_buffer_is_orts_struct(registry):
+    import struct
+
+    k = registry.kernel("softmax_fp16_2048")
+    launch = k.prepare({"output_ptr": 0x1000, "input_ptr": 0x2000, "input_row_stride": 7,
+                        "output_row_stride": 9, "n_cols": 5}, (1, 1, 1))
+    assert launch.packed() == struct.pack("<QQiii4xQQ", 0x1000, 0x2000, 7, 9, 5, 0, 0)

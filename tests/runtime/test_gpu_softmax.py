@@ -1,0 +1,133 @@
+"""Softmax / LogSoftmax from the shipped archive on a real GPU, against float64 references.
+
+ORT's kernel_explorer grid and more: fresh random inputs every run, outputs poisoned before every
+launch and every element (padding included) checked.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from runtime.memory import DTYPES, DeviceArray
+from runtime.ops.softmax import Softmax, softmax_numpy
+
+from .reference import assert_close, quantize, softmax_ref
+
+pytestmark = pytest.mark.gpu
+
+ELEMENTS = [1, 2, 3, 4, 5, 7, 8, 9, 11, 16, 31, 32, 33, 64, 65, 127, 128, 1024, 1025, 2048, 4096, 8191, 16384]
+BATCHES = [1, 8, 1000]
+FLOATS = ["fp32", "fp16", "bf16"]
+POISON = 0xFF  # every float type reads 0xFF.. as NaN
+
+SEED = int.from_bytes(os.urandom(4), "little")
+
+
+@pytest.fixture
+def rng(request):
+    # Fresh inputs each run; the seed is in the test id's failure message for reproduction.
+    return np.random.default_rng([SEED, abs(hash(request.node.nodeid)) % 2**32])
+
+
+def run_and_check(registry, kernel, dtype, log, x, in_stride=None, out_stride=None, what=""):
+    cuda = registry.backend
+    batch, n = x.shape
+    src = DeviceArray.from_numpy(cuda, x, dtype, row_stride=in_stride)
+    dst = DeviceArray(cuda, batch, n, dtype, row_stride=out_stride)
+    try:
+        dst.fill_bytes(POISON)
+        op = Softmax(registry, dtype, log)
+        op.prepare(dst.ptr, src.ptr, batch, n, src.row_stride, dst.row_stride, kernel=kernel)()
+        cuda.synchronize()
+        storage = dst.storage()
+        pad = storage[:, n:]
+        assert (pad.view(np.uint8) == POISON).all(), f"{what}: {kernel} wrote past n_cols into the row padding"
+        assert_close(dst.to_numpy(), softmax_ref(quantize(x, dtype), log), dtype, log,
+                     f"{what} {kernel} seed={SEED}")
+    finally:
+        src.free()
+        dst.free()
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("batch", BATCHES)
+def test_kernel_explorer_grid(registry, rng, dtype, log, batch):
+    for n in ELEMENTS:
+        x = rng.standard_normal((batch, n)).astype(np.float32) * rng.uniform(0.5, 8)
+        op = Softmax(registry, dtype, log)
+        names = [name for name, _ in op.candidates(batch, n)]
+        assert names, f"no candidate for {batch}x{n}"
+        # The smallest block that fits and the largest: different masking and reduction shapes.
+        for kernel in {names[0], names[-1]}:
+            run_and_check(registry, kernel, dtype, log, x, what=f"{batch}x{n}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_strided_rows(registry, rng, dtype):
+    for n in (5, 127, 1025, 4096):
+        x = rng.standard_normal((37, n)).astype(np.float32)
+        for log in (False, True):
+            op = Softmax(registry, dtype, log)
+            for kernel, _ in op.candidates(37, n)[:3]:
+                run_and_check(registry, kernel, dtype, log, x, in_stride=n + 13, out_stride=n + 7,
+                              what=f"strided 37x{n}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_minus_inf_and_large_magnitudes(registry, rng, dtype):
+    n = 1000
+    big = 6e4 if dtype == "fp16" else 1e30
+    x = rng.standard_normal((6, n)).astype(np.float32)
+    x[0, ::3] = -np.inf  # masked-out positions, as attention masks produce
+    x[1, :] = -np.inf
+    x[1, 17] = 0.0  # a single survivor
+    x[2, :] = rng.uniform(-big, big, n)
+    x[3, :] = big  # all equal and huge: uniform 1/n
+    x[4, :] = -big
+    x[5, 123] = big  # one dominant element
+    for log in (False, True):
+        ref = softmax_ref(quantize(x, dtype), log)
+        if log:  # log(0) = -inf is the exact answer for masked positions: compare the finite part
+            for kernel, _ in Softmax(registry, dtype, log).candidates(6, n)[:2]:
+                y = softmax_numpy(registry, x, dtype, log=True, kernel=kernel)
+                assert not np.isnan(y).any()
+                finite = np.isfinite(ref)
+                assert (np.isneginf(y) == ~finite).all()
+                assert_close(y[finite], ref[finite], dtype, True, f"{kernel} special values")
+            continue
+        for kernel, _ in Softmax(registry, dtype, log).candidates(6, n)[:2]:
+            run_and_check(registry, kernel, dtype, log, x, what="special values")
+
+
+def test_every_kernel_of_every_group_runs(registry, rng):
+    """Each kernel in the archive for this arch launches and gives the right answer at least once."""
+    ran = []
+    for group, infos in registry.by_group.items():
+        contract = registry.artifacts.contract(group)
+        assert contract is not None, f"group {group} has no launch contract"
+        dtype = group.rsplit("_", 1)[1]
+        log = group.startswith("log_")
+        for info in infos:
+            block = info.constants["BLOCK_SIZE"]
+            n = max(1, block - 3)  # a partial last vector inside the block
+            x = rng.standard_normal((3, n)).astype(np.float32)
+            run_and_check(registry, info.name, dtype, log, x, what=f"3x{n}")
+            ran.append(info.name)
+    assert sorted(ran) == sorted(k.name for k in registry.metadata)
+
+
+def test_cuda_array_interface_inputs(registry, rng):
+    cuda = registry.backend
+    x = rng.standard_normal((9, 300)).astype(np.float32)
+    src = DeviceArray.from_numpy(cuda, x, "fp16", row_stride=320)
+    dst = DeviceArray(cuda, 9, 300, "fp16")
+    Softmax(registry, "fp16")(dst, src)
+    cuda.synchronize()
+    assert_close(dst.to_numpy(), softmax_ref(quantize(x, "fp16"), False), "fp16", False, "CAI")
+    with pytest.raises(ValueError, match="does not match fp32"):
+        Softmax(registry, "fp32")(dst, src)
+    assert DTYPES["bf16"][1] == "<u2"
