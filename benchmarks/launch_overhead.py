@@ -3,7 +3,8 @@
     python benchmarks/launch_overhead.py [--dist dist] [--results FILE]
 
 Providers, all timed the same way (N back-to-back launches, then one synchronize, divided by N):
-- tritonforge: runtime.PreparedLaunch (argument struct packed once, one driver call per launch)
+- tritonforge: runtime.PreparedLaunch (argument struct packed once, one raw driver call per launch)
+- tritonforge-bindings: the same prepared launch through cuda-python's cuLaunchKernel wrapper
 - cuda-python-tuple: cuLaunchKernel with a fresh ((values), (types)) tuple per call
 - triton-jit: the same kernel source through Triton's own launcher (if triton is installed)
 - torch: torch.softmax eager (if torch is installed)
@@ -60,6 +61,7 @@ def main() -> None:
 
     launch = Softmax(reg, "fp16").prepare(y.ptr, x.ptr, BATCH, COLS, kernel=KERNEL)
     results["tritonforge"] = per_launch_us(launch, cuda.synchronize)
+    results["tritonforge-bindings"] = per_launch_us(launch.launch_via_bindings, cuda.synchronize)
 
     from cuda.bindings import driver as cu
 

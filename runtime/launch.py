@@ -32,7 +32,11 @@ class PreparedLaunch:
         self.update(values)
         for h in info.hidden_params:
             struct.pack_into("<Q", self.buffer, h["offset"], int(hidden_values.get(h["name"], 0)))
-        self._fire = kernel.backend.launch
+        backend = kernel.backend
+        raw = getattr(backend, "raw_launcher", None)
+        self._raw = raw() if raw else None
+        self._head = (int(kernel.function), grid[0], grid[1], grid[2], self.block_x, 1, 1, self.shared)
+        self._fire = backend.launch
         self._args = (kernel.function, grid, self.block_x, self.shared)
         self._what = info.name
 
@@ -48,5 +52,15 @@ class PreparedLaunch:
         return self.buffer.raw[: self.kernel.info.args_size]
 
     def __call__(self, stream: int = 0) -> None:
+        if self._raw is not None:
+            err = self._raw(*self._head, stream, self.params_addr, None)
+            if err:
+                raise self.kernel.backend.error(f"cuLaunchKernel({self._what})", err)
+            return
+        f, grid, block, shared = self._args
+        self._fire(f, grid, block, shared, stream, self.params_addr, self._what)
+
+    def launch_via_bindings(self, stream: int = 0) -> None:
+        """The same launch through cuda-python's cuLaunchKernel wrapper (slower; for comparison)."""
         f, grid, block, shared = self._args
         self._fire(f, grid, block, shared, stream, self.params_addr, self._what)

@@ -75,3 +75,22 @@ def test_packed_buffer_is_orts_struct(registry):
     launch = k.prepare({"output_ptr": 0x1000, "input_ptr": 0x2000, "input_row_stride": 7,
                         "output_row_stride": 9, "n_cols": 5}, (1, 1, 1))
     assert launch.packed() == struct.pack("<QQiii4xQQ", 0x1000, 0x2000, 7, 9, 5, 0, 0)
+
+
+def test_raw_and_bindings_launch_paths_agree(registry):
+    import numpy as np
+
+    from runtime.memory import DeviceArray
+    from runtime.ops.softmax import Softmax
+
+    cuda = registry.backend
+    x = DeviceArray.from_numpy(cuda, np.random.default_rng().standard_normal((4, 777)), "fp32")
+    outs = []
+    for path in ("__call__", "launch_via_bindings"):
+        y = DeviceArray(cuda, 4, 777, "fp32")
+        y.fill_bytes(0xFF)
+        launch = Softmax(registry, "fp32").prepare(y.ptr, x.ptr, 4, 777, kernel="softmax_fp32_1024")
+        getattr(launch, path)()
+        cuda.synchronize()
+        outs.append(y.to_numpy())
+    assert np.isfinite(outs[0]).all() and np.array_equal(outs[0], outs[1])

@@ -91,12 +91,14 @@ def test_minus_inf_and_large_magnitudes(registry, rng, dtype):
     x[5, 123] = big  # one dominant element
     for log in (False, True):
         ref = softmax_ref(quantize(x, dtype), log)
-        if log:  # log(0) = -inf is the exact answer for masked positions: compare the finite part
+        if log:
+            # log(0) = -inf is exact for masked positions, and a finite value below the storage type's
+            # range also rounds to -inf (fp16: -131008 does not fit); compare the rest.
+            finite = np.isfinite(quantize(ref, dtype))
             for kernel, _ in Softmax(registry, dtype, log).candidates(6, n)[:2]:
                 y = softmax_numpy(registry, x, dtype, log=True, kernel=kernel)
                 assert not np.isnan(y).any()
-                finite = np.isfinite(ref)
-                assert (np.isneginf(y) == ~finite).all()
+                assert (np.isneginf(y) == ~finite).all(), f"{kernel}: -inf where the answer is finite"
                 assert_close(y[finite], ref[finite], dtype, True, f"{kernel} special values")
             continue
         for kernel, _ in Softmax(registry, dtype, log).candidates(6, n)[:2]:
