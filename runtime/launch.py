@@ -29,6 +29,10 @@ class PreparedLaunch:
         slots = [*info.params, *info.hidden_params]
         self.pointers = (ctypes.c_void_p * len(slots))(*[base + p["offset"] for p in slots])
         self.params_addr = ctypes.addressof(self.pointers)
+        # ORT's form: {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, END}.
+        self._size = ctypes.c_size_t(info.args_size)
+        self.extra = (ctypes.c_void_p * 5)(1, base, 2, ctypes.addressof(self._size), 0)
+        self.extra_addr = ctypes.addressof(self.extra)
         self.update(values)
         for h in info.hidden_params:
             struct.pack_into("<Q", self.buffer, h["offset"], int(hidden_values.get(h["name"], 0)))
@@ -59,6 +63,12 @@ class PreparedLaunch:
             return
         f, grid, block, shared = self._args
         self._fire(f, grid, block, shared, stream, self.params_addr, self._what)
+
+    def launch_buffer(self, stream: int = 0) -> None:
+        """The same launch with the packed struct passed as ORT passes it (CU_LAUNCH_PARAM_BUFFER_POINTER)."""
+        err = self._raw(*self._head, stream, None, self.extra_addr)
+        if err:
+            raise self.kernel.backend.error(f"cuLaunchKernel({self._what})", err)
 
     def launch_via_bindings(self, stream: int = 0) -> None:
         """The same launch through cuda-python's cuLaunchKernel wrapper (slower; for comparison)."""

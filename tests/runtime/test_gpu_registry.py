@@ -94,3 +94,22 @@ def test_raw_and_bindings_launch_paths_agree(registry):
         cuda.synchronize()
         outs.append(y.to_numpy())
     assert np.isfinite(outs[0]).all() and np.array_equal(outs[0], outs[1])
+
+
+def test_ort_buffer_launch_matches(registry):
+    """CU_LAUNCH_PARAM_BUFFER_POINTER with the packed struct (ORT's form) gives the same output."""
+    import numpy as np
+
+    from runtime.memory import DeviceArray
+    from runtime.ops.softmax import Softmax
+
+    cuda = registry.backend
+    x = DeviceArray.from_numpy(cuda, np.random.default_rng().standard_normal((3, 2000)), "bf16")
+    outs = []
+    for path in ("__call__", "launch_buffer"):
+        y = DeviceArray(cuda, 3, 2000, "bf16")
+        y.fill_bytes(0xFF)
+        getattr(Softmax(registry, "bf16", log=True).prepare(y.ptr, x.ptr, 3, 2000), path)()
+        cuda.synchronize()
+        outs.append(y.to_numpy())
+    assert np.isfinite(outs[0]).all() and np.array_equal(outs[0], outs[1])
