@@ -9,10 +9,7 @@ Two figures per provider:
   below by how fast the GPU itself retires tiny kernels.
 
 Providers:
-- tritonforge: runtime.PreparedLaunch (argument struct packed once, one raw driver call per launch)
-- tritonforge-buffer: the same, with the packed struct passed as ORT does (CU_LAUNCH_PARAM_BUFFER_POINTER)
-- tritonforge-bindings: the same prepared launch through cuda-python's cuLaunchKernel wrapper
-- ctypes-floor: the raw driver call from a lambda, no checks: what any Python launcher pays at least
+- tritonforge: runtime.PreparedLaunch.fire (argument struct packed once, one cuLaunchKernel per call)
 - cuda-python-tuple: cuLaunchKernel with a fresh ((values), (types)) tuple per call
 - triton-jit: the same kernel source through Triton's own launcher (if triton is installed)
 - torch: torch.softmax eager (if torch is installed)
@@ -80,12 +77,7 @@ def main() -> None:
     results = {}
 
     launch = Softmax(reg, "fp16").prepare(y.ptr, x.ptr, BATCH, COLS, kernel=KERNEL)
-    results["tritonforge"] = per_launch_us(launch, cuda.synchronize)
-    results["tritonforge-buffer"] = per_launch_us(launch.launch_buffer, cuda.synchronize)
-    results["tritonforge-bindings"] = per_launch_us(launch.launch_via_bindings, cuda.synchronize)
-    raw = cuda.raw_launcher()
-    head = (int(launch.kernel.function), BATCH, 1, 1, launch.block_x, 1, 1, launch.shared, 0)
-    results["ctypes-floor"] = per_launch_us(lambda: raw(*head, launch.params_addr, None), cuda.synchronize)
+    results["tritonforge"] = per_launch_us(launch.fire, cuda.synchronize)
 
     from cuda.bindings import driver as cu
 
