@@ -16,13 +16,14 @@ from pipeline.contracts import evaluate
 from ..launch import PreparedLaunch, Unsupported
 from ..memory import TYPESTR_TO_DTYPE, DeviceArray, element_size
 
-ROLES = {"out", "in", "in_stride", "out_stride", "n_cols"}
+ROLES = {"out", "in", "in_stride", "out_stride", "n_cols", "batch"}
 PROBLEM = {"batch", "n_cols", "in_stride", "out_stride"}
 
 
 class Softmax:
-    def __init__(self, registry, dtype: str, log: bool = False):
-        self.registry, self.dtype, self.log = registry, dtype, log
+    def __init__(self, registry, dtype: str, log: bool = False, tune_cache: dict | None = None):
+        """tune_cache: a validated cache (runtime.tune.load_cache) whose choices replace the default."""
+        self.registry, self.dtype, self.log, self.tune_cache = registry, dtype, log, tune_cache
         self.op = "log_softmax" if log else "softmax"
         pattern = re.compile(rf"{self.op}(_[A-Za-z0-9]+)*_{dtype}")
         self.groups = []
@@ -52,17 +53,23 @@ class Softmax:
 
     def prepare(self, out_ptr: int, in_ptr: int, batch: int, n_cols: int, in_stride: int | None = None,
                 out_stride: int | None = None, kernel: str | None = None) -> PreparedLaunch:
-        """A launch of `kernel` (default: the first candidate) for this problem; Unsupported if none fits."""
+        """A launch of `kernel` (default: the tuned choice, else the first candidate); Unsupported if none fits."""
         in_stride, out_stride = in_stride or n_cols, out_stride or n_cols
         cands = dict(self.candidates(batch, n_cols, in_stride, out_stride))
         if not cands:
             raise Unsupported(f"no {self.op} {self.dtype} kernel admits batch={batch} n_cols={n_cols}")
+        if kernel is None and self.tune_cache is not None:
+            from ..tune import lookup
+
+            tuned = lookup(self.tune_cache, f"{self.op}_{self.dtype}", batch, n_cols)
+            kernel = tuned if tuned in cands else None
         name = kernel or next(iter(cands))
         if name not in cands:
             raise Unsupported(f"{name} does not admit batch={batch} n_cols={n_cols}")
         loaded = self.registry.kernel(name)
         contract = self.registry.artifacts.contract(loaded.info.group)
-        roles = {"out": out_ptr, "in": in_ptr, "in_stride": in_stride, "out_stride": out_stride, "n_cols": n_cols}
+        roles = {"out": out_ptr, "in": in_ptr, "in_stride": in_stride, "out_stride": out_stride, "n_cols": n_cols,
+                 "batch": batch}
         values = {p["name"]: roles[role] for p, role in zip(loaded.info.params, contract["params"])}
         return loaded.prepare(values, cands[name])
 

@@ -30,6 +30,7 @@ def test_layout_and_counts(built):
 def test_manifest_describes_every_kernel(built, kernel_scripts):
     import hashlib
 
+    from pipeline.abi import c_layout
     from pipeline.table import load_table
 
     report, out, _ = built
@@ -44,15 +45,20 @@ def test_manifest_describes_every_kernel(built, kernel_scripts):
         for k in doc["kernels"]:
             assert k["symbol"] == f"_binary_{k['name']}_{t.target.binary_ext}_start"
             assert k["threads_per_block"] == k["warp_size"] * k["num_warps"]
-            assert [p["offset"] for p in k["params"]] == [0, 8, 16, 20, 24]
+            slots, _ = c_layout([p["size"] for p in k["params"]])
+            assert [p["offset"] for p in k["params"]] == [s.offset for s in slots]
             # Triton 3.5 appends global_scratch and profile_scratch after the runtime arguments.
+            end = slots[-1].offset + slots[-1].size
+            first_hidden = (end + 7) // 8 * 8
             assert [(h["name"], h["offset"]) for h in k["hidden_params"]] == [
-                ("global_scratch", 32), ("profile_scratch", 40)]
-            assert k["args_size"] == 48
+                ("global_scratch", first_hidden), ("profile_scratch", first_hidden + 8)]
+            assert k["args_size"] == first_hidden + 16
             assert k["ort_launchable"], k["ort_notes"]
-        assert set(doc["groups"]) == {f"{op}_{dt}" for op in ("softmax", "log_softmax")
-                                      for dt in ("fp32", "fp16", "bf16")}
+        ort_groups = {f"{op}_{dt}" for op in ("softmax", "log_softmax") for dt in ("fp32", "fp16", "bf16")}
+        assert ort_groups <= set(doc["groups"])
+        assert all(g["contract"] for g in doc["groups"].values())
         assert doc["groups"]["softmax_fp16"]["contract"]["grid"] == ["batch", "1", "1"]
+        assert doc["kernels"][0]["args_size"] == 48  # ORT's 32-byte softmax struct + 2 hidden pointers
 
 
 def test_archive_members_in_table_order_and_deterministic(built):

@@ -14,9 +14,12 @@ from ..conftest import require_tool
 def test_consumer_resolves_every_kernel(built, sub):
     require_tool("g++", "builds the C++ consumer")
     _, out, _ = built
+    import json
+
     result = check_artifacts(out / sub)
-    assert result.kernels == 162
-    assert "checked 162 kernels, 0 failures" in result.program_output
+    n = len(json.loads((out / sub / "kernels.json").read_text())["kernels"])
+    assert result.kernels == n > 0
+    assert f"checked {n} kernels, 0 failures" in result.program_output
     machine = "190" if sub.startswith("cuda") else "224"
     assert all(f"machine={machine}" in line for line in result.program_output.splitlines()
                if line.startswith("OK"))

@@ -28,7 +28,7 @@ def test_blobs_match_binutils_extraction(built, tmp_path, sub):
 def test_load_verifies_hashes(built, tmp_path):
     _, out, _ = built
     arts = load_artifacts(out / "cuda/sm_90")
-    assert len(arts.kernels) == len(arts.blobs) == 162
+    assert len(arts.kernels) == len(arts.blobs) == len(arts.manifest["kernels"]) > 0
     assert arts.contract("softmax_fp16")["params"][0] == "out"
 
     d = tmp_path / "a"

@@ -1,10 +1,10 @@
-"""float64 references and checks shared by the GPU tests."""
+"""float64 softmax references and the tolerance check used by the tuner and the GPU tests."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from runtime.memory import bf16_bits_to_f32, f32_to_bf16_bits
+from .memory import bf16_bits_to_f32, f32_to_bf16_bits
 
 # |y - ref| <= ATOL + RTOL * |ref|: one or two roundings of the storage type, fp32 maths inside.
 RTOL = {"fp32": 2e-5, "fp16": 2e-3, "bf16": 1.6e-2}
@@ -28,14 +28,23 @@ def softmax_ref(x64: np.ndarray, log: bool) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def assert_close(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool, what: str) -> None:
+def mismatch(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool) -> str | None:
+    """None when y matches ref within the dtype's tolerance, else a description of the worst element."""
     y = y.astype(np.float64)
-    assert np.isfinite(y).all(), f"{what}: {np.count_nonzero(~np.isfinite(y))} non-finite outputs"
+    if not np.isfinite(y).all():
+        return f"{np.count_nonzero(~np.isfinite(y))} non-finite outputs"
     rtol = RTOL[dtype]
     atol = ATOL[dtype] if not log else 4 * rtol  # log-softmax values are O(1..10), not in [0, 1]
     err = np.abs(y - ref)
     bad = err > atol + rtol * np.abs(ref)
     if bad.any():
         i = np.unravel_index(np.argmax(err - (atol + rtol * np.abs(ref))), err.shape)
-        raise AssertionError(f"{what}: {np.count_nonzero(bad)} elements off, worst at {i}: got {y[i]!r}, "
-                             f"want {ref[i]!r} (rtol {rtol}, atol {atol})")
+        return (f"{np.count_nonzero(bad)} elements off, worst at {i}: got {y[i]!r}, want {ref[i]!r} "
+                f"(rtol {rtol}, atol {atol})")
+    return None
+
+
+def assert_close(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool, what: str) -> None:
+    problem = mismatch(y, ref, dtype, log)
+    if problem:
+        raise AssertionError(f"{what}: {problem}")

@@ -1,0 +1,174 @@
+"""Softmax against the memory-bandwidth limit, on the GPU machine.
+
+    python benchmarks/softmax_bench.py [--dist dist] [--dtypes fp32,fp16,bf16] [--quick]
+
+Every figure is GPU time per launch from CUDA-graph replay over rotating buffers larger than L2;
+bytes = one read + one write of the tensor (2 * batch * n_cols * sizeof(dtype)); the ceiling is a
+1 GiB device-to-device copy timed in the same run. For each problem it reports the exhaustive best
+candidate overall, the best inside ORT's own contract (group softmax_<dtype>: one program per row,
+grid (batch,1,1)), the tuner's choice (ORT TunableOp's method) and torch.softmax. Lines follow ORT's
+kernel_explorer format; rows go to benchmarks/results/results.csv and a PNG plot beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from runtime import load_artifacts  # noqa: E402
+from runtime.cuda import CudaBackend  # noqa: E402
+from runtime.problem import Problem, SoftmaxSetup, gbps, is_ort_group  # noqa: E402
+from runtime.registry import Registry  # noqa: E402
+from runtime.timing import GraphTimer  # noqa: E402
+from runtime.tune import tune_problem  # noqa: E402
+
+TARGETS = [(32768, 2048), (16384, 8192), (8192, 16384), (65536, 4096)]
+LONG_ROWS = [(2048, 32768), (1024, 65536), (512, 131072), (256, 262144)]
+LATENCY = [(1, 2048), (1, 1024), (32, 4096), (256, 4096)]
+SWEEP_COLS = [256, 512, 1000, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144]
+SWEEP_ELEMENTS = 2**26
+
+
+def torch_ms(timer, p: Problem, slots: int, reps: int) -> float | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[p.dtype]
+    xs = [torch.randn(p.batch, p.n_cols, device="cuda", dtype=dt) for _ in range(min(slots, 64))]
+    fn = torch.log_softmax if p.op == "log_softmax" else torch.softmax
+    for x in xs[:2]:
+        fn(x, -1)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for i in range(reps):
+            fn(xs[i % len(xs)], -1)
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / reps)
+    del g, xs
+    torch.cuda.empty_cache()
+    return float(np.median(times))
+
+
+def exhaustive(setup: SoftmaxSetup) -> dict[str, float]:
+    """Every viable candidate timed the same way."""
+    return tune_problem(setup, budget_ms=10.0, exhaustive=True).timed
+
+
+def line(ms, p, name, ceiling, tag=""):
+    g = gbps(p, ms)
+    return (f"{ms * 1e3:8.2f} us {g:8.1f} GB/s {100 * g / ceiling:5.1f}% copy {p.dtype} "
+            f"batch_count={p.batch:<6} softmax_elements={p.n_cols:<7} {tag}{name}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dist", default=str(ROOT / "dist"))
+    ap.add_argument("--dtypes", default="fp32,fp16,bf16")
+    ap.add_argument("--quick", action="store_true", help="targets and latency only, no sweep")
+    ap.add_argument("--results", default=str(RESULTS))
+    args = ap.parse_args()
+    backend = CudaBackend(0)
+    registry = Registry(load_artifacts(Path(args.dist) / "cuda" / f"sm_{backend.arch}"), backend)
+    timer = GraphTimer(backend)
+    ceiling = timer.copy_bandwidth_gbps()
+    print(f"{backend.device_name}: device-to-device copy {ceiling:.1f} GB/s (read + write)", flush=True)
+    rows = [{"provider": "copy", "metric": "GB/s", "unit": "GB/s", "value": f"{ceiling:.1f}"}]
+    rng = np.random.default_rng()
+    plot = []
+    for dtype in args.dtypes.split(","):
+        shapes = TARGETS + LONG_ROWS + LATENCY
+        if not args.quick:
+            shapes += [(max(1, SWEEP_ELEMENTS // n), n) for n in SWEEP_COLS]
+        for batch, n in dict.fromkeys(shapes):
+            p = Problem("softmax", dtype, batch, n)
+            setup = SoftmaxSetup(registry, timer, p, rng)
+            try:
+                t0 = time.perf_counter()
+                timed = exhaustive(setup)
+                tuned = tune_problem(setup)
+                tune_s = time.perf_counter() - t0
+                reps = max(3, min(100, int(10.0 / max(min(timed.values()), 1e-4))))
+                ref = torch_ms(timer, p, setup.slots, reps)
+            finally:
+                setup.free()
+            best = min(timed, key=timed.get)
+            ort = {k: v for k, v in timed.items() if is_ort_group(registry.by_name[k].group, p)}
+            ort_best = min(ort, key=ort.get) if ort else None
+            print(line(timed[best], p, best, ceiling, "best "))
+            if ort_best:
+                print(line(ort[ort_best], p, ort_best, ceiling, "ORT  "))
+            print(line(tuned.best_ms, p, tuned.best, ceiling, "tune "))
+            if ref:
+                print(line(ref, p, "torch.softmax", ceiling, "ref  ") + f"  speedup {ref / timed[best]:.2f}x",
+                      flush=True)
+            shape = f"{batch}x{n}"
+            for provider, ms, name in (("best", timed[best], best), ("ort_contract", ort.get(ort_best), ort_best),
+                                       ("tuned", tuned.best_ms, tuned.best), ("torch", ref, "torch.softmax")):
+                if ms:
+                    rows.append({"provider": provider, "shape": shape, "dtype": dtype, "metric": "us",
+                                 "unit": "us", "value": f"{ms * 1e3:.3f}", "extra": name})
+                    rows.append({"provider": provider, "shape": shape, "dtype": dtype, "metric": "pct_copy",
+                                 "unit": "%", "value": f"{100 * gbps(p, ms) / ceiling:.1f}", "extra": name})
+            rows.append({"provider": "tuned", "shape": shape, "dtype": dtype, "metric": "tuned_vs_best",
+                         "unit": "ratio", "value": f"{tuned.best_ms / timed[best]:.4f}",
+                         "extra": f"{len(timed)} candidates, exhaustive+tune {tune_s:.1f}s"})
+            if n in SWEEP_COLS and batch == max(1, SWEEP_ELEMENTS // n):
+                groups = {}
+                for k, v in timed.items():
+                    g = registry.by_name[k].group
+                    groups[g] = min(groups.get(g, v), v)
+                plot.append((dtype, n, {g: gbps(p, v) for g, v in groups.items()}, gbps(p, ref) if ref else None))
+    out = write_rows("softmax_bandwidth", backend.device_name, rows, args.results)
+    print("wrote", out)
+    if plot:
+        write_plot(plot, ceiling, Path(args.results).with_name("softmax_bandwidth.png"))
+
+
+def write_plot(points, ceiling, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return
+    dtypes = sorted({p[0] for p in points})
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4.5), squeeze=False)
+    for ax, dt in zip(axes[0], dtypes):
+        pts = sorted((n, groups, ref) for d, n, groups, ref in points if d == dt)
+        for g in sorted({g for _, groups, _ in pts for g in groups}):
+            xs = [n for n, groups, _ in pts if g in groups]
+            ax.plot(xs, [groups[g] for _, groups, _ in pts if g in groups], marker="o", label=g)
+        ax.plot([n for n, _, r in pts if r], [r for _, _, r in pts if r], "k--", marker="x", label="torch.softmax")
+        ax.axhline(ceiling, color="gray", linestyle=":", label="device copy")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"row length (batch = 2^26 / n), {dt}")
+        ax.set_ylabel("GB/s (read + write)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Offline tuning of softmax candidates, tune caches, and export to ORT's TuningResults JSON.
+
+Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's TunableOp adds:
+  1. skip candidates the contract or device rejects (Unsupported);
+  2. numerical check against float64 on sampled rows before a candidate may win (it also warms up);
+  3. a quick estimate (3 launches); skip if over 2x the best so far;
+  4. iterations = clamp(budget / estimate, 1, 100), timed by graph replay over rotating buffers
+     larger than L2.
+
+    python -m runtime.tune --dist dist --out tune/cuda/sm_90/NVIDIA_H200.json [--shapes FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .launch import Unsupported
+from .problem import Problem, SoftmaxSetup, is_ort_group
+
+SCHEMA = "tritonforge.tune/1"
+ORT_MANDATORY = ("ORT_VERSION", "ORT_GIT_COMMIT", "ORT_BUILD_CONFIG")
+
+
+class TuneCacheError(ValueError):
+    pass
+
+
+@dataclass
+class Outcome:
+    best: str | None = None
+    best_ms: float = math.inf
+    ort_best: str | None = None
+    ort_ms: float = math.inf
+    timed: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    skipped: int = 0
+
+
+def tune_problem(setup: SoftmaxSetup, budget_ms: float = 10.0, exhaustive: bool = False) -> Outcome:
+    out = Outcome()
+    for name in setup.candidates():
+        try:
+            setup.launch(name)
+        except Unsupported as why:
+            out.rejected[name] = str(why)
+            continue
+        problem = setup.check(name)
+        if problem:
+            out.rejected[name] = f"numerical check failed: {problem}"
+            continue
+        ort = is_ort_group(setup.registry.by_name[name].group, setup.p)
+        approx = setup.time_ms(name, 3)
+        if not exhaustive and approx > 2 * out.best_ms and not (ort and approx <= 2 * out.ort_ms):
+            out.skipped += 1
+            continue
+        iters = int(max(1, min(100, budget_ms / max(approx, 1e-6))))
+        ms = setup.time_ms(name, max(iters, 3)) if not exhaustive else setup.time_ms(name, 100)
+        out.timed[name] = ms
+        if ms < out.best_ms:
+            out.best, out.best_ms = name, ms
+        if ort and ms < out.ort_ms:
+            out.ort_best, out.ort_ms = name, ms
+    return out
+
+
+def validators(registry) -> dict[str, str]:
+    m, b = registry.artifacts.manifest, registry.backend
+    return {"tool_version": m["tool"]["version"], "triton_version": m["triton_version"],
+            "archive_sha256": m["archive"]["sha256"], "target": m["target"]["arch_name"],
+            "device_model": b.device_name, "cuda_driver_version": str(b.driver_version)}
+
+
+def check_validators(cache: dict, registry, path: str = "tune cache") -> None:
+    if cache.get("schema") != SCHEMA:
+        raise TuneCacheError(f"{path}: not a {SCHEMA} file")
+    here = validators(registry)
+    for key in sorted(set(here) | set(cache["validators"])):
+        have, want = cache["validators"].get(key), here.get(key)
+        if have != want:
+            raise TuneCacheError(f"{path}: validator '{key}' differs: cache has {have!r}, this "
+                                 f"{'device/archive' if key in here else 'tool'} has {want!r}")
+
+
+def load_cache(path: Path | str, registry) -> dict:
+    try:
+        cache = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise TuneCacheError(f"{path}: cannot read: {exc}") from None
+    check_validators(cache, registry, str(path))
+    return cache
+
+
+def lookup(cache: dict, op_key: str, batch: int, n_cols: int) -> str | None:
+    entry = cache["results"].get(op_key, {}).get(f"{batch}_{n_cols}")
+    return entry["kernel"] if entry else None
+
+
+def device_slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
+
+
+def default_shapes() -> list[tuple[int, int]]:
+    """60 (batch, n_cols) problems from one-row latency to bandwidth-bound, at most 2**27 elements."""
+    batches = (1, 8, 64, 512, 4096, 32768)
+    cols = (64, 128, 1000, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
+    shapes = [(b, n) for b in batches for n in cols if b * n <= 2**27]
+    return shapes[:60]
+
+
+def read_shapes(path: Path | str) -> list[tuple[int, int]]:
+    """One `batch,n_cols` (or `batch n_cols`) per line; # starts a comment."""
+    shapes = []
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = re.split(r"[,\s]+", line)
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"{path}:{lineno}: expected 'batch,n_cols' with positive integers, got {line!r}")
+        shapes.append((int(parts[0]), int(parts[1])))
+    if not shapes:
+        raise ValueError(f"{path}: no shapes")
+    return shapes
+
+
+def tune(registry, shapes, ops=("softmax",), dtypes=("fp16",), budget_ms: float = 10.0, progress=None,
+         seed: int | None = None) -> dict:
+    from .timing import GraphTimer
+
+    timer = GraphTimer(registry.backend)
+    rng = np.random.default_rng(seed)
+    results: dict[str, dict] = {}
+    problems = [Problem(op, dt, b, n) for op in ops for dt in dtypes for b, n in shapes]
+    t0 = time.perf_counter()
+    for i, p in enumerate(problems):
+        setup = SoftmaxSetup(registry, timer, p, rng)
+        try:
+            o = tune_problem(setup, budget_ms)
+        finally:
+            setup.free()
+        if o.best is None:
+            raise RuntimeError(f"no viable kernel for {p}: {o.rejected}")
+        results.setdefault(p.op_key, {})[p.params_signature] = {
+            "kernel": o.best, "us": round(o.best_ms * 1e3, 3),
+            "ort_kernel": o.ort_best, "ort_us": round(o.ort_ms * 1e3, 3) if o.ort_best else None,
+            "timed": len(o.timed), "skipped": o.skipped, "rejected": len(o.rejected)}
+        if progress:
+            progress(i + 1, len(problems), p, o)
+    return {"schema": SCHEMA, "validators": validators(registry), "seconds": round(time.perf_counter() - t0, 2),
+            "results": results}
+
+
+def export_ort(cache: dict, registry, op_signatures: dict[str, str], id_offset: int,
+               ort_validators: dict[str, str], ep: str = "CUDAExecutionProvider") -> list[dict]:
+    """ORT TuningResults for the ORT-launchable choices: kernel id = id_offset + index in ORT's group
+    (Triton ops are registered after the op's `id_offset` other candidates)."""
+    missing = [k for k in ORT_MANDATORY if k not in ort_validators]
+    if missing:
+        raise ValueError(f"ORT requires validators {missing} (pass them as KEY=VALUE)")
+    results: dict[str, dict[str, int]] = {}
+    for op_key, entries in cache["results"].items():
+        if op_key not in op_signatures:
+            continue
+        group = [k.name for k in registry.by_group[op_key]]
+        sig = op_signatures[op_key]
+        for params_sig, entry in entries.items():
+            if entry.get("ort_kernel"):
+                results.setdefault(sig, {})[params_sig] = id_offset + group.index(entry["ort_kernel"])
+    unknown = sorted(set(op_signatures) - set(cache["results"]))
+    if unknown:
+        raise ValueError(f"the tune cache has no results for {unknown}")
+    return [{"ep": ep, "validators": dict(ort_validators), "results": results}]
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: {what} must be KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m runtime.tune", description=__doc__.splitlines()[0])
+    ap.add_argument("--dist", default="dist", help="artifact root holding cuda/sm_XX/ (default: dist)")
+    ap.add_argument("--out", help="tune cache to write (default: tune/cuda/sm_XX/<device>.json)")
+    ap.add_argument("--shapes", help="file of 'batch,n_cols' lines (default: a 60-shape grid)")
+    ap.add_argument("--ops", default="softmax", help="comma list: softmax,log_softmax")
+    ap.add_argument("--dtypes", default="fp16", help="comma list: fp32,fp16,bf16")
+    ap.add_argument("--budget-ms", type=float, default=10.0, help="timing budget per candidate")
+    ap.add_argument("--export-ort", help="also write ORT TuningResults JSON here")
+    ap.add_argument("--op-signature", action="append", help="op_key=ORT op signature, e.g. softmax_fp16=...")
+    ap.add_argument("--ort-validator", action="append", help="KEY=VALUE validator for the ORT export")
+    ap.add_argument("--ort-id-offset", type=int, default=0, help="ORT ops registered before the Triton ones")
+    args = ap.parse_args(argv)
+
+    from . import load_artifacts
+    from .cuda import CudaBackend
+    from .registry import Registry
+
+    backend = CudaBackend(0)
+    registry = Registry(load_artifacts(Path(args.dist) / "cuda" / f"sm_{backend.arch}"), backend)
+    shapes = read_shapes(args.shapes) if args.shapes else default_shapes()
+
+    def progress(i, n, p, o):
+        ort = f"{o.ort_best} {o.ort_ms * 1e3:.2f} us" if o.ort_best else "none"
+        print(f"[{i}/{n}] {p.op_key} {p.params_signature}: {o.best} {o.best_ms * 1e3:.2f} us "
+              f"(ORT group: {ort}; {len(o.timed)} timed, {o.skipped} skipped)", file=sys.stderr, flush=True)
+
+    cache = tune(registry, shapes, args.ops.split(","), args.dtypes.split(","), args.budget_ms, progress)
+    out = Path(args.out or f"tune/cuda/sm_{backend.arch}/{device_slug(backend.device_name)}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cache, indent=1) + "\n")
+    tmp.replace(out)
+    print(f"wrote {out}: {sum(len(v) for v in cache['results'].values())} problems in {cache['seconds']} s")
+    if args.export_ort:
+        doc = export_ort(cache, registry, _pairs(args.op_signature, "--op-signature"), args.ort_id_offset,
+                         _pairs(args.ort_validator, "--ort-validator"))
+        Path(args.export_ort).write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.export_ort}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
