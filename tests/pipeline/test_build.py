@@ -102,11 +102,12 @@ def test_corrupt_cache_entry_is_recompiled_not_shipped(tmp_path, root):
 
 def test_ort_drop_in_cli(root, tmp_path, built):
     """ORT's flags: header and archive where asked, --ort_root ignored, kernels.json beside the archive."""
-    _, out, _ = built
+    _, out, cache = built
     env = {**os.environ, "PYTHONPATH": str(root)}
+    scripts = [str(p) for p in sorted((root / "kernels").glob("*.py")) if not p.name.startswith("_")]
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline.compile_triton", "--header", "inc/triton_kernel_infos.h",
-         "--ort_root", "/nonexistent", "--script_files", str(root / "kernels" / "softmax_triton.py"),
+         "--ort_root", "/nonexistent", "--script_files", *scripts, "--cache_dir", str(cache),
          "--obj_file", "lib/triton_kernel_infos.a", "--target", "cuda:90", "--quiet"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
