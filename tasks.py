@@ -103,3 +103,51 @@ def check(c: Context, path: str):
     p = Path(path)
     result = check_artifacts(p.parent if p.is_file() else p)
     print(result.program_output.strip().splitlines()[-1])
+
+
+@task(help={
+    "platform": "cuda (ROCm runners are not supported by the runtime yet)",
+    "arch": "the artifacts' arch, e.g. sm_90 (default: this GPU's)",
+    "shapes": "file of 'batch,n_cols' lines (default: a 60-shape grid)",
+    "ops": "comma list of softmax,log_softmax",
+    "dtypes": "comma list of fp32,fp16,bf16",
+    "dist": "artifact root (default: invoke.yaml out)",
+    "out": "tune cache to write (default: tune/<platform>/<arch>/<device>.json)",
+    "budget_ms": "timing budget per candidate, ms",
+})
+def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: str | None = None,
+         ops: str = "softmax", dtypes: str = "fp16", dist: str | None = None, out: str | None = None,
+         budget_ms: float = 10.0):
+    """Benchmark every candidate on this machine's GPU (TunableOp's method) and write a tune cache."""
+    if platform != "cuda":
+        raise Exit(f"error: tuning runs on CUDA GPUs only for now, not '{platform}'", code=2)
+    from runtime.tune import main
+
+    argv = ["--dist", dist or _cfg(c).out, "--ops", ops, "--dtypes", dtypes, "--budget-ms", str(budget_ms)]
+    if shapes:
+        argv += ["--shapes", shapes]
+    if out:
+        argv += ["--out", out]
+    if arch:
+        from runtime.cuda import CudaBackend
+
+        here = f"sm_{CudaBackend(0).arch}"
+        if arch != here:
+            raise Exit(f"error: --arch {arch} but this GPU is {here}; tune on a {arch} runner", code=2)
+    code = main(argv)
+    if code:
+        raise Exit(code=code)
+
+
+@task(help={
+    "dtypes": "comma list of fp32,fp16,bf16",
+    "quick": "target, long-row and latency shapes only (no row-length sweep)",
+    "dist": "artifact root (default: invoke.yaml out)",
+})
+def bench(c: Context, dtypes: str = "fp32,fp16,bf16", quick: bool = False, dist: str | None = None):
+    """Softmax bandwidth on this GPU vs torch.softmax and the copy ceiling; writes results + PNG."""
+    import sys
+
+    flags = " --quick" if quick else ""
+    c.run(f"{sys.executable} benchmarks/softmax_bench.py --dist {dist or _cfg(c).out} --dtypes {dtypes}{flags}",
+          pty=False)

@@ -131,6 +131,7 @@ def main() -> None:
             rows.append({"provider": "tuned", "shape": shape, "dtype": dtype, "metric": "tuned_vs_best",
                          "unit": "ratio", "value": f"{tuned.best_ms / timed[best]:.4f}",
                          "extra": f"{len(timed)} candidates, exhaustive+tune {tune_s:.1f}s"})
+            write_rows("softmax_bandwidth", backend.device_name, rows, args.results)  # survive a timeout
             if n in SWEEP_COLS and batch == max(1, SWEEP_ELEMENTS // n):
                 groups = {}
                 for k, v in timed.items():
