@@ -75,23 +75,52 @@ def compile(c: Context, platform: str, arch: str | None = None, out: str | None 
 @task(help={
     "platform": "cuda or rocm",
     "arch": "comma-separated archs (default: invoke.yaml archs)",
+    "runner": "auto (docker when an engine answers, else local), docker or local",
     "out": "output root (default: dist)",
     "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
-    "allow_unpinned_triton": "build even if the running triton is not the pinned one",
+    "allow_unpinned_triton": "local runner: build even if the running triton is not the pinned one",
     "quiet": "no progress bar or summary table",
 })
 @_fail_on_pipeline_error
-def build(c: Context, platform: str = "cuda", arch: str | None = None, out: str | None = None,
-          jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False):
-    """Compile all kernels, then prove each artifact set links and resolves as ORT's loader needs."""
+def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: str = "auto",
+          out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False):
+    """Build the platform's image and compile every kernel in it (or locally), then run the consumer check."""
     from pipeline.consumer_check import check_artifacts
-    from pipeline.report import console
+    from pipeline.report import console, print_summary
+    from pipeline.runners import choose_runner, run_docker
 
-    report = _compile(c, platform, arch, out, jobs, allow_unpinned_triton, quiet)
+    cfg = _cfg(c)
+    targets = _targets(c, platform, arch)
+    log = (lambda line: None) if quiet else (lambda line: console.print(line, highlight=False, markup=False))
+    if choose_runner(runner, log) == "docker":
+        report = run_docker(cfg.kernels_dir, targets, out or cfg.out, cfg.cache_dir, jobs or cfg.jobs, log,
+                            cfg.host, platform)
+        if not quiet:
+            print_summary(report)
+    else:
+        report = _compile(c, platform, arch, out, jobs, allow_unpinned_triton, quiet)
     for t in report.targets:
         result = check_artifacts(Path(t.paths["archive"]).parent)
         console.print(f"consumer check {t.target.arch_name}: {result.kernels} kernels resolved by dlsym, "
                       f"blobs match kernels.json, stack {result.stack_flags}")
+
+
+@task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists"})
+@_fail_on_pipeline_error
+def image(c: Context, platform: str = "cuda", force: bool = False):
+    """Build the compile image for a platform (tag = content hash of its inputs; skipped when present)."""
+    from pipeline.images import build_image
+
+    print(build_image(platform, force=force))
+
+
+@task(name="base-image")
+@_fail_on_pipeline_error
+def base_image(c: Context):
+    """Make the local Debian base image (debootstrap + import) used when no registry answers."""
+    from pipeline.images import client, ensure_local_base
+
+    print(ensure_local_base(client(), print))
 
 
 @task(help={"path": "a kernels.json, or a directory holding one"})

@@ -215,21 +215,29 @@ def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cach
             stage.mkdir(parents=True)
             write_artifacts(table, t, results[t], stage, version, host)
         # Everything is built: now swap each target directory into place.
-        for t in targets:
-            final = out / t.platform / t.arch_name
-            final.parent.mkdir(parents=True, exist_ok=True)
-            old = None
-            if final.exists():
-                old = staging / f".old-{t.platform}-{t.arch_name}"
-                os.replace(final, old)
-            os.replace(staging / t.platform / t.arch_name, final)
-            reports[t].paths = {k: final / n for k, n in
-                                (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
-            reports[t].archive_bytes = reports[t].paths["archive"].stat().st_size
-            reports[t].not_ort_launchable = _not_launchable(reports[t].paths["manifest"])
+        install_targets(staging, targets, out, [reports[t] for t in targets])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return BuildReport([reports[t] for t in targets], time.perf_counter() - t0, version)
+
+
+def install_targets(staged_root: Path, targets: list[Target], out: Path, reports: list[TargetReport]) -> None:
+    """Move each `<staged_root>/<platform>/<arch>` over `<out>/<platform>/<arch>` (rename: no half state),
+    and fill each report's paths, archive size and ORT warnings from what was installed."""
+    for t, rep in zip(targets, reports):
+        final = out / t.platform / t.arch_name
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            os.replace(final, staged_root / f".old-{t.platform}-{t.arch_name}")
+        os.replace(staged_root / t.platform / t.arch_name, final)
+        rep.paths = {k: final / n for k, n in
+                     (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
+        rep.archive_bytes = rep.paths["archive"].stat().st_size
+        rep.not_ort_launchable = _not_launchable(rep.paths["manifest"])
+        doc = json.loads(rep.paths["manifest"].read_text())
+        rep.kernels = rep.kernels or len(doc["kernels"])
+    for t in targets:  # old copies were moved under staged_root; drop them now
+        shutil.rmtree(staged_root / f".old-{t.platform}-{t.arch_name}", ignore_errors=True)
 
 
 def build_ort(scripts: list[Path], target: Target, header_path: Path | str, obj_file: Path | str,

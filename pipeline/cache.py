@@ -24,6 +24,7 @@ def compile_key(*, source_key: str, sig: str, constants: dict, options: dict, ta
 class CompileCache:
     def __init__(self, root: Path | str | None):
         self.root = Path(root) if root else None
+        self.write_failures = 0
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         d = self.root / key[:2]
@@ -43,14 +44,20 @@ class CompileCache:
             return None
         return binary, meta
 
-    def put(self, key: str, binary: bytes, meta: dict) -> None:
+    def put(self, key: str, binary: bytes, meta: dict) -> bool:
+        """Store an entry; a cache that cannot be written is skipped (it only saves time), returns False."""
         if self.root is None:
-            return
+            return False
         bin_path, meta_path = self._paths(key)
-        bin_path.parent.mkdir(parents=True, exist_ok=True)
-        # Binary first, metadata (which carries the hash) last: readers check one against the other.
-        for path, data in ((bin_path, binary), (meta_path, json.dumps(meta, sort_keys=True).encode())):
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+        try:
+            bin_path.parent.mkdir(parents=True, exist_ok=True)
+            # Binary first, metadata (which carries the hash) last: readers check one against the other.
+            for path, data in ((bin_path, binary), (meta_path, json.dumps(meta, sort_keys=True).encode())):
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+        except OSError:
+            self.write_failures += 1
+            return False
+        return True

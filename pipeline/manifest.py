@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from importlib import metadata as _md
 from pathlib import Path
+
+from . import __version__
 
 SCHEMA = "tritonforge.kernels/1"
 ORT_MAX_SHARED = 48 * 1024  # ORT never raises the dynamic shared memory limit
@@ -11,10 +12,7 @@ ORT_ROCM_WARP = 64  # ORT's hipified loader hard-codes GPU_WARP_SIZE = 64
 
 
 def tool_version() -> str:
-    try:
-        return _md.version("tritonforge")
-    except _md.PackageNotFoundError:
-        return "0+unknown"
+    return __version__
 
 
 def ort_notes(target, record: dict) -> list[str]:

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from .errors import PipelineError
 
-PIN_FILE = Path(__file__).resolve().parent.parent / "pins" / "triton.txt"
+# In a checkout: pins/triton.txt beside the package. An installed copy (the compile images) is told
+# where the image keeps the same file through TRITONFORGE_PIN_FILE.
+PIN_FILE = Path(os.environ.get("TRITONFORGE_PIN_FILE")
+                or Path(__file__).resolve().parent.parent / "pins" / "triton.txt")
 
 
 def pinned_version(pin_file: Path = PIN_FILE) -> str:
-    for line in pin_file.read_text().splitlines():
+    try:
+        text = pin_file.read_text()
+    except OSError as exc:
+        raise PipelineError(f"cannot read the Triton pin {pin_file}: {exc.strerror}") from None
+    for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         m = re.fullmatch(r"triton\s*==\s*([\w.+-]+)", line)
         if m:

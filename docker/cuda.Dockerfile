@@ -1,0 +1,42 @@
+# Compile image for CUDA targets: the pinned triton (its wheel carries ptxas, cuobjdump, nvdisasm),
+# GNU binutils and the tritonforge pipeline. Kernels are compiled without a GPU.
+ARG BASE_IMAGE=nvidia/cuda:12.8.1-devel-ubuntu24.04
+
+FROM ${BASE_IMAGE} AS build
+ARG DEBIAN_FRONTEND=noninteractive
+# certs/ is generated in the build context from the host's CA store (pip behind TLS-intercepting
+# proxies); only this stage sees it, the final image copies the venv alone.
+COPY certs/ /usr/local/share/ca-certificates/tritonforge/
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && update-ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY pins/ /src/pins/
+RUN python3 -m venv /opt/tritonforge \
+ && /opt/tritonforge/bin/pip install -r /src/pins/triton.txt -r /src/pins/compile.txt \
+ && mkdir /opt/tritonforge/pins && cp /src/pins/triton.txt /opt/tritonforge/pins/
+COPY pyproject.toml README.md /src/
+COPY pipeline/ /src/pipeline/
+COPY runtime/ /src/runtime/
+RUN /opt/tritonforge/bin/pip install --no-deps /src
+
+FROM ${BASE_IMAGE}
+ARG DEBIAN_FRONTEND=noninteractive
+ARG REVISION=unknown
+ARG TRITON_VERSION=unknown
+LABEL org.opencontainers.image.title="tritonforge-cuda" \
+      org.opencontainers.image.description="Ahead-of-time Triton kernel compiler for ONNX Runtime (CUDA targets)" \
+      org.opencontainers.image.revision="${REVISION}" \
+      io.tritonforge.triton-version="${TRITON_VERSION}" \
+      io.tritonforge.platform="cuda"
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 binutils \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 --user-group forge
+COPY --from=build /opt/tritonforge /opt/tritonforge
+ENV PATH=/opt/tritonforge/bin:$PATH TRITON_DISABLE_LINE_INFO=1 \
+    TRITONFORGE_PIN_FILE=/opt/tritonforge/pins/triton.txt
+USER 10001:10001
+WORKDIR /home/forge
+ENTRYPOINT ["python3", "-m", "pipeline.compile_dist"]
