@@ -99,6 +99,8 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
             print_summary(report)
     else:
         report = _compile(c, platform, arch, out, jobs, allow_unpinned_triton, quiet)
+        for t in report.targets:  # no image built these bytes: drop a stale record of one
+            Path(out or cfg.out, t.platform, f"{t.arch_name}.image.json").unlink(missing_ok=True)
     for t in report.targets:
         result = check_artifacts(Path(t.paths["archive"]).parent)
         console.print(f"consumer check {t.target.arch_name}: {result.kernels} kernels resolved by dlsym, "
@@ -180,3 +182,53 @@ def bench(c: Context, dtypes: str = "fp32,fp16,bf16", quick: bool = False, dist:
     flags = " --quick" if quick else ""
     c.run(f"{sys.executable} benchmarks/softmax_bench.py --dist {dist or _cfg(c).out} --dtypes {dtypes}{flags}",
           pty=False)
+
+
+@task(help={
+    "version": "release version, e.g. 1.4.0 (immutable once published)",
+    "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
+    "dist": "built artifacts root (default: invoke.yaml out)",
+    "tune": "tune caches root (default: tune)",
+    "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+})
+@_fail_on_pipeline_error
+def publish(c: Context, version: str, store: str | None = None, dist: str | None = None, tune: str = "tune",
+            endpoint_url: str | None = None):
+    """Publish every built arch (and matching tune caches) as an immutable version; manifest last."""
+    from pipeline.release import publish as do_publish
+    from pipeline.stores import open_store
+
+    s = open_store(store or _cfg(c).store, endpoint_url)
+    if do_publish(s, version, dist or _cfg(c).out, tune, print) == "identical":
+        print(f"{version} is already published with identical content: nothing to do")
+
+
+@task(help={
+    "version": "release version",
+    "platform": "cuda or rocm",
+    "arch": "e.g. sm_90 or gfx942",
+    "dest": "directory to fill (replaced only after every file verified)",
+    "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
+    "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+})
+@_fail_on_pipeline_error
+def fetch(c: Context, version: str, platform: str, arch: str, dest: str, store: str | None = None,
+          endpoint_url: str | None = None):
+    """Download one build of a version, verify every sha256, and add a CMake file for ORT's build."""
+    from pipeline.release import fetch as do_fetch
+    from pipeline.stores import open_store
+
+    out = do_fetch(open_store(store or _cfg(c).store, endpoint_url), version, platform, arch, dest, print)
+    print(f"fetched into {out}; in CMake: include({out}/tritonforge-kernels.cmake) and link tritonforge::kernels")
+
+
+@task(help={"store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
+            "endpoint_url": "S3-compatible endpoint"})
+@_fail_on_pipeline_error
+def versions(c: Context, store: str | None = None, endpoint_url: str | None = None):
+    """List the published versions in a store."""
+    from pipeline.release import versions as list_versions
+    from pipeline.stores import open_store
+
+    for v in list_versions(open_store(store or _cfg(c).store, endpoint_url)):
+        print(v)

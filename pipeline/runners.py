@@ -4,6 +4,7 @@ failure because results are swapped into place only after every target built."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -96,6 +97,9 @@ def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: 
                     rep.kernels, rep.compiled, rep.cached = map(int, m.groups())
             reports.append(rep)
         install_targets(work / "out", targets, out, reports)
+        info = {"tag": image, "id": c.images.get(image).id}
+        for t in targets:  # which image built it, for the release manifest
+            (out / t.platform / f"{t.arch_name}.image.json").write_text(json.dumps(info) + "\n")
         return BuildReport(reports, time.perf_counter() - t0, _triton_of(out, targets[0]))
     finally:
         shutil.rmtree(work, ignore_errors=True)

