@@ -125,6 +125,35 @@ def base_image(c: Context):
     print(ensure_local_base(client(), print))
 
 
+@task(help={"fix": "let ruff fix what it can"})
+def lint(c: Context, fix: bool = False):
+    """ruff on the Python, hadolint on the Dockerfiles, actionlint on the workflows, shellcheck on scripts."""
+    import glob
+    import sys
+
+    bindir = Path(sys.executable).parent  # linters installed in this venv (pins/dev.txt)
+    tool = lambda name: str(bindir / name) if (bindir / name).exists() else name
+    c.run(f"{tool('ruff')} check {'--fix ' if fix else ''}.")
+    c.run(f"{tool('hadolint')} {' '.join(sorted(glob.glob('docker/*.Dockerfile')))}")
+    c.run(f"{tool('actionlint')} -no-color")
+    c.run(f"{tool('shellcheck')} scripts/setup .ci/run")
+
+
+@task(help={"platform": "cuda or rocm", "dist": "artifact root (default: invoke.yaml out)"})
+@_fail_on_pipeline_error
+def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
+    """Run the GPU tests inside the platform image against dist/ (CUDA: all GPUs; ROCm: /dev/kfd, /dev/dri)."""
+    from pipeline.images import build_image
+    from pipeline.runners import run_gpu_tests
+
+    if platform not in PLATFORMS:
+        raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}", code=2)
+    image_tag = build_image(platform, print)
+    code = run_gpu_tests(image_tag, platform, Path(dist or _cfg(c).out).resolve(), Path.cwd(), print)
+    if code:
+        raise Exit(f"GPU tests failed in {image_tag} (exit {code})", code=code)
+
+
 @task(help={"path": "a kernels.json, or a directory holding one"})
 @_fail_on_pipeline_error
 def check(c: Context, path: str):
@@ -190,16 +219,17 @@ def bench(c: Context, dtypes: str = "fp32,fp16,bf16", quick: bool = False, dist:
     "dist": "built artifacts root (default: invoke.yaml out)",
     "tune": "tune caches root (default: tune)",
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+    "manifest_out": "also write the published manifest here (for a provenance attestation)",
 })
 @_fail_on_pipeline_error
 def publish(c: Context, version: str, store: str | None = None, dist: str | None = None, tune: str = "tune",
-            endpoint_url: str | None = None):
+            endpoint_url: str | None = None, manifest_out: str | None = None):
     """Publish every built arch (and matching tune caches) as an immutable version; manifest last."""
     from pipeline.release import publish as do_publish
     from pipeline.stores import open_store
 
     s = open_store(store or _cfg(c).store, endpoint_url)
-    if do_publish(s, version, dist or _cfg(c).out, tune, print) == "identical":
+    if do_publish(s, version, dist or _cfg(c).out, tune, print, manifest_out) == "identical":
         print(f"{version} is already published with identical content: nothing to do")
 
 

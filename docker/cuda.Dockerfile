@@ -14,7 +14,7 @@ RUN apt-get update \
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY pins/ /src/pins/
 RUN python3 -m venv /opt/tritonforge \
- && /opt/tritonforge/bin/pip install -r /src/pins/triton.txt -r /src/pins/compile.txt \
+ && /opt/tritonforge/bin/pip install -r /src/pins/triton.txt -r /src/pins/image.txt \
  && mkdir /opt/tritonforge/pins && cp /src/pins/triton.txt /opt/tritonforge/pins/
 COPY pyproject.toml README.md /src/
 COPY pipeline/ /src/pipeline/

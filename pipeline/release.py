@@ -92,8 +92,17 @@ def _same_release(a: dict, b: dict) -> bool:
     return a.get("files") == b.get("files")
 
 
-def publish(store, version: str, dist: Path | str, tune: Path | str | None = None, log=print) -> str:
-    """Returns "published" or "identical"; raises on a conflicting version."""
+def publish(store, version: str, dist: Path | str, tune: Path | str | None = None, log=print,
+            manifest_out: Path | str | None = None) -> str:
+    """Returns "published" or "identical"; raises on a conflicting version. `manifest_out` receives a
+    copy of the manifest now in the store (the subject of a provenance attestation)."""
+    result = _publish(store, version, dist, tune, log)
+    if manifest_out:
+        Path(manifest_out).write_bytes(store.get(manifest_key(version)))
+    return result
+
+
+def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log) -> str:
     key = manifest_key(version)
     files, builds = collect(Path(dist), Path(tune) if tune else None)
     entries = [{"path": p, "size": len(b), "sha256": _sha(b)} for p, b in sorted(files.items())]
@@ -210,6 +219,7 @@ def main(argv=None) -> int:
         if name == "publish":
             p.add_argument("--dist", default="dist")
             p.add_argument("--tune", default="tune")
+            p.add_argument("--manifest-out", help="also write the published manifest here")
         if name == "fetch":
             p.add_argument("--platform", required=True)
             p.add_argument("--arch", required=True)
@@ -219,7 +229,7 @@ def main(argv=None) -> int:
     try:
         store = open_store(args.store, args.endpoint_url)
         if args.cmd == "publish":
-            result = publish(store, args.version, args.dist, args.tune, log)
+            result = publish(store, args.version, args.dist, args.tune, log, args.manifest_out)
             if result == "identical":
                 log(f"{args.version} is already published with identical content: nothing to do")
         elif args.cmd == "fetch":

@@ -109,3 +109,27 @@ def _triton_of(out: Path, target) -> str:
     import json
 
     return json.loads((out / target.platform / target.arch_name / "kernels.json").read_text())["triton_version"]
+
+
+def run_gpu_tests(image: str, platform: str, dist: Path, repo: Path, log) -> int:
+    """pytest -m gpu inside the image: the repository and dist/ mounted read-only, the GPU passed in."""
+    import docker
+
+    c = client()
+    if platform == "cuda":
+        devices = {"device_requests": [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]}
+    else:
+        devices = {"devices": ["/dev/kfd:/dev/kfd", "/dev/dri:/dev/dri"], "group_add": ["video"]}
+    container = c.containers.run(
+        image, ["-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q", "tests/runtime"],
+        entrypoint=["python3"], working_dir="/src", detach=True, network_mode="none", user=container_user(),
+        environment={"PYTHONPATH": "/src", "TRITONFORGE_DIST": "/dist", "CI": os.environ.get("CI", "")},
+        volumes={str(repo.resolve()): {"bind": "/src", "mode": "ro"}, str(dist): {"bind": "/dist", "mode": "ro"}},
+        **devices)
+    try:
+        for chunk in container.logs(stream=True, follow=True):
+            for line in chunk.decode(errors="replace").splitlines():
+                log(line)
+        return container.wait()["StatusCode"]
+    finally:
+        container.remove(force=True)
