@@ -79,6 +79,8 @@ class Softmax:
         if xa["shape"] != oa["shape"]:
             raise ValueError(f"shape mismatch: input {xa['shape']}, output {oa['shape']}")
         batch, n_cols = xa["shape"]
+        if batch == 0 or n_cols == 0:
+            return  # nothing to normalise
         self.prepare(oa["ptr"], xa["ptr"], batch, n_cols, xa["row_stride"], oa["row_stride"], kernel)(stream)
 
 
@@ -100,6 +102,8 @@ def _cai(obj, dtype: str) -> dict:
 def softmax_numpy(registry, x: np.ndarray, dtype: str, log: bool = False, kernel: str | None = None) -> np.ndarray:
     """Host convenience: copy in, run, copy out. bf16 values come back widened to float32."""
     x2 = np.atleast_2d(x).reshape(-1, np.shape(x)[-1]) if np.ndim(x) else np.atleast_2d(x)
+    if x2.size == 0:
+        return np.empty(np.shape(x), dtype=np.float32 if dtype == "bf16" else x2.dtype)
     backend = registry.backend
     src = DeviceArray.from_numpy(backend, x2, dtype)
     dst = DeviceArray(backend, src.rows, src.cols, dtype)
