@@ -48,3 +48,21 @@ def assert_close(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool, what: st
     problem = mismatch(y, ref, dtype, log)
     if problem:
         raise AssertionError(f"{what}: {problem}")
+
+
+def group_norm_ref(x64: np.ndarray, gamma: np.ndarray, beta: np.ndarray, groups: int, eps: float, silu: bool,
+                   skip64: np.ndarray | None = None, bias64: np.ndarray | None = None):
+    """float64 GroupNorm over NHWC x (n, h, w, c); skip is (n, h, w, c) or broadcast (n, c). Returns (y, sum)."""
+    n, h, w, c = x64.shape
+    a = x64.copy()
+    if skip64 is not None:
+        a = a + (skip64.reshape(n, 1, 1, c) if skip64.size == n * c else skip64)
+    if bias64 is not None:
+        a = a + bias64.reshape(1, 1, 1, c)
+    g = a.reshape(n, h * w, groups, c // groups)
+    mean = g.mean(axis=(1, 3), keepdims=True)
+    var = g.var(axis=(1, 3), keepdims=True)
+    y = ((g - mean) / np.sqrt(var + eps)).reshape(n, h, w, c) * gamma + beta
+    if silu:
+        y = y / (1 + np.exp(-y))
+    return y, a

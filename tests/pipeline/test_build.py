@@ -58,7 +58,10 @@ def test_manifest_describes_every_kernel(built, kernel_scripts):
         assert ort_groups <= set(doc["groups"])
         assert all(g["contract"] for g in doc["groups"].values())
         assert doc["groups"]["softmax_fp16"]["contract"]["grid"] == ["batch", "1", "1"]
-        assert doc["kernels"][0]["args_size"] == 48  # ORT's 32-byte softmax struct + 2 hidden pointers
+        by_name = {k["name"]: k for k in doc["kernels"]}
+        assert by_name["softmax_fp16_1024"]["args_size"] == 48  # ORT's 32-byte softmax struct + 2 hidden pointers
+        gn = next(k for k in doc["kernels"] if k["group"] == "GroupNormTriton_Silu_fp16")
+        assert gn["args_size"] == 96  # ORT's 80-byte GroupNorm struct (75 B of fields) + 2 hidden pointers
 
 
 def test_archive_members_in_table_order_and_deterministic(built):

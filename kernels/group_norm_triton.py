@@ -1,0 +1,115 @@
+"""GroupNorm over NHWC activations (Stable Diffusion's UNet), in ONNX Runtime's convention and with
+ORT's argument list: optional skip (full or broadcast over H*W), bias, add_out and SiLU.
+
+One program normalises one (image, group) pair: pass 1 streams the group's HW x c_per_group values
+accumulating sum and sum of squares in fp32 (storing input + skip + bias to add_out when there is a
+skip), pass 2 streams them again and writes (x - mean) * rstd * gamma + beta, then SiLU. Minimum
+traffic is one read and one write of the tensor (plus skip and add_out); the second read of a group
+is usually served from L2, since a group is at most a few hundred KB.
+
+ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_<dtype>` with grid
+(n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
+HW_SIZE divides H*W. Variance is E[x^2] - E[x]^2 in fp32, as ORT's kernel computes it.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
+                      img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                      BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr):
+    image = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(1)
+    base = image * img_size * c + group * c_per_group
+    cols = tl.arange(0, BLOCK_SIZE)
+    hw = tl.arange(0, HW_SIZE)
+    col_mask = cols < c_per_group
+    offsets = hw[:, None] * c + cols[None, :]
+
+    # Per-channel terms added to every pixel: the bias and a skip broadcast over H*W.
+    shift = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    if has_bias:
+        shift += tl.load(bias_ptr + group * c_per_group + cols, mask=col_mask, other=0.0).to(tl.float32)
+    if has_skip and broadcast_skip:
+        shift += tl.load(skip_ptr + image * c + group * c_per_group + cols, mask=col_mask,
+                         other=0.0).to(tl.float32)
+
+    total = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
+    total_sq = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
+    for start in tl.range(0, img_size, HW_SIZE):
+        mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
+        ptrs = base + start * c + offsets
+        a = tl.load(input_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
+        if has_skip and not broadcast_skip:
+            a += tl.load(skip_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
+        a = tl.where(mask, a + shift[None, :], 0.0)
+        total += a
+        total_sq += a * a
+        if has_skip:
+            tl.store(add_out_ptr + ptrs, a.to(add_out_ptr.dtype.element_ty), mask=mask)
+
+    count = img_size * c_per_group
+    mean = tl.sum(total, axis=None) / count
+    var = tl.maximum(tl.sum(total_sq, axis=None) / count - mean * mean, 0.0)
+    rstd = 1.0 / tl.sqrt(var + eps)
+    gamma = tl.load(gamma_ptr + group * c_per_group + cols, mask=col_mask, other=0.0).to(tl.float32)
+    beta = tl.load(beta_ptr + group * c_per_group + cols, mask=col_mask, other=0.0).to(tl.float32)
+    scale = gamma * rstd
+    offset = beta - mean * scale
+    for start in tl.range(0, img_size, HW_SIZE):
+        mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
+        ptrs = base + start * c + offsets
+        if has_skip:
+            x = tl.load(add_out_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
+        else:
+            x = tl.load(input_ptr + ptrs, mask=mask, other=0.0).to(tl.float32) + shift[None, :]
+        y = x * scale[None, :] + offset[None, :]
+        if ACTIVATION_SILU:
+            y = y * tl.sigmoid(y)
+        tl.store(output_ptr + ptrs, y.to(output_ptr.dtype.element_ty), mask=mask)
+
+
+DTYPES = ("fp32", "fp16", "bf16")
+BLOCKS = (4, 8, 16, 32, 64, 128)  # c_per_group up to 128
+HW_SIZES = (16, 32, 64)
+# ORT's 14 arguments: 5 tensors of the storage type, gamma/beta in fp32, hw, c, c_per_group, eps, 3 flags.
+SIG = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,i32,i32,i32,fp32,i1,i1,i1"
+
+
+def warp_choices(block: int, hw_size: int) -> list[int]:
+    """About 256 values per warp, and half of that: 1 to 16 warps."""
+    base = max(1, min(16, block * hw_size // 256))
+    return sorted({base, max(1, base // 2)})
+
+
+def get_function_table():
+    table = []
+    for silu in (True, False):
+        act = "Silu" if silu else "Pass"
+        for dtype in DTYPES:
+            for block in BLOCKS:
+                for hw_size in HW_SIZES:
+                    for warps in warp_choices(block, hw_size):
+                        table.append({
+                            "name": f"GroupNormTriton_{act}_{dtype}_b{block}_hw{hw_size}_w{warps}",
+                            "group": f"GroupNormTriton_{act}_{dtype}",
+                            "func": group_norm_kernel,
+                            "sig": SIG.format(t=dtype),
+                            "kwargs": {"num_warps": warps, "constants": {
+                                "BLOCK_SIZE": block, "HW_SIZE": hw_size, "ACTIVATION_SILU": int(silu)}},
+                        })
+    return table
+
+
+def get_launch_contracts():
+    contract = {
+        "params": ["in", "skip", "bias", "out", "add_out", "gamma", "beta", "hw", "c", "c_per_group", "eps",
+                   "has_skip", "has_bias", "broadcast_skip"],
+        "grid": ["n", "groups", "1"],
+        "requires": ["c_per_group <= BLOCK_SIZE and BLOCK_SIZE < 2 * c_per_group", "hw % HW_SIZE == 0",
+                     "ACTIVATION_SILU == silu"],
+        "doc": "NHWC; one program per (image, group); skip is [n, hw, c] or, broadcast, [n, c]",
+    }
+    return {f"GroupNormTriton_{act}_{dt}": contract for act in ("Silu", "Pass") for dt in DTYPES}

@@ -1,0 +1,85 @@
+"""GroupNorm (NHWC, optional skip / bias / add_out / SiLU) choosing among the kernels of ORT's groups
+`GroupNormTriton_{Silu|Pass}_<dtype>` by their launch contract (ORT's rules: BLOCK_SIZE is the next
+power of two of channels per group, HW_SIZE divides H*W, the SiLU flag matches)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.contracts import evaluate
+
+from ..launch import PreparedLaunch, Unsupported
+from ..memory import DeviceArray
+
+
+class GroupNorm:
+    def __init__(self, registry, dtype: str, silu: bool):
+        self.registry, self.dtype, self.silu = registry, dtype, silu
+        self.group = f"GroupNormTriton_{'Silu' if silu else 'Pass'}_{dtype}"
+        if self.group not in registry.by_group:
+            raise LookupError(f"no {self.group} kernels in {registry.artifacts.path}")
+        self.contract = registry.artifacts.contract(self.group)
+
+    def candidates(self, n: int, hw: int, c: int, groups: int) -> list[tuple[str, tuple]]:
+        if c % groups:
+            raise ValueError(f"{c} channels do not split into {groups} groups")
+        env = {"n": n, "hw": hw, "c": c, "groups": groups, "c_per_group": c // groups, "silu": int(self.silu)}
+        out = []
+        for info in self.registry.by_group[self.group]:
+            scope = {**env, **info.constants, "num_warps": info.num_warps}
+            if all(evaluate(r, scope) for r in self.contract["requires"]):
+                out.append((info.name, tuple(evaluate(g, scope) for g in self.contract["grid"])))
+        return out
+
+    def prepare(self, *, out: int, inp: int, gamma: int, beta: int, n: int, hw: int, c: int, groups: int,
+                eps: float = 1e-5, skip: int = 0, bias: int = 0, add_out: int = 0, broadcast_skip: bool = False,
+                kernel: str | None = None) -> PreparedLaunch:
+        """Pointers are device addresses (gamma/beta fp32); skip/bias/add_out 0 when absent."""
+        if skip and not add_out:
+            raise ValueError("a skip input needs an add_out buffer (the kernel writes input + skip + bias there)")
+        cands = dict(self.candidates(n, hw, c, groups))
+        if not cands:
+            raise Unsupported(f"no {self.group} kernel for n={n} hw={hw} c={c} groups={groups}")
+        name = kernel or next(iter(cands))
+        if name not in cands:
+            raise Unsupported(f"{name} does not admit n={n} hw={hw} c={c} groups={groups}")
+        loaded = self.registry.kernel(name)
+        roles = {"in": inp, "skip": skip, "bias": bias, "out": out, "add_out": add_out, "gamma": gamma, "beta": beta,
+                 "hw": hw, "c": c, "c_per_group": c // groups, "eps": eps, "has_skip": bool(skip),
+                 "has_bias": bool(bias), "broadcast_skip": bool(broadcast_skip)}
+        values = {p["name"]: roles[role] for p, role in zip(loaded.info.params, self.contract["params"])}
+        return loaded.prepare(values, cands[name])
+
+
+def group_norm_numpy(registry, x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, groups: int, dtype: str,
+                     eps: float = 1e-5, silu: bool = False, skip: np.ndarray | None = None,
+                     bias: np.ndarray | None = None, kernel: str | None = None):
+    """Host convenience for x of shape (n, h, w, c). Returns (y, add_out or None); bf16 comes back as fp32."""
+    n, h, w, c = x.shape
+    backend = registry.backend
+    hw = h * w
+    bufs = {"inp": DeviceArray.from_numpy(backend, x.reshape(n * hw, c), dtype),
+            "out": DeviceArray(backend, n * hw, c, dtype),
+            "gamma": DeviceArray.from_numpy(backend, gamma.reshape(1, c), "fp32"),
+            "beta": DeviceArray.from_numpy(backend, beta.reshape(1, c), "fp32")}
+    broadcast = False
+    if skip is not None:
+        broadcast = skip.size == n * c
+        bufs["skip"] = DeviceArray.from_numpy(backend, skip.reshape(n if broadcast else n * hw, c), dtype)
+        bufs["add_out"] = DeviceArray(backend, n * hw, c, dtype)
+    if bias is not None:
+        bufs["bias"] = DeviceArray.from_numpy(backend, bias.reshape(1, c), dtype)
+    try:
+        for name in ("out", "add_out"):
+            if name in bufs:
+                bufs[name].fill_bytes(0xFF)  # poison: every element must be written
+        GroupNorm(registry, dtype, silu).prepare(
+            **{k: v.ptr for k, v in bufs.items()}, n=n, hw=hw, c=c, groups=groups, eps=eps,
+            broadcast_skip=broadcast, kernel=kernel)()
+        backend.synchronize()
+        y = bufs["out"].to_numpy().reshape(n, h, w, c)
+        add = bufs["add_out"].to_numpy().reshape(n, h, w, c) if "add_out" in bufs else None
+        return y, add
+    finally:
+        for b in bufs.values():
+            b.free()

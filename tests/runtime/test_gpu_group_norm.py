@@ -1,0 +1,100 @@
+"""GroupNorm (NHWC, skip / bias / SiLU) from the shipped archive on a real GPU, against float64."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from runtime.ops.group_norm import GroupNorm, group_norm_numpy
+from runtime.reference import group_norm_ref, mismatch, quantize
+
+pytestmark = pytest.mark.gpu
+
+SEED = int.from_bytes(os.urandom(4), "little")
+UNET = [(h, c) for h in (8, 16, 32, 64) for c in (320, 640, 1280)]
+VARIANTS = [  # (silu, skip mode, bias)
+    (True, "none", False), (False, "none", False), (True, "full", True), (False, "full", False),
+    (True, "broadcast", True), (False, "none", True),
+]
+
+
+def check(registry, rng, n, h, w, c, groups, dtype, silu, skip_mode, has_bias, kernel=None, what=""):
+    x = (rng.standard_normal((n, h, w, c)) * rng.uniform(0.5, 3) + rng.uniform(-1, 1)).astype(np.float32)
+    gamma = rng.standard_normal(c).astype(np.float32)
+    beta = rng.standard_normal(c).astype(np.float32)
+    skip = None
+    if skip_mode == "full":
+        skip = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    elif skip_mode == "broadcast":
+        skip = rng.standard_normal((n, c)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32) if has_bias else None
+    y, add = group_norm_numpy(registry, x, gamma, beta, groups, dtype, 1e-5, silu, skip, bias, kernel)
+    q = lambda a: None if a is None else quantize(a, dtype)
+    ref, ref_add = group_norm_ref(q(x), gamma.astype(np.float64), beta.astype(np.float64), groups, 1e-5, silu,
+                                  q(skip), q(bias))
+    label = f"{what} n={n} {h}x{w}x{c}/{groups} {dtype} silu={silu} skip={skip_mode} bias={has_bias} seed={SEED}"
+    problem = mismatch(y, ref, dtype, log=True)  # log=True: absolute tolerance for O(1) outputs
+    assert problem is None, f"{label}: {problem}"
+    if skip is not None:
+        problem = mismatch(add, ref_add, dtype, log=True)
+        assert problem is None, f"{label}: add_out {problem}"
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng([SEED, abs(hash(request.node.nodeid)) % 2**32])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "bf16"])
+@pytest.mark.parametrize("n", [1, 2])
+def test_unet_shapes(registry, rng, dtype, n):
+    for i, (h, c) in enumerate(UNET):
+        silu, skip_mode, has_bias = VARIANTS[(i + n) % len(VARIANTS)]
+        names = [k for k, _ in GroupNorm(registry, dtype, silu).candidates(n, h * h, c, 32)]
+        assert names, f"no candidate for {h}x{h}x{c}"
+        for kernel in dict.fromkeys((names[0], names[-1])):
+            check(registry, rng, n, h, h, c, 32, dtype, silu, skip_mode, has_bias, kernel, "unet")
+
+
+@pytest.mark.parametrize("silu, skip_mode, has_bias", VARIANTS)
+def test_every_variant_on_one_shape(registry, rng, silu, skip_mode, has_bias):
+    check(registry, rng, 2, 16, 16, 640, 32, "fp16", silu, skip_mode, has_bias, what="variant")
+
+
+@pytest.mark.parametrize("n, h, w, c, groups", [
+    (3, 4, 12, 96, 32),    # 3 channels per group
+    (1, 16, 1, 160, 32),   # 5 channels per group, a 16x1 image
+    (2, 8, 6, 2048, 32),   # 64 channels per group
+    (1, 4, 4, 128, 1),     # one group of 128 channels
+    (5, 2, 8, 24, 3),      # 8 channels per group
+])
+def test_awkward_shapes(registry, rng, n, h, w, c, groups):
+    for dtype in ("fp16", "fp32"):
+        check(registry, rng, n, h, w, c, groups, dtype, True, "full", True, what="awkward")
+
+
+def test_every_kernel_runs(registry, rng):
+    ran = []
+    for group, infos in registry.by_group.items():
+        if not group.startswith("GroupNormTriton_"):
+            continue
+        silu, dtype = group.split("_")[1] == "Silu", group.split("_")[2]
+        for info in infos:
+            block, hw_size = info.constants["BLOCK_SIZE"], info.constants["HW_SIZE"]
+            cpg = max(1, block * 3 // 4) if block > 1 else 1
+            cpg = cpg if block < 2 * cpg else block  # the contract: BLOCK is the next power of two
+            check(registry, rng, 2, hw_size, 2, 2 * cpg, 2, dtype, silu, "full", True, info.name, "kernel")
+            ran.append(info.name)
+    assert len(ran) == sum(len(v) for g, v in registry.by_group.items() if g.startswith("GroupNormTriton_"))
+
+
+def test_orts_rules_pick_candidates(registry):
+    op = GroupNorm(registry, "fp16", silu=True)
+    for name, grid in op.candidates(2, 64 * 64, 320, 32):
+        info = registry.by_name[name]
+        assert info.constants["BLOCK_SIZE"] == 16 and 4096 % info.constants["HW_SIZE"] == 0 and grid == (2, 32, 1)
+    assert op.candidates(1, 7 * 7, 320, 32) == []  # no HW_SIZE divides 49: ORT's rule, no candidate
+    with pytest.raises(ValueError, match="do not split"):
+        op.candidates(1, 64, 100, 32)
