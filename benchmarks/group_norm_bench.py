@@ -11,7 +11,6 @@ the ORT group is timed (exhaustive); rows go to benchmarks/results/results.csv.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -20,13 +19,12 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from runtime import Unsupported, load_artifacts  # noqa: E402
-from runtime.cuda import CudaBackend  # noqa: E402
+from runtime import Unsupported  # noqa: E402
 from runtime.memory import element_size, to_storage  # noqa: E402
 from runtime.ops.group_norm import GroupNorm  # noqa: E402
-from runtime.registry import Registry  # noqa: E402
-from runtime.timing import GraphTimer, rotation_slots  # noqa: E402
+from runtime.timing import rotation_slots  # noqa: E402
 
 SHAPES = [(2, 64, 64, 320), (2, 32, 32, 640), (2, 16, 16, 1280), (2, 8, 8, 1280), (1, 64, 64, 320)]
 GROUPS = 32
@@ -42,22 +40,7 @@ def torch_ms(n, h, w, c, dtype, reps=50) -> float | None:
     weight = torch.randn(c, device="cuda", dtype=dt)
     bias = torch.randn(c, device="cuda", dtype=dt)
     fn = lambda x: torch.nn.functional.silu(torch.nn.functional.group_norm(x, GROUPS, weight, bias, 1e-5))
-    fn(xs[0])
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=torch.cuda.Stream()):
-        for i in range(reps):
-            fn(xs[i % len(xs)])
-    g.replay()
-    times = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    return statistics.median(times)
+    return torch_graph_ms(fn, xs, reps)
 
 
 def main() -> None:
@@ -66,11 +49,7 @@ def main() -> None:
     ap.add_argument("--dtypes", default="fp16,fp32,bf16")
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
-    backend = CudaBackend(0)
-    registry = Registry(load_artifacts(Path(args.dist) / "cuda" / f"sm_{backend.arch}"), backend)
-    timer = GraphTimer(backend)
-    ceiling = timer.copy_bandwidth_gbps()
-    print(f"{backend.device_name}: device-to-device copy {ceiling:.1f} GB/s", flush=True)
+    backend, registry, timer, ceiling = open_gpu(args.dist)
     rows = [{"provider": "copy", "metric": "GB/s", "unit": "GB/s", "value": f"{ceiling:.1f}"}]
     rng = np.random.default_rng()
     for dtype in args.dtypes.split(","):

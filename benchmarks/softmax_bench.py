@@ -22,12 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from runtime import load_artifacts  # noqa: E402
-from runtime.cuda import CudaBackend  # noqa: E402
 from runtime.problem import Problem, SoftmaxSetup, gbps, is_ort_group  # noqa: E402
-from runtime.registry import Registry  # noqa: E402
-from runtime.timing import GraphTimer  # noqa: E402
 from runtime.tune import tune_problem  # noqa: E402
 
 TARGETS = [(32768, 2048), (16384, 8192), (8192, 16384), (65536, 4096)]
@@ -37,7 +34,7 @@ SWEEP_COLS = [256, 512, 1000, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 13107
 SWEEP_ELEMENTS = 2**26
 
 
-def torch_ms(timer, p: Problem, slots: int, reps: int) -> float | None:
+def torch_ms(p: Problem, slots: int, reps: int) -> float | None:
     try:
         import torch
     except ImportError:
@@ -45,27 +42,7 @@ def torch_ms(timer, p: Problem, slots: int, reps: int) -> float | None:
     dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[p.dtype]
     xs = [torch.randn(p.batch, p.n_cols, device="cuda", dtype=dt) for _ in range(min(slots, 64))]
     fn = torch.log_softmax if p.op == "log_softmax" else torch.softmax
-    for x in xs[:2]:
-        fn(x, -1)
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for i in range(reps):
-            fn(xs[i % len(xs)], -1)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    del g, xs
-    torch.cuda.empty_cache()
-    return float(np.median(times))
+    return torch_graph_ms(lambda x: fn(x, -1), xs, reps)
 
 
 def exhaustive(setup: SoftmaxSetup) -> dict[str, float]:
@@ -86,11 +63,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="targets and latency only, no sweep")
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
-    backend = CudaBackend(0)
-    registry = Registry(load_artifacts(Path(args.dist) / "cuda" / f"sm_{backend.arch}"), backend)
-    timer = GraphTimer(backend)
-    ceiling = timer.copy_bandwidth_gbps()
-    print(f"{backend.device_name}: device-to-device copy {ceiling:.1f} GB/s (read + write)", flush=True)
+    backend, registry, timer, ceiling = open_gpu(args.dist)
     rows = [{"provider": "copy", "metric": "GB/s", "unit": "GB/s", "value": f"{ceiling:.1f}"}]
     rng = np.random.default_rng()
     plot = []
@@ -107,7 +80,7 @@ def main() -> None:
                 tuned = tune_problem(setup)
                 tune_s = time.perf_counter() - t0
                 reps = max(3, min(100, int(10.0 / max(min(timed.values()), 1e-4))))
-                ref = torch_ms(timer, p, setup.slots, reps)
+                ref = torch_ms(p, setup.slots, reps)
             finally:
                 setup.free()
             best = min(timed, key=timed.get)
