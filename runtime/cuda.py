@@ -102,10 +102,9 @@ class CudaBackend:
         check(cu.cuFuncSetAttribute(func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     nbytes), f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {what})")
 
-    def launch(self, func, grid, block_x: int, shared: int, stream: int, params_addr: int, what: str) -> None:
-        err, = cu.cuLaunchKernel(func, grid[0], grid[1], grid[2], block_x, 1, 1, shared, stream, params_addr, 0)
-        if err != cu.CUresult.CUDA_SUCCESS:
-            raise CudaError(f"cuLaunchKernel({what})", err)
+    def launch(self, func, grid, block_x: int, shared: int, stream, params_addr: int, what: str) -> None:
+        """One launch, unprepared (see bind_launch for the repeated case)."""
+        self.bind_launch(func, grid, block_x, shared, params_addr, what)(stream)
 
     def bind_launch(self, func, grid, block_x: int, shared: int, params_addr: int, what: str):
         """A closure that fires this exact launch: everything but the stream is bound once, so a call
