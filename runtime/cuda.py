@@ -11,8 +11,6 @@ import ctypes
 
 from cuda.bindings import driver as cu
 
-DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in per function
-
 
 class CudaError(RuntimeError):
     def __init__(self, what: str, err):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .launch import Unsupported
-from .memory import DTYPES, element_size, to_storage
+from .memory import DTYPES, element_size, from_storage, to_storage
 from .ops.softmax import Softmax
 from .reference import mismatch, quantize, softmax_ref
 from .timing import rotation_slots
@@ -80,11 +80,7 @@ class SoftmaxSetup:
         row_bytes = self.p.n_cols * element_size(self.p.dtype)
         for i, r in enumerate(self.check_rows):
             backend.copy_dtoh(got[i].ctypes.data, self.out + int(r) * row_bytes, row_bytes)
-        if self.p.dtype == "bf16":
-            from .memory import bf16_bits_to_f32
-
-            got = bf16_bits_to_f32(got)
-        return mismatch(got, self.reference, self.p.dtype, self.p.op == "log_softmax")
+        return mismatch(from_storage(got, self.p.dtype), self.reference, self.p.dtype, self.p.op == "log_softmax")
 
     def time_ms(self, name: str, reps: int) -> float:
         """GPU time per launch, rotating over the slots (L2 does not keep the input between launches)."""
