@@ -169,7 +169,8 @@ def check(c: Context, path: str):
     "platform": "cuda (ROCm runners are not supported by the runtime yet)",
     "arch": "the artifacts' arch, e.g. sm_90 (default: this GPU's)",
     "shapes": "file of 'batch,n_cols' lines (default: a 60-shape grid)",
-    "ops": "comma list of softmax,log_softmax",
+    "group_norm_shapes": "file of 'n,hw,c,groups' lines (default: the 24 UNet GroupNorms)",
+    "ops": "comma list of softmax,log_softmax,group_norm_silu,group_norm_pass",
     "dtypes": "comma list of fp32,fp16,bf16",
     "dist": "artifact root (default: invoke.yaml out)",
     "out": "tune cache to write (default: tune/<platform>/<arch>/<device>.json)",
@@ -177,7 +178,7 @@ def check(c: Context, path: str):
 })
 def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: str | None = None,
          ops: str = "softmax", dtypes: str = "fp16", dist: str | None = None, out: str | None = None,
-         budget_ms: float = 10.0):
+         budget_ms: float = 10.0, group_norm_shapes: str | None = None):
     """Benchmark every candidate on this machine's GPU (TunableOp's method) and write a tune cache."""
     if platform != "cuda":
         raise Exit(f"error: tuning runs on CUDA GPUs only for now, not '{platform}'", code=2)
@@ -186,6 +187,8 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     argv = ["--dist", dist or _cfg(c).out, "--ops", ops, "--dtypes", dtypes, "--budget-ms", str(budget_ms)]
     if shapes:
         argv += ["--shapes", shapes]
+    if group_norm_shapes:
+        argv += ["--group-norm-shapes", group_norm_shapes]
     if out:
         argv += ["--out", out]
     if arch:
@@ -200,17 +203,21 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
 
 
 @task(help={
+    "op": "softmax or group_norm",
     "dtypes": "comma list of fp32,fp16,bf16",
-    "quick": "target, long-row and latency shapes only (no row-length sweep)",
+    "quick": "softmax: target, long-row and latency shapes only (no row-length sweep)",
     "dist": "artifact root (default: invoke.yaml out)",
 })
-def bench(c: Context, dtypes: str = "fp32,fp16,bf16", quick: bool = False, dist: str | None = None):
-    """Softmax bandwidth on this GPU vs torch.softmax and the copy ceiling; writes results + PNG."""
+def bench(c: Context, op: str = "softmax", dtypes: str = "fp32,fp16,bf16", quick: bool = False,
+          dist: str | None = None):
+    """Bandwidth of an op on this GPU vs torch and the copy ceiling; writes results (+ PNG for softmax)."""
     import sys
 
-    flags = " --quick" if quick else ""
-    c.run(f"{sys.executable} benchmarks/softmax_bench.py --dist {dist or _cfg(c).out} --dtypes {dtypes}{flags}",
-          pty=False)
+    scripts = {"softmax": "benchmarks/softmax_bench.py", "group_norm": "benchmarks/group_norm_bench.py"}
+    if op not in scripts:
+        raise Exit(f"error: --op must be one of {sorted(scripts)}, not '{op}'", code=2)
+    flags = " --quick" if quick and op == "softmax" else ""
+    c.run(f"{sys.executable} {scripts[op]} --dist {dist or _cfg(c).out} --dtypes {dtypes}{flags}", pty=False)
 
 
 @task(help={

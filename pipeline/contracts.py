@@ -6,6 +6,12 @@ A kernel script may export `get_launch_contracts()` -> {group: contract}. A cont
      "grid": ["batch", "1", "1"],                                    # expressions for grid x, y, z
      "requires": ["n_cols <= BLOCK_SIZE"]}                           # when a candidate may run
 
+Cooperative kernels (programs that wait for one another) add `"cooperative": true`, which asks
+the runtime for a cooperative launch (every program resident at once), and may use `resident`, the
+number of programs of that kernel the device holds at once, in grid and requires. A contract may
+also ask for `"workspace": "<bytes expression>"`: a zeroed device buffer passed in the parameter
+whose role is `ws`, which the kernels must leave zeroed when they finish.
+
 Expressions use integers, the kernel's constants, `num_warps`, problem variables (any other name,
 e.g. `batch`), + - * // %, comparisons, `and`/`or`/`not`, and cdiv/min/max. ORT's own scripts carry
 no contracts; their groups are recorded with `null`.
@@ -96,7 +102,7 @@ def validate_contract(group: str, contract, n_runtime_params: int, constant_name
 
     if not isinstance(contract, dict):
         fail("must be a dict")
-    unknown = set(contract) - {"params", "grid", "requires", "doc"}
+    unknown = set(contract) - {"params", "grid", "requires", "doc", "workspace", "cooperative"}
     if unknown:
         fail(f"unknown keys {sorted(unknown)}")
     params = contract.get("params")
@@ -110,17 +116,29 @@ def validate_contract(group: str, contract, n_runtime_params: int, constant_name
     requires = contract.get("requires", [])
     if not isinstance(requires, list):
         fail("'requires' must be a list of expressions")
+    cooperative = contract.get("cooperative", False)
+    if not isinstance(cooperative, bool):
+        fail("'cooperative' must be true or false")
+    workspace = contract.get("workspace")
+    if workspace is not None and "ws" not in params:
+        fail("'workspace' needs a parameter with the role 'ws'")
+    if "ws" in params and workspace is None:
+        fail("a parameter with the role 'ws' needs a 'workspace' size expression")
     problem = set()
-    for expr in [*grid, *requires]:
+    for expr in [*grid, *requires, *([workspace] if workspace is not None else [])]:
         try:
             _, names = parse_expr(str(expr) if isinstance(expr, int) else expr)
         except ValueError as exc:
             fail(str(exc))
         problem |= names - constant_names - {"num_warps"}
+    if "resident" in problem and not cooperative:
+        fail("'resident' only means something for cooperative kernels")
     return {
         "params": list(params),
         "grid": [str(g) for g in grid],
         "requires": list(requires),
         "problem": sorted(problem),
         **({"doc": str(contract["doc"])} if "doc" in contract else {}),
+        **({"workspace": str(workspace)} if workspace is not None else {}),
+        **({"cooperative": True} if cooperative else {}),
     }

@@ -70,12 +70,17 @@ def load_module(path: Path, index: int):
     module = importlib.util.module_from_spec(spec)
     # Triton's JIT reads the function source through linecache/inspect, which needs sys.modules.
     sys.modules[spec.name] = module
+    # As under `python script.py`, a script may import helpers that sit next to it (kernels/_*.py).
+    here = str(Path(path).resolve().parent)
+    sys.path.insert(0, here)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(spec.name, None)
         raise PipelineError(f"import failed: {type(exc).__name__}: {exc}\n{_short_tb(exc)}",
                             script=str(path)) from None
+    finally:
+        sys.path.remove(here)
     return module
 
 

@@ -100,15 +100,35 @@ class CudaBackend:
         check(cu.cuFuncSetAttribute(func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     nbytes), f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {what})")
 
-    def launch(self, func, grid, block_x: int, shared: int, stream, params_addr: int, what: str) -> None:
-        """One launch, unprepared (see bind_launch for the repeated case)."""
-        self.bind_launch(func, grid, block_x, shared, params_addr, what)(stream)
+    def resident_blocks(self, func, block_x: int, shared: int, what: str) -> int:
+        """How many blocks of this function the whole device runs at once (occupancy x SMs)."""
+        per_sm = check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, block_x, shared),
+                       f"cuOccupancyMaxActiveBlocksPerMultiprocessor({what})")
+        return int(per_sm) * self.limits["sm_count"]
 
-    def bind_launch(self, func, grid, block_x: int, shared: int, params_addr: int, what: str):
+    def launch(self, func, grid, block_x: int, shared: int, stream, params_addr: int, what: str,
+               cooperative: bool = False) -> None:
+        """One launch, unprepared (see bind_launch for the repeated case)."""
+        self.bind_launch(func, grid, block_x, shared, params_addr, what, cooperative)(stream)
+
+    def bind_launch(self, func, grid, block_x: int, shared: int, params_addr: int, what: str,
+                    cooperative: bool = False):
         """A closure that fires this exact launch: everything but the stream is bound once, so a call
-        costs one cuda-python cuLaunchKernel (measured faster here than calling the driver via ctypes)."""
-        launch, ok, default_stream = cu.cuLaunchKernel, cu.CUresult.CUDA_SUCCESS, cu.CUstream(0)
+        costs one cuda-python cuLaunchKernel (measured faster here than calling the driver via ctypes).
+        Cooperative launches guarantee every block is resident at once (the driver refuses otherwise)."""
+        ok, default_stream = cu.CUresult.CUDA_SUCCESS, cu.CUstream(0)
         gx, gy, gz = grid
+        if cooperative:
+            coop = cu.cuLaunchCooperativeKernel
+
+            def fire(stream=None):
+                err, = coop(func, gx, gy, gz, block_x, 1, 1, shared,
+                            default_stream if stream is None else stream, params_addr)
+                if err != ok:
+                    raise CudaError(f"cuLaunchCooperativeKernel({what})", err)
+
+            return fire
+        launch = cu.cuLaunchKernel
 
         def fire(stream=None):
             err, = launch(func, gx, gy, gz, block_x, 1, 1, shared,

@@ -1,5 +1,9 @@
-"""One softmax problem on the GPU, set up for timing: rotating slots, one prepared launch per
-candidate, and a numerical check of a candidate's output against a float64 reference."""
+"""Problems set up on the GPU for tuning and benchmarks: rotating slots, one prepared launch per
+candidate, and a numerical check of a candidate's output against a float64 reference.
+
+`SoftmaxSetup` and `GroupNormSetup` share `RotatingSetup`: inputs and outputs live in K slots whose
+total exceeds L2 several times, and each timed launch moves its role pointers to the next slot.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,9 @@ import numpy as np
 
 from .launch import Unsupported
 from .memory import DTYPES, element_size, from_storage, to_storage
+from .ops.group_norm import GroupNorm, signature
 from .ops.softmax import Softmax
-from .reference import mismatch, quantize, softmax_ref
+from .reference import group_norm_mismatch, group_norm_ref, mismatch, quantize, softmax_ref
 from .timing import rotation_slots
 
 CHECK_ROWS = 32
@@ -39,79 +44,178 @@ class Problem:
         return 2 * self.batch * self.n_cols * element_size(self.dtype)
 
 
-class SoftmaxSetup:
-    def __init__(self, registry, timer, problem: Problem, rng: np.random.Generator):
-        self.registry, self.timer, self.p = registry, timer, problem
-        self.op = Softmax(registry, problem.dtype, problem.op == "log_softmax")
+@dataclass(frozen=True)
+class GroupNormProblem:
+    dtype: str
+    n: int
+    hw: int
+    c: int
+    groups: int = 32
+    silu: bool = True
+
+    @property
+    def op_key(self) -> str:
+        return f"group_norm_{'silu' if self.silu else 'pass'}_{self.dtype}"
+
+    @property
+    def params_signature(self) -> str:
+        """ORT's GroupNormNHWCTunableParams::Signature() (no skip, no bias: what is tuned here)."""
+        return signature(self.n, self.hw, self.c, self.groups, self.silu, 0, False, 0)
+
+    @property
+    def bytes_moved(self) -> int:
+        """One read of x and one write of y."""
+        return 2 * self.n * self.hw * self.c * element_size(self.dtype)
+
+
+class RotatingSetup:
+    """Slots of `tensor_bytes` for the roles in `rotating`; subclasses prepare launches and check them."""
+
+    ort_group: str
+
+    def __init__(self, registry, timer, tensor_bytes: int, roles: tuple[str, ...]):
+        self.registry, self.timer, self.tensor_bytes = registry, timer, tensor_bytes
         backend = registry.backend
-        elem = element_size(problem.dtype)
-        self.tensor_bytes = problem.batch * problem.n_cols * elem
-        self.slots = rotation_slots(2 * self.tensor_bytes, backend.limits["l2_bytes"])
-        self.inp = backend.alloc(self.slots * self.tensor_bytes)
-        self.out = backend.alloc(self.slots * self.tensor_bytes)
-        x = (rng.standard_normal((problem.batch, problem.n_cols)) * rng.uniform(0.5, 4)).astype(np.float32)
-        host = np.ascontiguousarray(to_storage(x, problem.dtype))
-        backend.copy_htod(self.inp, host.ctypes.data, self.tensor_bytes)
-        for s in range(1, self.slots):
-            backend.copy_dtod(self.inp + s * self.tensor_bytes, self.inp, self.tensor_bytes)
-        backend.synchronize()
-        rows = {0, problem.batch - 1, *rng.choice(problem.batch, min(problem.batch, CHECK_ROWS), replace=False)}
-        self.check_rows = np.array(sorted(rows))
-        self.reference = softmax_ref(quantize(x[self.check_rows], problem.dtype), problem.op == "log_softmax")
+        self.slots = rotation_slots(len(roles) * tensor_bytes, backend.limits["l2_bytes"])
+        self.base = {role: backend.alloc(self.slots * tensor_bytes) for role in roles}
         self._launches = {}
 
-    def candidates(self) -> list[str]:
-        return [name for name, _ in self.op.candidates(self.p.batch, self.p.n_cols)]
+    def fill_slots(self, role: str, host: np.ndarray) -> None:
+        backend = self.registry.backend
+        backend.copy_htod(self.base[role], host.ctypes.data, self.tensor_bytes)
+        for s in range(1, self.slots):
+            backend.copy_dtod(self.base[role] + s * self.tensor_bytes, self.base[role], self.tensor_bytes)
+        backend.synchronize()
+
+    def _prepare(self, name: str):
+        raise NotImplementedError
 
     def launch(self, name: str):
         """A prepared launch of `name` on slot 0 (raises Unsupported)."""
         if name not in self._launches:
-            self._launches[name] = self.op.prepare(self.out, self.inp, self.p.batch, self.p.n_cols, kernel=name)
+            self._launches[name] = self._prepare(name)
         return self._launches[name]
 
-    def check(self, name: str) -> str | None:
-        """Run `name` once on poisoned output; None if the sampled rows match float64, else why not."""
-        backend = self.registry.backend
-        backend.memset(self.out, 0xFF, self.tensor_bytes)
-        self.launch(name)()
-        backend.synchronize()
-        np_type = DTYPES[self.p.dtype][0]
-        got = np.empty((len(self.check_rows), self.p.n_cols), dtype=np_type)
-        row_bytes = self.p.n_cols * element_size(self.p.dtype)
-        for i, r in enumerate(self.check_rows):
-            backend.copy_dtoh(got[i].ctypes.data, self.out + int(r) * row_bytes, row_bytes)
-        return mismatch(from_storage(got, self.p.dtype), self.reference, self.p.dtype, self.p.op == "log_softmax")
+    def is_ort(self, name: str) -> bool:
+        """In ORT's own group: what an unmodified ORT build can register and launch for this op."""
+        return self.registry.by_name[name].group == self.ort_group
 
     def time_ms(self, name: str, reps: int) -> float:
         """GPU time per launch, rotating over the slots (L2 does not keep the input between launches)."""
         launch = self.launch(name)
         info = launch.kernel.info
-        roles = dict(zip(self.registry.artifacts.contract(info.group)["params"], (p["name"] for p in info.params)))
-        out_name, in_name = roles["out"], roles["in"]
+        by_role = dict(zip(self.registry.artifacts.contract(info.group)["params"], (p["name"] for p in info.params)))
+        params = {by_role[role]: base for role, base in self.base.items()}
         size = self.tensor_bytes
 
         def body(stream, i):
-            s = i % self.slots
-            launch.update({out_name: self.out + s * size, in_name: self.inp + s * size})
+            offset = (i % self.slots) * size
+            launch.update({param: base + offset for param, base in params.items()})
             launch.fire(stream)
 
         try:
             return self.timer.per_launch_ms(body, max(reps, 1))
         finally:
-            launch.update({out_name: self.out, in_name: self.inp})
+            launch.update(params)
+
+    def read_slot0(self, role: str, rows: int, cols: int, row_indices=None) -> np.ndarray:
+        """Rows of slot 0 of `role` back on the host, widened from the storage type."""
+        backend = self.registry.backend
+        np_type = DTYPES[self.p.dtype][0]
+        indices = range(rows) if row_indices is None else row_indices
+        got = np.empty((len(indices), cols), dtype=np_type)
+        row_bytes = cols * element_size(self.p.dtype)
+        if row_indices is None:
+            backend.copy_dtoh(got.ctypes.data, self.base[role], rows * row_bytes)
+        else:
+            for i, r in enumerate(indices):
+                backend.copy_dtoh(got[i].ctypes.data, self.base[role] + int(r) * row_bytes, row_bytes)
+        return from_storage(got, self.p.dtype)
 
     def free(self) -> None:
-        self.registry.backend.free(self.inp)
-        self.registry.backend.free(self.out)
+        for ptr in self.base.values():
+            self.registry.backend.free(ptr)
+
+
+class SoftmaxSetup(RotatingSetup):
+    def __init__(self, registry, timer, problem: Problem, rng: np.random.Generator):
+        self.p = problem
+        self.op = Softmax(registry, problem.dtype, problem.op == "log_softmax")
+        self.ort_group = problem.op_key
+        super().__init__(registry, timer, problem.batch * problem.n_cols * element_size(problem.dtype),
+                         ("in", "out"))
+        self.inp, self.out = self.base["in"], self.base["out"]
+        x = (rng.standard_normal((problem.batch, problem.n_cols)) * rng.uniform(0.5, 4)).astype(np.float32)
+        self.fill_slots("in", np.ascontiguousarray(to_storage(x, problem.dtype)))
+        rows = {0, problem.batch - 1, *rng.choice(problem.batch, min(problem.batch, CHECK_ROWS), replace=False)}
+        self.check_rows = np.array(sorted(rows))
+        self.reference = softmax_ref(quantize(x[self.check_rows], problem.dtype), problem.op == "log_softmax")
+
+    def candidates(self) -> list[str]:
+        return [name for name, _ in self.op.candidates(self.p.batch, self.p.n_cols)]
+
+    def _prepare(self, name: str):
+        return self.op.prepare(self.out, self.inp, self.p.batch, self.p.n_cols, kernel=name)
+
+    def check(self, name: str) -> str | None:
+        """Run `name` once on poisoned output; None if the sampled rows match float64, else why not."""
+        self.registry.backend.memset(self.out, 0xFF, self.tensor_bytes)
+        self.launch(name)()
+        self.registry.backend.synchronize()
+        got = self.read_slot0("out", len(self.check_rows), self.p.n_cols, self.check_rows)
+        return mismatch(got, self.reference, self.p.dtype, self.p.op == "log_softmax")
+
+
+class GroupNormSetup(RotatingSetup):
+    """GroupNorm without skip or bias (ORT's common case), gamma/beta random, every output checked."""
+
+    def __init__(self, registry, timer, problem: GroupNormProblem, rng: np.random.Generator):
+        self.p = problem
+        self.op = GroupNorm(registry, problem.dtype, problem.silu)
+        self.ort_group = self.op.group
+        super().__init__(registry, timer, problem.n * problem.hw * problem.c * element_size(problem.dtype),
+                         ("in", "out"))
+        backend = registry.backend
+        x = (rng.standard_normal((problem.n, problem.hw, problem.c)) * rng.uniform(0.5, 4)
+             + rng.uniform(-2, 2)).astype(np.float32)
+        self.fill_slots("in", np.ascontiguousarray(to_storage(x.reshape(-1, problem.c), problem.dtype)))
+        gamma = rng.uniform(0.5, 1.5, problem.c).astype(np.float32)
+        beta = rng.uniform(-0.5, 0.5, problem.c).astype(np.float32)
+        self.gamma, self.beta = backend.alloc(4 * problem.c), backend.alloc(4 * problem.c)
+        backend.copy_htod(self.gamma, gamma.ctypes.data, 4 * problem.c)
+        backend.copy_htod(self.beta, beta.ctypes.data, 4 * problem.c)
+        x4 = quantize(x, problem.dtype).reshape(problem.n, problem.hw, 1, problem.c)
+        self.reference, _ = group_norm_ref(x4, gamma, beta, problem.groups, 1e-5, problem.silu)
+
+    def candidates(self) -> list[str]:
+        p = self.p
+        return [name for name, _ in self.op.candidates(p.n, p.hw, p.c, p.groups)]
+
+    def _prepare(self, name: str):
+        p = self.p
+        return self.op.prepare(out=self.base["out"], inp=self.base["in"], gamma=self.gamma, beta=self.beta, n=p.n,
+                               hw=p.hw, c=p.c, groups=p.groups, kernel=name)
+
+    def check(self, name: str) -> str | None:
+        self.registry.backend.memset(self.base["out"], 0xFF, self.tensor_bytes)
+        self.launch(name)()
+        self.registry.backend.synchronize()
+        got = self.read_slot0("out", self.p.n * self.p.hw, self.p.c)
+        return group_norm_mismatch(got, self.reference.reshape(got.shape), self.p.dtype)
+
+    def free(self) -> None:
+        super().free()
+        self.registry.backend.free(self.gamma)
+        self.registry.backend.free(self.beta)
 
 
 def is_ort_group(group: str, problem: Problem) -> bool:
-    """ORT's own group: what an unmodified ORT build can register and launch for this op."""
+    """ORT's own softmax group: what an unmodified ORT build can register and launch for this op."""
     return group == problem.op_key
 
 
-def gbps(problem: Problem, ms: float) -> float:
+def gbps(problem, ms: float) -> float:
     return problem.bytes_moved / (ms * 1e-3) / 1e9 if ms and not math.isinf(ms) else 0.0
 
 
-__all__ = ["Problem", "SoftmaxSetup", "Unsupported", "is_ort_group", "gbps"]
+__all__ = ["Problem", "GroupNormProblem", "SoftmaxSetup", "GroupNormSetup", "Unsupported", "is_ort_group", "gbps"]

@@ -23,6 +23,16 @@ class LoadedKernel:
         self.attributes = backend.function_attributes(self.function)
         self._dynamic_shared_set = False
         self._scratch: dict[str, tuple[int, int]] = {}  # name -> (ptr, bytes)
+        self._resident: int | None = None
+
+    @property
+    def resident(self) -> int:
+        """Programs of this kernel the device holds at once (the most a cooperative grid may have)."""
+        if self._resident is None:
+            self._ensure_dynamic_shared()
+            self._resident = self.backend.resident_blocks(self.function, self.info.threads_per_block,
+                                                          self.info.shared, self.info.name)
+        return self._resident
 
     def check(self, grid) -> None:
         """Raise Unsupported when this device cannot run the kernel with this grid."""
@@ -58,10 +68,13 @@ class LoadedKernel:
         align = max(1, hidden.get("scratch_align", 1))
         return (ptr + align - 1) // align * align
 
-    def prepare(self, values: dict, grid) -> PreparedLaunch:
+    def prepare(self, values: dict, grid, cooperative: bool = False) -> PreparedLaunch:
         """Pack arguments by parameter name; raises Unsupported instead of launching what cannot run."""
         grid = tuple(int(g) for g in grid)
         self.check(grid)
+        if cooperative and grid[0] * grid[1] * grid[2] > self.resident:
+            raise Unsupported(f"{self.info.name}: a cooperative grid of {grid} exceeds the {self.resident} "
+                              "programs the device holds at once")
         for p in self.info.params:
             div = p.get("divisibility", 1)
             if div > 1 and int(values[p["name"]]) % div:
@@ -69,7 +82,7 @@ class LoadedKernel:
         self._ensure_dynamic_shared()
         programs = grid[0] * grid[1] * grid[2]
         hidden = {h["name"]: self._scratch_ptr(h, programs) for h in self.info.hidden_params}
-        return PreparedLaunch(self, values, grid, hidden)
+        return PreparedLaunch(self, values, grid, hidden, cooperative)
 
     def launch(self, values: dict, grid, stream: int = 0) -> None:
         self.prepare(values, grid)(stream)
@@ -86,6 +99,7 @@ class Registry:
         self.by_name = {k.name: k for k in artifacts.kernels}
         self.by_group = artifacts.groups()
         self._loaded: dict[tuple[int, str], LoadedKernel] = {}
+        self._workspaces: dict[int, list[tuple[int, int]]] = {}  # context -> [(ptr, bytes)], newest last
 
     @property
     def metadata(self) -> list[KernelInfo]:
@@ -102,6 +116,19 @@ class Registry:
             k = LoadedKernel(info, self.backend, self.artifacts.blobs[name])
             self._loaded[key] = k
         return k
+
+    def workspace(self, nbytes: int) -> int:
+        """A zeroed buffer of at least `nbytes` in the current context, for kernels whose contract asks
+        for one. Kernels leave it zeroed, so launches on one stream share it; outgrown buffers are
+        kept, since prepared launches may still point at them. Launches that may run at the same time
+        (several streams) need one registry each."""
+        bufs = self._workspaces.setdefault(self.backend.context_key(), [])
+        if not bufs or bufs[-1][1] < nbytes:
+            size = max(nbytes, 2 * bufs[-1][1] if bufs else 1 << 16)
+            ptr = self.backend.alloc(size)
+            self.backend.memset(ptr, 0, size)
+            bufs.append((ptr, size))
+        return bufs[-1][0]
 
     def group(self, group: str) -> list[LoadedKernel]:
         return [self.kernel(k.name) for k in self.by_group.get(group, [])]

@@ -1,4 +1,4 @@
-"""Offline tuning of softmax candidates, tune caches, and export to ORT's TuningResults JSON.
+"""Offline tuning of softmax and GroupNorm candidates, tune caches, and export to ORT's TuningResults JSON.
 
 Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's TunableOp adds:
   1. skip candidates the contract or device rejects (Unsupported);
@@ -8,6 +8,7 @@ Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's 
      larger than L2.
 
     python -m runtime.tune --dist dist --out tune/cuda/sm_90/NVIDIA_H200.json [--shapes FILE]
+        [--ops softmax,log_softmax,group_norm_silu,group_norm_pass]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .launch import Unsupported
-from .problem import Problem, SoftmaxSetup, is_ort_group
+from .problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup
 
 SCHEMA = "tritonforge.tune/1"
 ORT_MANDATORY = ("ORT_VERSION", "ORT_GIT_COMMIT", "ORT_BUILD_CONFIG")
@@ -45,7 +46,7 @@ class Outcome:
     skipped: int = 0
 
 
-def tune_problem(setup: SoftmaxSetup, budget_ms: float = 10.0, exhaustive: bool = False) -> Outcome:
+def tune_problem(setup: SoftmaxSetup | GroupNormSetup, budget_ms: float = 10.0, exhaustive: bool = False) -> Outcome:
     out = Outcome()
     for name in setup.candidates():
         try:
@@ -57,7 +58,7 @@ def tune_problem(setup: SoftmaxSetup, budget_ms: float = 10.0, exhaustive: bool 
         if problem:
             out.rejected[name] = f"numerical check failed: {problem}"
             continue
-        ort = is_ort_group(setup.registry.by_name[name].group, setup.p)
+        ort = setup.is_ort(name)
         approx = setup.time_ms(name, 3)
         if not exhaustive and approx > 2 * out.best_ms and not (ort and approx <= 2 * out.ort_ms):
             out.skipped += 1
@@ -100,7 +101,12 @@ def load_cache(path: Path | str, registry) -> dict:
 
 
 def lookup(cache: dict, op_key: str, batch: int, n_cols: int) -> str | None:
-    entry = cache["results"].get(op_key, {}).get(f"{batch}_{n_cols}")
+    return lookup_signature(cache, op_key, f"{batch}_{n_cols}")
+
+
+def lookup_signature(cache: dict, op_key: str, params_signature: str) -> str | None:
+    """The tuned kernel for ORT's params signature of a problem, or None."""
+    entry = cache["results"].get(op_key, {}).get(params_signature)
     return entry["kernel"] if entry else None
 
 
@@ -116,33 +122,55 @@ def default_shapes() -> list[tuple[int, int]]:
     return shapes[:60]
 
 
-def read_shapes(path: Path | str) -> list[tuple[int, int]]:
-    """One `batch,n_cols` (or `batch n_cols`) per line; # starts a comment."""
+def default_group_norm_shapes() -> list[tuple[int, int, int, int]]:
+    """(n, hw, c, groups) of Stable Diffusion's UNet GroupNorms: 8x8 to 64x64, 320 to 1280 channels."""
+    return [(n, h * h, c, 32) for n in (1, 2) for h in (8, 16, 32, 64) for c in (320, 640, 1280)]
+
+
+def read_shapes(path: Path | str, fields: int = 2) -> list[tuple[int, ...]]:
+    """One problem per line, `fields` positive integers separated by commas or spaces (softmax:
+    `batch,n_cols`; GroupNorm: `n,hw,c,groups`); # starts a comment."""
     shapes = []
     for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         parts = re.split(r"[,\s]+", line)
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise ValueError(f"{path}:{lineno}: expected 'batch,n_cols' with positive integers, got {line!r}")
-        shapes.append((int(parts[0]), int(parts[1])))
+        if len(parts) != fields or not all(p.isdigit() and int(p) > 0 for p in parts):
+            what = "batch,n_cols" if fields == 2 else "n,hw,c,groups"
+            raise ValueError(f"{path}:{lineno}: expected '{what}' with positive integers, got {line!r}")
+        shapes.append(tuple(int(p) for p in parts))
     if not shapes:
         raise ValueError(f"{path}: no shapes")
     return shapes
 
 
-def tune(registry, shapes, ops=("softmax",), dtypes=("fp16",), budget_ms: float = 10.0, progress=None,
-         seed: int | None = None) -> dict:
+SOFTMAX_OPS = ("softmax", "log_softmax")
+GROUP_NORM_OPS = {"group_norm_silu": True, "group_norm_pass": False}
+
+
+def problems_for(ops, dtypes, shapes=None, group_norm_shapes=None) -> list:
+    unknown = sorted(set(ops) - set(SOFTMAX_OPS) - set(GROUP_NORM_OPS))
+    if unknown:
+        raise ValueError(f"unknown ops {unknown}: choose from {[*SOFTMAX_OPS, *GROUP_NORM_OPS]}")
+    out = [Problem(op, dt, b, n) for op in ops if op in SOFTMAX_OPS for dt in dtypes
+           for b, n in shapes or default_shapes()]
+    out += [GroupNormProblem(dt, n, hw, c, g, GROUP_NORM_OPS[op]) for op in ops if op in GROUP_NORM_OPS
+            for dt in dtypes for n, hw, c, g in group_norm_shapes or default_group_norm_shapes()]
+    return out
+
+
+def tune(registry, shapes=None, ops=("softmax",), dtypes=("fp16",), budget_ms: float = 10.0, progress=None,
+         seed: int | None = None, group_norm_shapes=None) -> dict:
     from .timing import GraphTimer
 
     timer = GraphTimer(registry.backend)
     rng = np.random.default_rng(seed)
     results: dict[str, dict] = {}
-    problems = [Problem(op, dt, b, n) for op in ops for dt in dtypes for b, n in shapes]
+    problems = problems_for(ops, dtypes, shapes, group_norm_shapes)
     t0 = time.perf_counter()
     for i, p in enumerate(problems):
-        setup = SoftmaxSetup(registry, timer, p, rng)
+        setup = (SoftmaxSetup if isinstance(p, Problem) else GroupNormSetup)(registry, timer, p, rng)
         try:
             o = tune_problem(setup, budget_ms)
         finally:
@@ -170,10 +198,10 @@ def export_ort(cache: dict, registry, op_signatures: dict[str, str], id_offset: 
     for op_key, entries in cache["results"].items():
         if op_key not in op_signatures:
             continue
-        group = [k.name for k in registry.by_group[op_key]]
         sig = op_signatures[op_key]
         for params_sig, entry in entries.items():
             if entry.get("ort_kernel"):
+                group = [k.name for k in registry.by_group[registry.by_name[entry["ort_kernel"]].group]]
                 results.setdefault(sig, {})[params_sig] = id_offset + group.index(entry["ort_kernel"])
     unknown = sorted(set(op_signatures) - set(cache["results"]))
     if unknown:
@@ -195,8 +223,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m runtime.tune", description=__doc__.splitlines()[0])
     ap.add_argument("--dist", default="dist", help="artifact root holding cuda/sm_XX/ (default: dist)")
     ap.add_argument("--out", help="tune cache to write (default: tune/cuda/sm_XX/<device>.json)")
-    ap.add_argument("--shapes", help="file of 'batch,n_cols' lines (default: a 60-shape grid)")
-    ap.add_argument("--ops", default="softmax", help="comma list: softmax,log_softmax")
+    ap.add_argument("--shapes", help="file of softmax 'batch,n_cols' lines (default: a 60-shape grid)")
+    ap.add_argument("--group-norm-shapes", help="file of GroupNorm 'n,hw,c,groups' lines (default: UNet's 24)")
+    ap.add_argument("--ops", default="softmax",
+                    help="comma list: softmax,log_softmax,group_norm_silu,group_norm_pass")
     ap.add_argument("--dtypes", default="fp16", help="comma list: fp32,fp16,bf16")
     ap.add_argument("--budget-ms", type=float, default=10.0, help="timing budget per candidate")
     ap.add_argument("--export-ort", help="also write ORT TuningResults JSON here")
@@ -211,14 +241,20 @@ def main(argv=None) -> int:
 
     backend = CudaBackend(0)
     registry = Registry(load_artifacts(Path(args.dist) / "cuda" / f"sm_{backend.arch}"), backend)
-    shapes = read_shapes(args.shapes) if args.shapes else default_shapes()
+    shapes = read_shapes(args.shapes) if args.shapes else None
+    gn_shapes = read_shapes(args.group_norm_shapes, 4) if args.group_norm_shapes else None
 
     def progress(i, n, p, o):
         ort = f"{o.ort_best} {o.ort_ms * 1e3:.2f} us" if o.ort_best else "none"
         print(f"[{i}/{n}] {p.op_key} {p.params_signature}: {o.best} {o.best_ms * 1e3:.2f} us "
               f"(ORT group: {ort}; {len(o.timed)} timed, {o.skipped} skipped)", file=sys.stderr, flush=True)
 
-    cache = tune(registry, shapes, args.ops.split(","), args.dtypes.split(","), args.budget_ms, progress)
+    try:
+        problems_for(args.ops.split(","), args.dtypes.split(","))
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    cache = tune(registry, shapes, args.ops.split(","), args.dtypes.split(","), args.budget_ms, progress,
+                 group_norm_shapes=gn_shapes)
     out = Path(args.out or f"tune/cuda/sm_{backend.arch}/{device_slug(backend.device_name)}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

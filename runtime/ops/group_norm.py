@@ -1,35 +1,37 @@
 """GroupNorm (NHWC, optional skip / bias / add_out / SiLU) choosing among the kernels of ORT's groups
 `GroupNormTriton_{Silu|Pass}_<dtype>` by their launch contract (ORT's rules: BLOCK_SIZE is the next
-power of two of channels per group, HW_SIZE divides H*W, the SiLU flag matches)."""
+power of two of channels per group, HW_SIZE divides H*W, the SiLU flag matches), and of the
+cooperative tiled groups `GroupNormSplit_{Silu|Pass}_<dtype>` where they fit."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline.contracts import evaluate
-
+from .. import candidates as contract_launch
 from ..launch import PreparedLaunch, Unsupported
 from ..memory import DeviceArray
 
 
 class GroupNorm:
-    def __init__(self, registry, dtype: str, silu: bool):
-        self.registry, self.dtype, self.silu = registry, dtype, silu
-        self.group = f"GroupNormTriton_{'Silu' if silu else 'Pass'}_{dtype}"
-        if self.group not in registry.by_group:
+    def __init__(self, registry, dtype: str, silu: bool, tune_cache: dict | None = None):
+        """tune_cache: a validated cache (runtime.tune.load_cache) whose choices replace the default."""
+        self.registry, self.dtype, self.silu, self.tune_cache = registry, dtype, silu, tune_cache
+        act = "Silu" if silu else "Pass"
+        self.group = f"GroupNormTriton_{act}_{dtype}"  # ORT's own
+        self.groups = [g for g in (self.group, f"GroupNormSplit_{act}_{dtype}") if g in registry.by_group]
+        if not self.groups:
             raise LookupError(f"no {self.group} kernels in {registry.artifacts.path}")
-        self.contract = registry.artifacts.contract(self.group)
+        self.op_key = f"group_norm_{act.lower()}_{dtype}"
+
+    def _env(self, n: int, hw: int, c: int, groups: int) -> dict:
+        if groups < 1 or c % groups:
+            raise ValueError(f"{c} channels do not split into {groups} groups")
+        return {"n": n, "hw": hw, "c": c, "groups": groups, "c_per_group": c // groups, "silu": int(self.silu)}
 
     def candidates(self, n: int, hw: int, c: int, groups: int) -> list[tuple[str, tuple]]:
-        if c % groups:
-            raise ValueError(f"{c} channels do not split into {groups} groups")
-        env = {"n": n, "hw": hw, "c": c, "groups": groups, "c_per_group": c // groups, "silu": int(self.silu)}
-        out = []
-        for info in self.registry.by_group[self.group]:
-            scope = {**env, **info.constants, "num_warps": info.num_warps}
-            if all(evaluate(r, scope) for r in self.contract["requires"]):
-                out.append((info.name, tuple(evaluate(g, scope) for g in self.contract["grid"])))
-        return out
+        """(kernel name, grid) of every kernel whose contract admits the problem, ORT's group first."""
+        env = self._env(n, hw, c, groups)
+        return [c for group in self.groups for c in contract_launch.admitted(self.registry, group, env)]
 
     def prepare(self, *, out: int, inp: int, gamma: int, beta: int, n: int, hw: int, c: int, groups: int,
                 eps: float = 1e-5, skip: int = 0, bias: int = 0, add_out: int = 0, broadcast_skip: bool = False,
@@ -40,15 +42,26 @@ class GroupNorm:
         cands = dict(self.candidates(n, hw, c, groups))
         if not cands:
             raise Unsupported(f"no {self.group} kernel for n={n} hw={hw} c={c} groups={groups}")
+        if kernel is None and self.tune_cache is not None:
+            from ..tune import lookup_signature
+
+            tuned = lookup_signature(self.tune_cache, self.op_key, signature(n, hw, c, groups, self.silu, skip,
+                                                                              broadcast_skip, bias))
+            kernel = tuned if tuned in cands else None
         name = kernel or next(iter(cands))
         if name not in cands:
             raise Unsupported(f"{name} does not admit n={n} hw={hw} c={c} groups={groups}")
-        loaded = self.registry.kernel(name)
-        roles = {"in": inp, "skip": skip, "bias": bias, "out": out, "add_out": add_out, "gamma": gamma, "beta": beta,
-                 "hw": hw, "c": c, "c_per_group": c // groups, "eps": eps, "has_skip": bool(skip),
-                 "has_bias": bool(bias), "broadcast_skip": bool(broadcast_skip)}
-        values = {p["name"]: roles[role] for p, role in zip(loaded.info.params, self.contract["params"])}
-        return loaded.prepare(values, cands[name])
+        env = self._env(n, hw, c, groups)
+        roles = {**env, "in": inp, "skip": skip, "bias": bias, "out": out, "add_out": add_out, "gamma": gamma,
+                 "beta": beta, "eps": eps, "has_skip": bool(skip), "has_bias": bool(bias),
+                 "broadcast_skip": bool(broadcast_skip)}
+        return contract_launch.prepare(self.registry, name, roles, env, cands[name])
+
+
+def signature(n: int, hw: int, c: int, groups: int, silu: bool, skip, broadcast_skip: bool, bias) -> str:
+    """ORT's GroupNormNHWCTunableParams::Signature(): shape, then which options are on."""
+    return (f"{n}_{hw}_{c}_{groups}_{'silu' if silu else 'pass'}_{'skip' if skip else 'noskip'}_"
+            f"{'broadcast' if broadcast_skip else 'nobroadcast'}_{'bias' if bias else 'nobias'}")
 
 
 def group_norm_numpy(registry, x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, groups: int, dtype: str,

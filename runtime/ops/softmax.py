@@ -11,13 +11,12 @@ import re
 
 import numpy as np
 
-from pipeline.contracts import evaluate
-
+from .. import candidates as contract_launch
 from ..launch import PreparedLaunch, Unsupported
 from ..memory import TYPESTR_TO_DTYPE, DeviceArray, element_size
 
-ROLES = {"out", "in", "in_stride", "out_stride", "n_cols", "batch"}
-PROBLEM = {"batch", "n_cols", "in_stride", "out_stride"}
+ROLES = {"out", "in", "in_stride", "out_stride", "n_cols", "batch", "ws"}
+PROBLEM = {"batch", "n_cols", "in_stride", "out_stride", "resident"}
 
 
 class Softmax:
@@ -42,14 +41,7 @@ class Softmax:
                    out_stride: int | None = None) -> list[tuple[str, tuple]]:
         """(kernel name, grid) of every kernel whose contract admits this problem, in table order."""
         env = self._env(batch, n_cols, in_stride or n_cols, out_stride or n_cols)
-        out = []
-        for group in self.groups:
-            contract = self.registry.artifacts.contract(group)
-            for info in self.registry.by_group[group]:
-                scope = {**env, **info.constants, "num_warps": info.num_warps}
-                if all(evaluate(r, scope) for r in contract["requires"]):
-                    out.append((info.name, tuple(evaluate(g, scope) for g in contract["grid"])))
-        return out
+        return [c for group in self.groups for c in contract_launch.admitted(self.registry, group, env)]
 
     def prepare(self, out_ptr: int, in_ptr: int, batch: int, n_cols: int, in_stride: int | None = None,
                 out_stride: int | None = None, kernel: str | None = None) -> PreparedLaunch:
@@ -66,12 +58,9 @@ class Softmax:
         name = kernel or next(iter(cands))
         if name not in cands:
             raise Unsupported(f"{name} does not admit batch={batch} n_cols={n_cols}")
-        loaded = self.registry.kernel(name)
-        contract = self.registry.artifacts.contract(loaded.info.group)
-        roles = {"out": out_ptr, "in": in_ptr, "in_stride": in_stride, "out_stride": out_stride, "n_cols": n_cols,
-                 "batch": batch}
-        values = {p["name"]: roles[role] for p, role in zip(loaded.info.params, contract["params"])}
-        return loaded.prepare(values, cands[name])
+        env = self._env(batch, n_cols, in_stride, out_stride)
+        roles = {"out": out_ptr, "in": in_ptr, **env}
+        return contract_launch.prepare(self.registry, name, roles, env, cands[name])
 
     def __call__(self, out, x, kernel: str | None = None, stream: int = 0) -> None:
         """out, x: objects with __cuda_array_interface__ (rows x cols, unit inner stride)."""

@@ -29,3 +29,19 @@ def test_validate_contract():
         validate_contract("g", {"params": ["a", "b"], "grid": ["1", "1", "1"]}, 3, set(), "s.py")
     with pytest.raises(PipelineError, match="grid"):
         validate_contract("g", {"params": ["a"], "grid": ["1"]}, 1, set(), "s.py")
+
+
+def test_cooperative_contract_with_workspace():
+    spec = {"params": ["out", "ws", "n"], "grid": ["min(n, resident)", "1", "1"], "cooperative": True,
+            "workspace": "4 * n * SPLIT"}
+    c = validate_contract("g", spec, 3, {"SPLIT"}, "s.py")
+    assert c["cooperative"] is True and c["workspace"] == "4 * n * SPLIT"
+    assert c["problem"] == ["n", "resident"]
+    with pytest.raises(PipelineError, match="'resident' only means something for cooperative"):
+        validate_contract("g", {**spec, "cooperative": False}, 3, {"SPLIT"}, "s.py")
+    with pytest.raises(PipelineError, match="needs a parameter with the role 'ws'"):
+        validate_contract("g", {**spec, "params": ["out", "buf", "n"]}, 3, {"SPLIT"}, "s.py")
+    with pytest.raises(PipelineError, match="needs a 'workspace' size"):
+        validate_contract("g", {k: v for k, v in spec.items() if k != "workspace"}, 3, {"SPLIT"}, "s.py")
+    with pytest.raises(PipelineError, match="'cooperative' must be true or false"):
+        validate_contract("g", {**spec, "cooperative": "yes"}, 3, {"SPLIT"}, "s.py")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from runtime.ops.group_norm import GroupNorm, group_norm_numpy
-from runtime.reference import group_norm_ref, mismatch, quantize
+from runtime.reference import group_norm_mismatch, group_norm_ref, quantize
 
 pytestmark = pytest.mark.gpu
 
@@ -35,10 +35,10 @@ def check(registry, rng, n, h, w, c, groups, dtype, silu, skip_mode, has_bias, k
     ref, ref_add = group_norm_ref(q(x), gamma.astype(np.float64), beta.astype(np.float64), groups, 1e-5, silu,
                                   q(skip), q(bias))
     label = f"{what} n={n} {h}x{w}x{c}/{groups} {dtype} silu={silu} skip={skip_mode} bias={has_bias} seed={SEED}"
-    problem = mismatch(y, ref, dtype, log=True)  # log=True: absolute tolerance for O(1) outputs
+    problem = group_norm_mismatch(y, ref, dtype)
     assert problem is None, f"{label}: {problem}"
     if skip is not None:
-        problem = mismatch(add, ref_add, dtype, log=True)
+        problem = group_norm_mismatch(add, ref_add, dtype)
         assert problem is None, f"{label}: add_out {problem}"
 
 
@@ -72,7 +72,12 @@ def test_every_variant_on_one_shape(registry, rng, silu, skip_mode, has_bias):
 ])
 def test_awkward_shapes(registry, rng, n, h, w, c, groups):
     for dtype in ("fp16", "fp32"):
-        check(registry, rng, n, h, w, c, groups, dtype, True, "full", True, what="awkward")
+        by_group = {}
+        for name, _ in GroupNorm(registry, dtype, True).candidates(n, h * w, c, groups):
+            by_group.setdefault(registry.by_name[name].group, name)
+        assert by_group, f"no candidate for n={n} {h}x{w}x{c}/{groups}"
+        for kernel in by_group.values():  # the first of ORT's group and of the tiled group
+            check(registry, rng, n, h, w, c, groups, dtype, True, "full", True, kernel, what="awkward")
 
 
 def test_every_kernel_runs(registry, rng):
@@ -92,9 +97,44 @@ def test_every_kernel_runs(registry, rng):
 
 def test_orts_rules_pick_candidates(registry):
     op = GroupNorm(registry, "fp16", silu=True)
-    for name, grid in op.candidates(2, 64 * 64, 320, 32):
+    ort = lambda cands: [(k, g) for k, g in cands if registry.by_name[k].group == op.group]
+    picked = ort(op.candidates(2, 64 * 64, 320, 32))
+    assert picked
+    for name, grid in picked:
         info = registry.by_name[name]
         assert info.constants["BLOCK_SIZE"] == 16 and 4096 % info.constants["HW_SIZE"] == 0 and grid == (2, 32, 1)
-    assert op.candidates(1, 7 * 7, 320, 32) == []  # no HW_SIZE divides 49: ORT's rule, no candidate
+    assert ort(op.candidates(1, 7 * 7, 320, 32)) == []  # no HW_SIZE divides 49: ORT's rule, no candidate
+    assert op.candidates(1, 7 * 7, 320, 32), "the tiled kernels take any H*W"
     with pytest.raises(ValueError, match="do not split"):
         op.candidates(1, 64, 100, 32)
+
+
+def split_kernels(registry):
+    return [info for group, infos in registry.by_group.items() if group.startswith("GroupNormSplit_") for info in infos]
+
+
+def test_every_split_kernel_runs(registry, rng):
+    """Each tiled kernel once, with a partial last tile and 16 groups of 3 to 96 channels."""
+    kernels = split_kernels(registry)
+    assert kernels, "no GroupNormSplit kernels in the archive"
+    for info in kernels:
+        _, act, dtype = info.group.split("_")
+        c = info.constants["BLOCK_C"] * 3 // 4
+        hw = 2 * info.constants["TILE_HW"] + 3
+        skip_mode = ("full", "broadcast", "none")[info.index % 3]
+        check(registry, rng, 2, hw, 1, c, 16, dtype, act == "Silu", skip_mode, info.index % 2 == 0, info.name,
+              "split kernel")
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_split_kernels_at_full_occupancy_and_back_to_back(registry, rng, dtype):
+    """The largest grids the contract admits (every program resident and waiting on its image), run
+    twice in a row: the second launch only works if the first left the workspace zeroed."""
+    op = GroupNorm(registry, dtype, silu=True)
+    for n, h, c in ((2, 64, 320), (1, 64, 640), (2, 32, 1280), (8, 16, 320)):
+        tiled = [(k, g) for k, g in op.candidates(n, h * h, c, 32) if "Split" in k]
+        assert tiled, f"no tiled kernel for n={n} {h}x{h}x{c}"
+        biggest = max(tiled, key=lambda kg: kg[1][0] * kg[1][1])[0]
+        for kernel in dict.fromkeys((tiled[0][0], biggest)):
+            for attempt in ("first", "second"):
+                check(registry, rng, n, h, h, c, 32, dtype, True, "none", attempt == "second", kernel, attempt)

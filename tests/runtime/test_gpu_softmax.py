@@ -120,9 +120,11 @@ def test_every_kernel_of_every_group_runs(registry, rng):
         for info in infos:
             block = info.constants["BLOCK_SIZE"]
             # The first row length this kernel's contract admits: a partial vector inside the block,
-            # a multiple of 16, or (looped kernels) several blocks and a remainder.
+            # a multiple of 16, (looped kernels) several blocks and a remainder, or (split kernels)
+            # SPLIT pieces, the last one partial.
             batch = 2 * info.constants.get("ROWS", 1) + 1
-            for n in (max(1, block - 3), max(16, block - 16), 2 * block + 5):
+            split = info.constants.get("SPLIT", 1)
+            for n in (max(1, block - 3), max(16, block - 16), 2 * block + 5, split * block - 48):
                 if info.name in dict(op.candidates(batch, n)):
                     break
             else:
@@ -131,6 +133,32 @@ def test_every_kernel_of_every_group_runs(registry, rng):
             run_and_check(registry, info.name, dtype, log, x, what=f"{batch}x{n}")
             ran.append(info.name)
     assert sorted(ran) == sorted(k.name for infos in softmax_groups.values() for k in infos)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_long_rows_split_across_programs(registry, rng, dtype):
+    """Rows split over a team of programs that exchange partials: more rows than resident teams (so
+    teams loop), pieces that are all -inf or past the row's end, and back-to-back launches (the
+    workspace must come back zeroed, or the second launch reads stale counters)."""
+    for n, batch in ((16400, 700), (40000, 300), (65552, 97), (131072, 33), (262128, 9)):
+        x = rng.standard_normal((batch, n)).astype(np.float32) * rng.uniform(0.5, 8)
+        x[0, :] = -np.inf
+        x[0, n - 1] = 1.0  # every piece but the last is all -inf
+        x[-1, : n // 2] = -np.inf
+        for log in (False, True):
+            names = [name for name, _ in Softmax(registry, dtype, log).candidates(batch, n)
+                     if "_split_" in name]
+            assert names, f"no split kernel admits {batch}x{n}"
+            for kernel in dict.fromkeys((names[0], names[len(names) // 2], names[-1])):
+                for attempt in ("first", "second"):
+                    ref = softmax_ref(quantize(x, dtype), log)
+                    if log:
+                        finite = np.isfinite(quantize(ref, dtype))
+                        y = softmax_numpy(registry, x, dtype, log=True, kernel=kernel)
+                        assert (np.isneginf(y) == ~finite).all(), f"{kernel}: -inf where the answer is finite"
+                        assert_close(y[finite], ref[finite], dtype, True, f"{attempt} {batch}x{n} {kernel}")
+                    else:
+                        run_and_check(registry, kernel, dtype, log, x, what=f"{attempt} {batch}x{n}")
 
 
 def test_cuda_array_interface_inputs(registry, rng):

@@ -65,3 +65,29 @@ def test_export_to_ort_tuning_results(cache, registry):
         assert group[kid - 8] == cache["results"]["softmax_fp16"][params_sig]["ort_kernel"]
     with pytest.raises(ValueError, match="ORT_GIT_COMMIT"):
         export_ort(cache, registry, {"softmax_fp16": sig}, 0, {"ORT_VERSION": "1"})
+
+
+def test_group_norm_tuning_and_cache(registry, tmp_path):
+    from runtime.ops.group_norm import GroupNorm
+
+    shapes = [(2, 64 * 64, 320, 32), (1, 8 * 8, 1280, 32)]
+    cache = tune(registry, ops=("group_norm_silu",), dtypes=("fp16",), budget_ms=2.0, group_norm_shapes=shapes)
+    entries = cache["results"]["group_norm_silu_fp16"]
+    assert sorted(entries) == sorted(f"{n}_{hw}_{c}_{g}_silu_noskip_nobroadcast_nobias" for n, hw, c, g in shapes)
+    op = GroupNorm(registry, "fp16", silu=True)
+    for (n, hw, c, g) in shapes:
+        e = entries[f"{n}_{hw}_{c}_{g}_silu_noskip_nobroadcast_nobias"]
+        assert e["kernel"] in dict(op.candidates(n, hw, c, g))
+        assert registry.by_name[e["ort_kernel"]].group == "GroupNormTriton_Silu_fp16"
+        assert 0 < e["us"] <= e["ort_us"]
+    path = tmp_path / "gn.json"
+    path.write_text(json.dumps(cache))
+    tuned = GroupNorm(registry, "fp16", silu=True, tune_cache=load_cache(path, registry))
+    launch = tuned.prepare(out=0, inp=0, gamma=0, beta=0, n=2, hw=4096, c=320, groups=32)
+    assert launch.kernel.info.name == entries["2_4096_320_32_silu_noskip_nobroadcast_nobias"]["kernel"]
+    sig = "onnxruntime::contrib::cuda::GroupNormNHWCOp<__half>"
+    ort = {"ORT_VERSION": "1.22.0", "ORT_GIT_COMMIT": "", "ORT_BUILD_CONFIG": "ENABLE_TRITON=1|"}
+    (doc,) = export_ort(cache, registry, {"group_norm_silu_fp16": sig}, 3, ort)
+    group = [k.name for k in registry.by_group["GroupNormTriton_Silu_fp16"]]
+    for params_sig, kid in doc["results"][sig].items():
+        assert group[kid - 3] == entries[params_sig]["ort_kernel"]

@@ -45,6 +45,13 @@ def test_hsaco_kernargs_match_manifest(built):
         explicit = [a for a in layout["args"] if not a["value_kind"].startswith("hidden_")]
         want = [(p["offset"], p["size"]) for p in (*info.params, *info.hidden_params)]
         assert [(a["offset"], a["size"]) for a in explicit] == want, info.name
-        assert layout["segment_size"] == info.args_size
+        # Implicit arguments (hidden_block_count_x, ... when a kernel asks for tl.num_programs) sit
+        # after the explicit ones; the HIP runtime fills them at dispatch, so ORT's buffer stops before.
+        implicit = [a for a in layout["args"] if a["value_kind"].startswith("hidden_")]
+        assert all(a["offset"] >= info.args_size for a in implicit), info.name
+        if implicit:
+            assert layout["segment_size"] >= max(a["offset"] + a["size"] for a in implicit), info.name
+        else:
+            assert layout["segment_size"] == info.args_size, info.name
         assert layout["wavefront_size"] == info.warp_size == 64
         assert layout["max_flat_workgroup_size"] >= info.threads_per_block

@@ -26,3 +26,28 @@ def test_read_shapes(tmp_path):
 def test_device_slug():
     assert device_slug("NVIDIA H200") == "NVIDIA_H200"
     assert device_slug("AMD Instinct MI300X/MI300") == "AMD_Instinct_MI300X_MI300"
+
+
+def test_group_norm_shapes_and_ops():
+    from runtime.ops.group_norm import signature
+    from runtime.problem import GroupNormProblem
+    from runtime.tune import default_group_norm_shapes, problems_for
+
+    shapes = default_group_norm_shapes()
+    assert len(shapes) == 24 and (2, 4096, 320, 32) in shapes
+    problems = problems_for(["softmax", "group_norm_silu"], ["fp16"], [(1, 2048)], [(2, 4096, 320, 32)])
+    assert problems[1] == GroupNormProblem("fp16", 2, 4096, 320, 32, True)
+    # ORT's GroupNormNHWCTunableParams::Signature()
+    assert problems[1].params_signature == "2_4096_320_32_silu_noskip_nobroadcast_nobias"
+    assert signature(1, 64, 640, 32, False, 1, True, 1) == "1_64_640_32_pass_skip_broadcast_bias"
+    with pytest.raises(ValueError, match="unknown ops \\['layer_norm'\\]"):
+        problems_for(["layer_norm"], ["fp16"])
+
+
+def test_read_group_norm_shapes(tmp_path):
+    f = tmp_path / "gn.txt"
+    f.write_text("2,4096,320,32\n1 64 1280 32\n")
+    assert read_shapes(f, 4) == [(2, 4096, 320, 32), (1, 64, 1280, 32)]
+    f.write_text("2,4096,320\n")
+    with pytest.raises(ValueError, match="gn.txt:1: expected 'n,hw,c,groups'"):
+        read_shapes(f, 4)

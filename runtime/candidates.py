@@ -1,0 +1,44 @@
+"""Candidates of a group by its launch contract, and launches prepared from role values.
+
+The ops (softmax, GroupNorm) only know roles (`out`, `in`, `n_cols`, ...); this module maps them
+onto each kernel's parameters, evaluates grid and `requires`, supplies `resident` for cooperative
+kernels and the zeroed workspace a contract asks for.
+"""
+
+from __future__ import annotations
+
+from pipeline.contracts import evaluate
+
+from .launch import PreparedLaunch, Unsupported
+
+
+def _scope(registry, contract: dict, info, env: dict) -> dict:
+    scope = {**env, **info.constants, "num_warps": info.num_warps}
+    if "resident" in contract["problem"]:
+        scope["resident"] = registry.kernel(info.name).resident
+    return scope
+
+
+def admitted(registry, group: str, env: dict) -> list[tuple[str, tuple]]:
+    """(kernel name, grid) of every kernel of `group` whose contract admits the problem `env`."""
+    contract = registry.artifacts.contract(group)
+    out = []
+    for info in registry.by_group[group]:
+        scope = _scope(registry, contract, info, env)
+        if all(evaluate(r, scope) for r in contract["requires"]):
+            out.append((info.name, tuple(evaluate(g, scope) for g in contract["grid"])))
+    return out
+
+
+def prepare(registry, name: str, roles: dict, env: dict, grid) -> PreparedLaunch:
+    """A launch of `name` with parameters filled by role (a workspace added when the contract asks)."""
+    loaded = registry.kernel(name)
+    contract = registry.artifacts.contract(loaded.info.group)
+    if "workspace" in contract:
+        nbytes = evaluate(contract["workspace"], _scope(registry, contract, loaded.info, env))
+        roles = {**roles, "ws": registry.workspace(nbytes)}
+    values = {p["name"]: roles[role] for p, role in zip(loaded.info.params, contract["params"])}
+    return loaded.prepare(values, grid, cooperative=contract.get("cooperative", False))
+
+
+__all__ = ["admitted", "prepare", "Unsupported"]
