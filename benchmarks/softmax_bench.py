@@ -1,6 +1,6 @@
 """Softmax against the memory-bandwidth limit, on the GPU machine.
 
-    python benchmarks/softmax_bench.py [--dist dist] [--dtypes fp32,fp16,bf16] [--quick]
+    python benchmarks/softmax_bench.py [--dist dist] [--dtypes fp32,fp16,bf16] [--quick | --sets long,...]
 
 Every figure is GPU time per launch from CUDA-graph replay over rotating buffers larger than L2;
 bytes = one read + one write of the tensor (2 * batch * n_cols * sizeof(dtype)); the ceiling is a
@@ -60,17 +60,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dist", default=str(ROOT / "dist"))
     ap.add_argument("--dtypes", default="fp32,fp16,bf16")
-    ap.add_argument("--quick", action="store_true", help="targets and latency only, no sweep")
+    ap.add_argument("--quick", action="store_true", help="targets, long rows and latency: no sweep")
+    ap.add_argument("--sets", help="comma list of targets,long,latency,sweep (default: all; --quick: no sweep)")
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
     backend, registry, timer, ceiling = open_gpu(args.dist)
     rows = [{"provider": "copy", "metric": "GB/s", "unit": "GB/s", "value": f"{ceiling:.1f}"}]
     rng = np.random.default_rng()
     plot = []
+    sets = {"targets": TARGETS, "long": LONG_ROWS, "latency": LATENCY,
+            "sweep": [(max(1, SWEEP_ELEMENTS // n), n) for n in SWEEP_COLS]}
+    chosen = args.sets.split(",") if args.sets else [k for k in sets if not (args.quick and k == "sweep")]
+    unknown = sorted(set(chosen) - set(sets))
+    if unknown:
+        ap.error(f"unknown sets {unknown}; choose from {sorted(sets)}")
     for dtype in args.dtypes.split(","):
-        shapes = TARGETS + LONG_ROWS + LATENCY
-        if not args.quick:
-            shapes += [(max(1, SWEEP_ELEMENTS // n), n) for n in SWEEP_COLS]
+        shapes = [shape for k in chosen for shape in sets[k]]
         for batch, n in dict.fromkeys(shapes):
             p = Problem("softmax", dtype, batch, n)
             setup = SoftmaxSetup(registry, timer, p, rng)
