@@ -33,22 +33,26 @@ def softmax_split_kernel(output_ptr, input_ptr, ws_ptr, input_row_stride, output
         row64 = row.to(tl.int64)
         x = tl.load(input_ptr + row64 * input_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
         m = tl.max(x, axis=0)
+        e = tl.exp(x - m)  # kept: the output is e rescaled, one exp per element in all
         # A piece past the row's end (or all -inf) contributes nothing, not exp(-inf - -inf) = NaN.
-        s = tl.where(m > -float("inf"), tl.sum(tl.exp(x - m), axis=0), 0.0)
+        s = tl.where(m > -float("inf"), tl.sum(e, axis=0), 0.0)
         mine = partials + row64 * (2 * SPLIT)
         tl.store(mine + part, m)
         tl.store(mine + SPLIT + part, s)
         arrive_and_wait(ws_ptr + row, SPLIT)
         ms = tl.load(mine + members, volatile=True)
         ss = tl.load(mine + SPLIT + members, volatile=True)
-        if depart(ws_ptr + row, SPLIT):
+        if depart(ws_ptr + row, SPLIT):  # everyone has read the partials: leave the slot zeroed
+            tl.store(mine + members, tl.zeros([SPLIT], tl.float32))
+            tl.store(mine + SPLIT + members, tl.zeros([SPLIT], tl.float32))
             tl.atomic_xchg(ws_ptr + row, 0)
         row_max = tl.max(ms, axis=0)
         row_sum = tl.sum(tl.where(ms > -float("inf"), ss * tl.exp(ms - row_max), 0.0), axis=0)
         if LOG:
-            y = x - row_max - tl.log(row_sum)
+            y = x - (row_max + tl.log(row_sum))
         else:
-            y = tl.exp(x - row_max) / row_sum
+            # An all -inf piece has e = NaN (-inf - -inf) and its outputs are 0.
+            y = tl.where(m > -float("inf"), e * (tl.exp(m - row_max) / row_sum), 0.0)
         tl.store(output_ptr + row64 * output_row_stride + cols, y.to(output_ptr.dtype.element_ty), mask=mask)
 
 

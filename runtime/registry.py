@@ -130,6 +130,18 @@ class Registry:
             bufs.append((ptr, size))
         return bufs[-1][0]
 
+    def workspace_nonzero_bytes(self) -> int:
+        """Bytes that are not zero in this context's workspaces (after a synchronize, 0 if every
+        kernel kept its promise to leave the workspace zeroed)."""
+        import numpy as np
+
+        total = 0
+        for ptr, size in self._workspaces.get(self.backend.context_key(), []):
+            host = np.empty(size, np.uint8)
+            self.backend.copy_dtoh(host.ctypes.data, ptr, size)
+            total += int(np.count_nonzero(host))
+        return total
+
     def group(self, group: str) -> list[LoadedKernel]:
         return [self.kernel(k.name) for k in self.by_group.get(group, [])]
 

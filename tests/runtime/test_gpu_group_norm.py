@@ -138,3 +138,4 @@ def test_split_kernels_at_full_occupancy_and_back_to_back(registry, rng, dtype):
         for kernel in dict.fromkeys((tiled[0][0], biggest)):
             for attempt in ("first", "second"):
                 check(registry, rng, n, h, h, c, 32, dtype, True, "none", attempt == "second", kernel, attempt)
+                assert registry.workspace_nonzero_bytes() == 0, f"{kernel} left its workspace dirty"

@@ -159,6 +159,7 @@ def test_long_rows_split_across_programs(registry, rng, dtype):
                         assert_close(y[finite], ref[finite], dtype, True, f"{attempt} {batch}x{n} {kernel}")
                     else:
                         run_and_check(registry, kernel, dtype, log, x, what=f"{attempt} {batch}x{n}")
+                    assert registry.workspace_nonzero_bytes() == 0, f"{kernel} left its workspace dirty"
 
 
 def test_cuda_array_interface_inputs(registry, rng):
