@@ -45,8 +45,10 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     # difference of two prefix sums, picked with gathers.
     gids = tl.arange(0, GROUPS_P)
     g_mask = gids < groups
+    # Indices clamped into the channels (groups past `groups` are masked out below, but a gather must
+    # stay inside its source).
     last = tl.minimum((gids + 1) * c_per_group, c) - 1
-    before = tl.maximum(gids * c_per_group - 1, 0)
+    before = tl.minimum(tl.maximum(gids * c_per_group - 1, 0), c - 1)
     has_before = gids > 0
     prefix = tl.cumsum(tl.sum(x, axis=0), axis=0)
     g_sum = tl.gather(prefix, last, 0) - tl.where(has_before, tl.gather(prefix, before, 0), 0.0)
