@@ -131,7 +131,8 @@ def test_split_kernels_at_full_occupancy_and_back_to_back(registry, rng, dtype):
     """The largest grids the contract admits (every program resident and waiting on its image), run
     twice in a row: the second launch only works if the first left the workspace zeroed."""
     op = GroupNorm(registry, dtype, silu=True)
-    for n, h, c in ((2, 64, 320), (1, 64, 640), (2, 32, 1280), (8, 16, 320)):
+    # Shapes whose tiles all fit on an H200 at once (n=2 64x64x320: 512 programs of 4 warps).
+    for n, h, c in ((2, 64, 320), (2, 32, 640), (2, 16, 1280), (8, 16, 320)):
         tiled = [(k, g) for k, g in op.candidates(n, h * h, c, 32) if "Split" in k]
         assert tiled, f"no tiled kernel for n={n} {h}x{h}x{c}"
         biggest = max(tiled, key=lambda kg: kg[1][0] * kg[1][1])[0]
