@@ -1,6 +1,9 @@
 """One long-format results file (benchmarks/results/results.csv) shared by every benchmark script.
 
-A run replaces its own earlier rows (same benchmark and device) and keeps everyone else's.
+A run replaces its own earlier rows for what it measured (same benchmark, device, shape and dtype)
+and keeps everyone else's, so a run over a subset of shapes updates just those.
+
+    python benchmarks/results.py merge OTHER.csv   # fold a results file from a GPU machine in
 """
 
 from __future__ import annotations
@@ -20,16 +23,21 @@ def command_line() -> str:
     return "python " + " ".join(shlex.quote(a) for a in sys.argv)
 
 
-def write_rows(benchmark: str, device: str, rows: list[dict], path: Path | str = RESULTS) -> Path:
-    path = Path(path)
-    keep = []
-    if path.exists():
-        with path.open(newline="") as f:
-            keep = [r for r in csv.DictReader(f) if (r["benchmark"], r["device"]) != (benchmark, device)]
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    cmd = command_line()
-    new = [{c: "" for c in COLUMNS} | {"benchmark": benchmark, "device": device, "command": cmd,
-                                       "timestamp": stamp} | r for r in rows]
+def _key(row: dict) -> tuple:
+    return row["benchmark"], row["device"], row.get("shape", ""), row.get("dtype", "")
+
+
+def _read(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _replace(path: Path, new: list[dict]) -> Path:
+    """Write `new` into `path`, dropping earlier rows with the same key; atomic (temp file + rename)."""
+    measured = {_key(r) for r in new}
+    keep = [r for r in _read(path) if _key(r) not in measured]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="") as f:
@@ -38,3 +46,26 @@ def write_rows(benchmark: str, device: str, rows: list[dict], path: Path | str =
         w.writerows(keep + new)
     tmp.replace(path)
     return path
+
+
+def write_rows(benchmark: str, device: str, rows: list[dict], path: Path | str = RESULTS) -> Path:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cmd = command_line()
+    new = [{c: "" for c in COLUMNS} | {"benchmark": benchmark, "device": device, "command": cmd,
+                                       "timestamp": stamp} | r for r in rows]
+    return _replace(Path(path), new)
+
+
+def merge(src: Path | str, dst: Path | str = RESULTS) -> int:
+    """Fold the rows of another results file into `dst` (same replacement rule); returns rows merged."""
+    rows = _read(Path(src))
+    if rows and set(rows[0]) != set(COLUMNS):
+        raise SystemExit(f"error: {src} does not have the columns {COLUMNS}")
+    _replace(Path(dst), [{c: r[c] for c in COLUMNS} for r in rows])
+    return len(rows)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "merge":
+        raise SystemExit("usage: python benchmarks/results.py merge OTHER.csv")
+    print(f"merged {merge(sys.argv[2])} rows into {RESULTS}")

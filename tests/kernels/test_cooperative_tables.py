@@ -1,0 +1,72 @@
+"""The cooperative families (split-row softmax, tiled GroupNorm): what their tables and contracts promise."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+
+from pipeline.contracts import evaluate  # noqa: E402
+from pipeline.table import load_table  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def table(root):
+    return load_table([root / "kernels" / "softmax_split_triton.py", root / "kernels" / "group_norm_split_triton.py"])
+
+
+def scope(kernel, **problem):
+    return {**problem, **kernel.constants, "num_warps": kernel.num_warps}
+
+
+def test_contracts_are_cooperative_with_a_workspace(table):
+    assert len(table.contracts) == 12  # (softmax, log_softmax) x 3 dtypes + (Silu, Pass) x 3 dtypes
+    for group, contract in table.contracts.items():
+        assert contract["cooperative"] is True, group
+        assert "ws" in contract["params"] and "resident" in contract["problem"], group
+
+
+def test_split_softmax_covers_16k_to_1m_columns(table):
+    contract = table.contracts["softmax_split_fp16"]
+    kernels = [k for k in table.kernels if k.group == "softmax_split_fp16"]
+    for n in (16400, 40000, 65536, 262144, 1 << 20):
+        admitted = [k for k in kernels if all(evaluate(r, scope(k, n_cols=n, batch=8, in_stride=n, out_stride=n,
+                                                                resident=1056)) for r in contract["requires"])]
+        assert admitted, f"no split kernel for {n} columns"
+        for k in admitted:  # every piece holds at least a quarter of its block: no team is mostly idle
+            assert 4 * n > k.constants["SPLIT"] * k.constants["BLOCK_SIZE"] >= n
+    k = kernels[0]
+    assert not evaluate(contract["requires"][1], scope(k, n_cols=4096, batch=1, in_stride=4096, out_stride=4096,
+                                                     resident=k.constants["SPLIT"] - 1))
+    # The workspace holds a counter and SPLIT (max, sum) pairs per row.
+    assert evaluate(contract["workspace"], scope(k, batch=10)) == 4 * 10 * (1 + 2 * k.constants["SPLIT"])
+    grid = [evaluate(g, scope(k, batch=1000, resident=100)) for g in contract["grid"]]
+    assert grid[0] % k.constants["SPLIT"] == 0 and grid[0] <= 100  # whole teams, all resident
+
+
+def test_tiled_group_norm_needs_every_tile_resident(table):
+    contract = table.contracts["GroupNormSplit_Silu_fp16"]
+    k = next(k for k in table.kernels if k.group == "GroupNormSplit_Silu_fp16" and k.constants["BLOCK_C"] == 512)
+    problem = dict(n=2, hw=4096, c=320, groups=32, c_per_group=10, silu=1)
+    tiles = 2 * -(-4096 // k.constants["TILE_HW"])
+    assert all(evaluate(r, scope(k, **problem, resident=tiles)) for r in contract["requires"])
+    assert not all(evaluate(r, scope(k, **problem, resident=tiles - 1)) for r in contract["requires"])
+    assert not all(evaluate(r, scope(k, **{**problem, "groups": 64, "c_per_group": 5}, resident=10**6))
+                   for r in contract["requires"])  # more groups than GROUPS_P
+
+
+def test_scripts_import_helpers_next_to_them(tmp_path):
+    """kernels/_grid_sync.py is imported as a sibling, as `python script.py` would; sys.path is restored."""
+    (tmp_path / "_helper_for_test.py").write_text("import triton\n\n@triton.jit\ndef one():\n    return 1\n")
+    script = tmp_path / "k_triton.py"
+    script.write_text(
+        "import triton\nimport triton.language as tl\nfrom _helper_for_test import one\n\n"
+        "@triton.jit\ndef k(out_ptr):\n    tl.store(out_ptr, one())\n\n"
+        "def get_function_table():\n"
+        "    return [{'name': 'k', 'group': 'g', 'func': k, 'sig': '*i32',\n"
+        "             'kwargs': {'num_warps': 1, 'constants': {}}}]\n")
+    before = list(sys.path)
+    assert [k.name for k in load_table([script]).kernels] == ["k"]
+    assert sys.path == before
