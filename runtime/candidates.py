@@ -41,4 +41,27 @@ def prepare(registry, name: str, roles: dict, env: dict, grid) -> PreparedLaunch
     return loaded.prepare(values, grid, cooperative=contract.get("cooperative", False))
 
 
-__all__ = ["admitted", "prepare", "Unsupported"]
+
+
+def prepare_choice(registry, cands: dict, kernel: str | None, tuned: str | None, roles: dict, env: dict,
+                   what: str) -> PreparedLaunch:
+    """`kernel` when named (Unsupported if it cannot run this). Otherwise the tuned choice, then every
+    candidate in table order: the first that prepares wins, so a kernel that these very pointers rule
+    out (16-byte alignment) or the device cannot hold gives way to the next."""
+    if not cands:
+        raise Unsupported(f"no kernel admits {what}")
+    if kernel is not None:
+        if kernel not in cands:
+            raise Unsupported(f"{kernel} does not admit {what}")
+        return prepare(registry, kernel, roles, env, cands[kernel])
+    order = ([tuned] if tuned in cands else []) + [name for name in cands if name != tuned]
+    reasons = []
+    for name in order:
+        try:
+            return prepare(registry, name, roles, env, cands[name])
+        except Unsupported as why:
+            reasons.append(str(why))
+    raise Unsupported(f"no kernel can run {what}: {'; '.join(reasons[:3])}")
+
+
+__all__ = ["admitted", "prepare", "prepare_choice", "Unsupported"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import candidates as contract_launch
-from ..launch import PreparedLaunch, Unsupported
+from ..launch import PreparedLaunch
 from ..memory import DeviceArray
 
 
@@ -40,23 +40,18 @@ class GroupNorm:
         if skip and not add_out:
             raise ValueError("a skip input needs an add_out buffer (the kernel writes input + skip + bias there)")
         cands = dict(self.candidates(n, hw, c, groups))
-        if not cands:
-            raise Unsupported(f"no {self.group} kernel for n={n} hw={hw} c={c} groups={groups}")
+        tuned = None
         if kernel is None and self.tune_cache is not None:
             from ..tune import lookup_signature
 
             tuned = lookup_signature(self.tune_cache, self.op_key, signature(n, hw, c, groups, self.silu, skip,
                                                                               broadcast_skip, bias))
-            kernel = tuned if tuned in cands else None
-        name = kernel or next(iter(cands))
-        if name not in cands:
-            raise Unsupported(f"{name} does not admit n={n} hw={hw} c={c} groups={groups}")
         env = self._env(n, hw, c, groups)
         roles = {**env, "in": inp, "skip": skip, "bias": bias, "out": out, "add_out": add_out, "gamma": gamma,
                  "beta": beta, "eps": eps, "has_skip": bool(skip), "has_bias": bool(bias),
                  "broadcast_skip": bool(broadcast_skip)}
-        return contract_launch.prepare(self.registry, name, roles, env, cands[name])
-
+        return contract_launch.prepare_choice(self.registry, cands, kernel, tuned, roles, env,
+                                              f"{self.group} n={n} hw={hw} c={c} groups={groups}")
 
 def signature(n: int, hw: int, c: int, groups: int, silu: bool, skip, broadcast_skip: bool, bias) -> str:
     """ORT's GroupNormNHWCTunableParams::Signature(): shape, then which options are on."""

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from .. import candidates as contract_launch
-from ..launch import PreparedLaunch, Unsupported
+from ..launch import PreparedLaunch
 from ..memory import TYPESTR_TO_DTYPE, DeviceArray, element_size
 
 ROLES = {"out", "in", "in_stride", "out_stride", "n_cols", "batch", "ws"}
@@ -45,22 +45,19 @@ class Softmax:
 
     def prepare(self, out_ptr: int, in_ptr: int, batch: int, n_cols: int, in_stride: int | None = None,
                 out_stride: int | None = None, kernel: str | None = None) -> PreparedLaunch:
-        """A launch of `kernel` (default: the tuned choice, else the first candidate); Unsupported if none fits."""
+        """A launch of `kernel` (default: the tuned choice, else the first candidate that can run these
+        pointers); Unsupported if none fits."""
         in_stride, out_stride = in_stride or n_cols, out_stride or n_cols
         cands = dict(self.candidates(batch, n_cols, in_stride, out_stride))
-        if not cands:
-            raise Unsupported(f"no {self.op} {self.dtype} kernel admits batch={batch} n_cols={n_cols}")
+        tuned = None
         if kernel is None and self.tune_cache is not None:
             from ..tune import lookup
 
             tuned = lookup(self.tune_cache, f"{self.op}_{self.dtype}", batch, n_cols)
-            kernel = tuned if tuned in cands else None
-        name = kernel or next(iter(cands))
-        if name not in cands:
-            raise Unsupported(f"{name} does not admit batch={batch} n_cols={n_cols}")
         env = self._env(batch, n_cols, in_stride, out_stride)
         roles = {"out": out_ptr, "in": in_ptr, **env}
-        return contract_launch.prepare(self.registry, name, roles, env, cands[name])
+        return contract_launch.prepare_choice(self.registry, cands, kernel, tuned, roles, env,
+                                              f"{self.op} {self.dtype} batch={batch} n_cols={n_cols}")
 
     def __call__(self, out, x, kernel: str | None = None, stream: int = 0) -> None:
         """out, x: objects with __cuda_array_interface__ (rows x cols, unit inner stride)."""

@@ -173,3 +173,31 @@ def test_cuda_array_interface_inputs(registry, rng):
     with pytest.raises(ValueError, match="does not match fp32"):
         Softmax(registry, "fp32")(dst, src)
     assert DTYPES["bf16"][1] == "<u2"
+
+
+
+def test_default_choice_falls_back_when_pointers_rule_a_kernel_out(registry, rng):
+    """A tuned kernel that needs 16-byte aligned pointers gives way to the next candidate for pointers
+    that are not aligned, instead of failing the launch."""
+    cuda = registry.backend
+    batch, n = 4, 40000
+    split = next(name for name, _ in Softmax(registry, "fp16").candidates(batch, n) if "_split_" in name)
+    op = Softmax(registry, "fp16", tune_cache={"results": {"softmax_fp16": {f"{batch}_{n}": {"kernel": split}}}})
+    x = rng.standard_normal((batch, n)).astype(np.float32)
+    host = np.ascontiguousarray(x.astype(np.float16))
+    nbytes = host.nbytes
+    src, dst = cuda.alloc(nbytes + 64), cuda.alloc(nbytes + 64)
+    try:
+        assert op.prepare(dst, src, batch, n).kernel.info.name == split  # aligned: the tuned choice
+        cuda.copy_htod(src + 2, host.ctypes.data, nbytes)
+        cuda.memset(dst, POISON, nbytes + 64)
+        launch = op.prepare(dst + 2, src + 2, batch, n)  # one element in: not 16-byte aligned
+        assert launch.kernel.info.name != split
+        launch()
+        cuda.synchronize()
+        got = np.empty((batch, n), np.float16)
+        cuda.copy_dtoh(got.ctypes.data, dst + 2, nbytes)
+        assert_close(got, softmax_ref(quantize(x, "fp16"), False), "fp16", False, f"fallback {launch.kernel.info.name}")
+    finally:
+        cuda.free(src)
+        cuda.free(dst)
