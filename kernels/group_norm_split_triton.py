@@ -85,7 +85,7 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
 
 DTYPES = ("fp32", "fp16", "bf16")
 BLOCKS = (64, 128, 256, 512, 1024, 2048)  # channels, padded to a power of two
-TILES = [(4096, 4), (8192, 4), (8192, 8), (16384, 8), (16384, 16)]  # (elements per program, num_warps)
+TILES = [(4096, 4), (8192, 4), (8192, 8), (16384, 8), (16384, 16), (32768, 16)]  # (elements, num_warps)
 GROUPS_P = 32  # up to 32 groups (Stable Diffusion uses 32)
 # ORT's arguments plus the workspace and the group count; c a multiple of 16 for 16-byte vectors.
 SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,*i32:16,i32,i32:16,i32,i32,fp32,i1,i1,i1"
