@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from runtime.problem import Problem, SoftmaxSetup, gbps, is_ort_group  # noqa: E402
+from runtime.problem import Problem, SoftmaxSetup, gbps  # noqa: E402
 from runtime.tune import tune_problem  # noqa: E402
 
 TARGETS = [(32768, 2048), (16384, 8192), (8192, 16384), (65536, 4096)]
@@ -43,11 +43,6 @@ def torch_ms(p: Problem, slots: int, reps: int) -> float | None:
     xs = [torch.randn(p.batch, p.n_cols, device="cuda", dtype=dt) for _ in range(min(slots, 64))]
     fn = torch.log_softmax if p.op == "log_softmax" else torch.softmax
     return torch_graph_ms(lambda x: fn(x, -1), xs, reps)
-
-
-def exhaustive(setup: SoftmaxSetup) -> dict[str, float]:
-    """Every viable candidate timed the same way."""
-    return tune_problem(setup, budget_ms=10.0, exhaustive=True).timed
 
 
 def line(ms, p, name, ceiling, tag=""):
@@ -81,7 +76,8 @@ def main() -> None:
             setup = SoftmaxSetup(registry, timer, p, rng)
             try:
                 t0 = time.perf_counter()
-                timed = exhaustive(setup)
+                found = tune_problem(setup, exhaustive=True)  # every viable candidate timed the same way
+                timed = found.timed
                 tuned = tune_problem(setup)
                 tune_s = time.perf_counter() - t0
                 reps = max(3, min(100, int(10.0 / max(min(timed.values()), 1e-4))))
@@ -89,17 +85,17 @@ def main() -> None:
             finally:
                 setup.free()
             best = min(timed, key=timed.get)
-            ort = {k: v for k, v in timed.items() if is_ort_group(registry.by_name[k].group, p)}
-            ort_best = min(ort, key=ort.get) if ort else None
+            ort_best = found.ort_best
             print(line(timed[best], p, best, ceiling, "best "))
             if ort_best:
-                print(line(ort[ort_best], p, ort_best, ceiling, "ORT  "))
+                print(line(found.ort_ms, p, ort_best, ceiling, "ORT  "))
             print(line(tuned.best_ms, p, tuned.best, ceiling, "tune "))
             if ref:
                 print(line(ref, p, "torch.softmax", ceiling, "ref  ") + f"  speedup {ref / timed[best]:.2f}x",
                       flush=True)
             shape = f"{batch}x{n}"
-            for provider, ms, name in (("best", timed[best], best), ("ort_contract", ort.get(ort_best), ort_best),
+            ort_ms = found.ort_ms if ort_best else None
+            for provider, ms, name in (("best", timed[best], best), ("ort_contract", ort_ms, ort_best),
                                        ("tuned", tuned.best_ms, tuned.best), ("torch", ref, "torch.softmax")):
                 if ms:
                     rows.append({"provider": provider, "shape": shape, "dtype": dtype, "metric": "us",

@@ -41,8 +41,6 @@ def prepare(registry, name: str, roles: dict, env: dict, grid) -> PreparedLaunch
     return loaded.prepare(values, grid, cooperative=contract.get("cooperative", False))
 
 
-
-
 def prepare_choice(registry, cands: dict, kernel: str | None, tuned: str | None, roles: dict, env: dict,
                    what: str) -> PreparedLaunch:
     """`kernel` when named (Unsupported if it cannot run this). Otherwise the tuned choice, then every

@@ -144,7 +144,6 @@ class SoftmaxSetup(RotatingSetup):
         self.ort_group = problem.op_key
         super().__init__(registry, timer, problem.batch * problem.n_cols * element_size(problem.dtype),
                          ("in", "out"))
-        self.inp, self.out = self.base["in"], self.base["out"]
         x = (rng.standard_normal((problem.batch, problem.n_cols)) * rng.uniform(0.5, 4)).astype(np.float32)
         self.fill_slots("in", np.ascontiguousarray(to_storage(x, problem.dtype)))
         rows = {0, problem.batch - 1, *rng.choice(problem.batch, min(problem.batch, CHECK_ROWS), replace=False)}
@@ -155,11 +154,11 @@ class SoftmaxSetup(RotatingSetup):
         return [name for name, _ in self.op.candidates(self.p.batch, self.p.n_cols)]
 
     def _prepare(self, name: str):
-        return self.op.prepare(self.out, self.inp, self.p.batch, self.p.n_cols, kernel=name)
+        return self.op.prepare(self.base["out"], self.base["in"], self.p.batch, self.p.n_cols, kernel=name)
 
     def check(self, name: str) -> str | None:
         """Run `name` once on poisoned output; None if the sampled rows match float64, else why not."""
-        self.registry.backend.memset(self.out, 0xFF, self.tensor_bytes)
+        self.registry.backend.memset(self.base["out"], 0xFF, self.tensor_bytes)
         self.launch(name)()
         self.registry.backend.synchronize()
         got = self.read_slot0("out", len(self.check_rows), self.p.n_cols, self.check_rows)
@@ -209,13 +208,8 @@ class GroupNormSetup(RotatingSetup):
         self.registry.backend.free(self.beta)
 
 
-def is_ort_group(group: str, problem: Problem) -> bool:
-    """ORT's own softmax group: what an unmodified ORT build can register and launch for this op."""
-    return group == problem.op_key
-
-
 def gbps(problem, ms: float) -> float:
     return problem.bytes_moved / (ms * 1e-3) / 1e9 if ms and not math.isinf(ms) else 0.0
 
 
-__all__ = ["Problem", "GroupNormProblem", "SoftmaxSetup", "GroupNormSetup", "Unsupported", "is_ort_group", "gbps"]
+__all__ = ["Problem", "GroupNormProblem", "SoftmaxSetup", "GroupNormSetup", "Unsupported", "gbps"]
