@@ -1,15 +1,21 @@
-"""GroupNorm over NHWC activations with each image split into tiles across programs (cooperative).
+"""GroupNorm over NHWC activations with each image split across a team of programs (cooperative).
 
 ORT's kernel gives one program to each (image, group): 64 programs for a batch of two with 32 groups,
-too few to draw the H200's bandwidth on a 5 MB activation. Here a program owns a tile of TILE_HW
-pixels x all channels (a contiguous stretch of memory), keeps it in registers, reduces it per
-channel and then per group, adds its partial sums into the image's accumulators in a workspace,
-waits for the image's other tiles (kernels/_grid_sync.py), then normalises its tile and writes it:
-one read of x (+ skip) and one write of y (+ add_out), the minimum.
+too few to draw the H200's bandwidth on a 5 MB activation. Here an image is cut into tiles of
+TILE_HW pixels x BLOCK_C channels (BLOCK_C divides c, so no lane is wasted on padding: Stable
+Diffusion's 320/640/1280 channels are not powers of two). A program owns one channel chunk and
+strides over the image's pixel tiles twice:
 
-Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias, add_out, SiLU,
-variance as E[x^2] - E[x]^2 in fp32), different launch: grid (tiles, n, 1), cooperative, and only
-while every tile of the batch fits on the device at once; otherwise ORT's kernel runs.
+  pass 1  reads its tiles (+ skip + bias, writing add_out), sums x and x^2 per channel in registers,
+          folds channels into groups and adds them to the image's accumulators in a workspace;
+  sync    waits for the image's whole team (kernels/_grid_sync.py);
+  pass 2  normalises and writes its tiles, newest first: the last is still in registers (with one
+          tile per program, the common case on the device's own scale, nothing is read twice), the
+          others are read again from L2 (the whole tensor usually fits there).
+
+Nothing has to stay on chip between passes, so any image size runs; the grid is as many programs as
+are resident. Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias,
+add_out, SiLU, variance as E[x^2] - E[x]^2 in fp32), different launch: grid (team, c / BLOCK_C, n).
 """
 
 import triton
@@ -18,75 +24,112 @@ from _grid_sync import arrive_and_wait, depart
 
 
 @triton.jit
-def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, ws_ptr,
-                            img_size, c, c_per_group, groups, eps, has_skip, has_bias, broadcast_skip,
-                            BLOCK_C: tl.constexpr, TILE_HW: tl.constexpr, GROUPS_P: tl.constexpr,
-                            ACTIVATION_SILU: tl.constexpr):
-    image = tl.program_id(1).to(tl.int64)
-    pixels = tl.program_id(0) * TILE_HW + tl.arange(0, TILE_HW)
-    chans = tl.arange(0, BLOCK_C)
-    c_mask = chans < c
-    mask = (pixels < img_size)[:, None] & c_mask[None, :]
-    offs = (image * img_size + pixels)[:, None] * c + chans[None, :]
+def _tile(image, img_size, c, tile, chans, TILE_HW: tl.constexpr):
+    """Element offsets and mask of one TILE_HW x BLOCK_C tile of an image."""
+    pixels = tile * TILE_HW + tl.arange(0, TILE_HW)
+    mask = (pixels < img_size)[:, None] & (chans < c)[None, :]
+    return (image * img_size + pixels)[:, None] * c + chans[None, :], mask
 
-    x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    if has_skip:
-        if broadcast_skip:
-            x += tl.load(skip_ptr + image * c + chans, mask=c_mask, other=0.0).to(tl.float32)[None, :]
-        else:
-            x += tl.load(skip_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    if has_bias:
-        x += tl.load(bias_ptr + chans, mask=c_mask, other=0.0).to(tl.float32)[None, :]
-    x = tl.where(mask, x, 0.0)
-    if has_skip:
-        tl.store(add_out_ptr + offs, x.to(add_out_ptr.dtype.element_ty), mask=mask)
 
-    # Per channel, then per group: groups are runs of c_per_group channels, so a group's sum is a
-    # difference of two prefix sums, picked with gathers.
-    gids = tl.arange(0, GROUPS_P)
-    g_mask = gids < groups
-    # Indices clamped into the channels (groups past `groups` are masked out below, but a gather must
-    # stay inside its source).
-    last = tl.minimum((gids + 1) * c_per_group, c) - 1
-    before = tl.minimum(tl.maximum(gids * c_per_group - 1, 0), c - 1)
-    has_before = gids > 0
-    prefix = tl.cumsum(tl.sum(x, axis=0), axis=0)
-    g_sum = tl.gather(prefix, last, 0) - tl.where(has_before, tl.gather(prefix, before, 0), 0.0)
-    prefix = tl.cumsum(tl.sum(x * x, axis=0), axis=0)
-    g_sq = tl.gather(prefix, last, 0) - tl.where(has_before, tl.gather(prefix, before, 0), 0.0)
+@triton.jit
+def _add2(a, b, c, d):
+    return a + c, b + d
 
-    # Workspace: one int32 counter per image, then per image GROUPS_P sums and GROUPS_P sums of squares.
-    sums = ws_ptr.to(tl.pointer_type(tl.float32), bitcast=True) + tl.num_programs(1) + image * (2 * GROUPS_P)
-    tl.atomic_add(sums + gids, g_sum, mask=g_mask, sem="relaxed", scope="gpu")
-    tl.atomic_add(sums + GROUPS_P + gids, g_sq, mask=g_mask, sem="relaxed", scope="gpu")
-    arrive_and_wait(ws_ptr + image, tl.num_programs(0))
-    total = tl.load(sums + gids, mask=g_mask, other=0.0, volatile=True)
-    total_sq = tl.load(sums + GROUPS_P + gids, mask=g_mask, other=0.0, volatile=True)
-    if depart(ws_ptr + image, tl.num_programs(0)):
-        tl.store(sums + gids, tl.zeros([GROUPS_P], tl.float32))
-        tl.store(sums + GROUPS_P + gids, tl.zeros([GROUPS_P], tl.float32))
-        tl.atomic_xchg(ws_ptr + image, 0)
 
-    count = img_size * c_per_group
-    mean = total / count
-    rstd = 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
-    group_of = tl.minimum(chans // c_per_group, GROUPS_P - 1)
-    mean_c = tl.gather(mean, group_of, 0)
-    rstd_c = tl.gather(rstd, group_of, 0)
-    gamma = tl.load(gamma_ptr + chans, mask=c_mask, other=0.0)
-    beta = tl.load(beta_ptr + chans, mask=c_mask, other=0.0)
-    scale = gamma * rstd_c
-    shift = beta - mean_c * scale
-    y = x * scale[None, :] + shift[None, :]
+@triton.jit
+def _normalize(x, offs, mask, scale, offset, output_ptr, ACTIVATION_SILU: tl.constexpr):
+    y = x * scale[None, :] + offset[None, :]
     if ACTIVATION_SILU:
         y = y * tl.sigmoid(y)
     tl.store(output_ptr + offs, y.to(output_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, ws_ptr,
+                            img_size, c, c_per_group, groups, eps, has_skip, has_bias, broadcast_skip,
+                            BLOCK_C: tl.constexpr, TILE_HW: tl.constexpr, GROUPS_P: tl.constexpr,
+                            LANES: tl.constexpr, ACTIVATION_SILU: tl.constexpr):
+    member = tl.program_id(0)
+    team = tl.num_programs(0)
+    image = tl.program_id(2).to(tl.int64)
+    chans = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    n_tiles = tl.cdiv(img_size, TILE_HW)
+    mine = tl.cdiv(n_tiles - member, team)  # tiles member, member + team, ...
+
+    # Per-channel terms added to every pixel: the bias and a skip broadcast over H*W.
+    shift = tl.zeros([BLOCK_C], tl.float32)
+    if has_bias:
+        shift += tl.load(bias_ptr + chans).to(tl.float32)
+    if has_skip and broadcast_skip:
+        shift += tl.load(skip_ptr + image * c + chans).to(tl.float32)
+    gamma = tl.load(gamma_ptr + chans)
+    beta = tl.load(beta_ptr + chans)
+
+    acc = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
+    acc_sq = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
+    x = tl.zeros([TILE_HW, BLOCK_C], tl.float32)  # after the loop: the last tile, kept for pass 2
+    for i in range(mine):
+        offs, mask = _tile(image, img_size, c, member + i * team, chans, TILE_HW)
+        x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if has_skip and not broadcast_skip:
+            x += tl.load(skip_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        x = tl.where(mask, x + shift[None, :], 0.0)
+        if has_skip:
+            tl.store(add_out_ptr + offs, x.to(add_out_ptr.dtype.element_ty), mask=mask)
+        acc += x
+        acc_sq += x * x
+
+    # Channels to groups: this chunk touches the groups of its channels (a group may span chunks).
+    # Sums and sums of squares travel together through each reduction (one shared-memory round).
+    gids = tl.arange(0, GROUPS_P)
+    in_group = (chans // c_per_group)[:, None] == gids[None, :]
+    ch_sum, ch_sq = tl.reduce((acc, acc_sq), 0, _add2)
+    g_sum, g_sq = tl.reduce((tl.where(in_group, ch_sum[:, None], 0.0), tl.where(in_group, ch_sq[:, None], 0.0)),
+                            0, _add2)
+    touched = tl.max(in_group.to(tl.int32), axis=0) > 0
+
+    # Workspace, per image: a counter alone on a 128-byte line, then LANES rows of GROUPS_P sums and
+    # GROUPS_P sums of squares. Atomics on one line serialise in L2, so programs spread theirs over
+    # LANES lines and every program adds the lanes up after the rendezvous.
+    members = team * tl.num_programs(1)
+    counter = ws_ptr + image * (32 + LANES * 2 * GROUPS_P)
+    lane = (member * tl.num_programs(1) + tl.program_id(1)) % LANES
+    sums = counter.to(tl.pointer_type(tl.float32), bitcast=True) + 32
+    mine_ptr = sums + lane * (2 * GROUPS_P) + gids
+    tl.atomic_add(mine_ptr, g_sum, mask=touched, sem="relaxed", scope="gpu")
+    tl.atomic_add(mine_ptr + GROUPS_P, g_sq, mask=touched, sem="relaxed", scope="gpu")
+    arrive_and_wait(counter, members)
+    lanes = sums + tl.arange(0, LANES)[:, None] * (2 * GROUPS_P) + gids[None, :]
+    total, total_sq = tl.reduce((tl.load(lanes, volatile=True), tl.load(lanes + GROUPS_P, volatile=True)), 0, _add2)
+    if depart(counter, members):
+        tl.store(lanes, tl.zeros([LANES, GROUPS_P], tl.float32))
+        tl.store(lanes + GROUPS_P, tl.zeros([LANES, GROUPS_P], tl.float32))
+        tl.atomic_xchg(counter, 0)
+
+    count = img_size * c_per_group
+    mean = total / count
+    rstd = 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
+    mean_c, rstd_c = tl.reduce((tl.where(in_group, mean[None, :], 0.0), tl.where(in_group, rstd[None, :], 0.0)),
+                               1, _add2)
+    scale = gamma * rstd_c
+    offset = beta - mean_c * scale
+    # Newest tiles first: the last one is still in registers, the others likely still in L2.
+    offs, mask = _tile(image, img_size, c, member + (mine - 1) * team, chans, TILE_HW)
+    _normalize(x, offs, mask, scale, offset, output_ptr, ACTIVATION_SILU)
+    for i in range(1, mine):
+        offs, mask = _tile(image, img_size, c, member + (mine - 1 - i) * team, chans, TILE_HW)
+        if has_skip:
+            x = tl.load(add_out_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        else:
+            x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32) + shift[None, :]
+        _normalize(x, offs, mask, scale, offset, output_ptr, ACTIVATION_SILU)
+
+
 DTYPES = ("fp32", "fp16", "bf16")
-BLOCKS = (64, 128, 256, 512, 1024, 2048)  # channels, padded to a power of two
-TILES = [(4096, 4), (8192, 4), (8192, 8), (16384, 8), (16384, 16), (32768, 16)]  # (elements, num_warps)
+CHUNKS = (16, 32, 64, 128)  # channels per program; must divide c
+TILES = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]  # (elements per tile, num_warps)
 GROUPS_P = 32  # up to 32 groups (Stable Diffusion uses 32)
+LANES = 16  # accumulator lines per image (see the kernel)
 # ORT's arguments plus the workspace and the group count; c a multiple of 16 for 16-byte vectors.
 SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,*i32:16,i32,i32:16,i32,i32,fp32,i1,i1,i1"
 
@@ -96,7 +139,7 @@ def get_function_table():
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            for block in BLOCKS:
+            for block in CHUNKS:
                 for elems, warps in TILES:
                     tile_hw = elems // block
                     table.append({
@@ -105,7 +148,7 @@ def get_function_table():
                         "func": group_norm_split_kernel,
                         "sig": SIG.format(t=dtype),
                         "kwargs": {"num_warps": warps, "constants": {
-                            "BLOCK_C": block, "TILE_HW": tile_hw, "GROUPS_P": GROUPS_P,
+                            "BLOCK_C": block, "TILE_HW": tile_hw, "GROUPS_P": GROUPS_P, "LANES": LANES,
                             "ACTIVATION_SILU": int(silu)}},
                     })
     return table
@@ -115,11 +158,12 @@ def get_launch_contracts():
     contract = {
         "params": ["in", "skip", "bias", "out", "add_out", "gamma", "beta", "ws", "hw", "c", "c_per_group", "groups",
                    "eps", "has_skip", "has_bias", "broadcast_skip"],
-        "grid": ["cdiv(hw, TILE_HW)", "n", "1"],
-        "requires": ["c <= BLOCK_C and 2 * c > BLOCK_C", "c % 16 == 0", "groups <= GROUPS_P",
-                     "n * cdiv(hw, TILE_HW) <= resident", "ACTIVATION_SILU == silu"],
-        "workspace": "4 * n * (1 + 2 * GROUPS_P)",
+        "grid": ["min(cdiv(hw, TILE_HW), resident // (n * (c // BLOCK_C)))", "c // BLOCK_C", "n"],
+        "requires": ["c % BLOCK_C == 0", "groups <= GROUPS_P", "n * (c // BLOCK_C) <= resident",
+                     "ACTIVATION_SILU == silu"],
+        "workspace": "4 * n * (32 + LANES * 2 * GROUPS_P)",
         "cooperative": True,
-        "doc": "NHWC; TILE_HW pixels x all channels per program, cooperative; 16-byte aligned pointers",
+        "doc": "NHWC; a team of programs per image strides over TILE_HW x BLOCK_C tiles twice, cooperative; "
+               "16-byte aligned pointers",
     }
     return {f"GroupNormSplit_{act}_{dt}": contract for act in ("Silu", "Pass") for dt in DTYPES}

@@ -64,6 +64,19 @@ class GraphTimer:
             self.backend.free(src)
             self.backend.free(dst)
 
+    def rotating_copy_ms(self, nbytes: int, reps: int = 200) -> float:
+        """ms per device-to-device copy of `nbytes`, timed like a kernel (graph replay over rotating
+        buffers larger than L2): the ceiling for one read and one write of a tensor of that size."""
+        slots = rotation_slots(2 * nbytes, self.backend.limits["l2_bytes"])
+        bufs = [(self.backend.alloc(nbytes), self.backend.alloc(nbytes)) for _ in range(slots)]
+        try:
+            return self.per_launch_ms(lambda stream, i: self.backend.copy_dtod(*bufs[i % slots], nbytes, stream),
+                                      reps)
+        finally:
+            for pair in bufs:
+                for ptr in pair:
+                    self.backend.free(ptr)
+
 
 def rotation_slots(pair_bytes: int, l2_bytes: int, max_slots: int = 256) -> int:
     """How many input/output slot pairs make the rotation span at least 3x the L2 cache."""

@@ -46,15 +46,21 @@ def test_split_softmax_covers_16k_to_1m_columns(table):
     assert grid[0] % k.constants["SPLIT"] == 0 and grid[0] <= 100  # whole teams, all resident
 
 
-def test_tiled_group_norm_needs_every_tile_resident(table):
+def test_tiled_group_norm_teams_fit_the_device(table):
+    """A team per image and channel chunk; the grid never exceeds what is resident, however large the image."""
     contract = table.contracts["GroupNormSplit_Silu_fp16"]
-    k = next(k for k in table.kernels if k.group == "GroupNormSplit_Silu_fp16" and k.constants["BLOCK_C"] == 512)
-    problem = dict(n=2, hw=4096, c=320, groups=32, c_per_group=10, silu=1)
-    tiles = 2 * -(-4096 // k.constants["TILE_HW"])
-    assert all(evaluate(r, scope(k, **problem, resident=tiles)) for r in contract["requires"])
-    assert not all(evaluate(r, scope(k, **problem, resident=tiles - 1)) for r in contract["requires"])
-    assert not all(evaluate(r, scope(k, **{**problem, "groups": 64, "c_per_group": 5}, resident=10**6))
-                   for r in contract["requires"])  # more groups than GROUPS_P
+    k = next(k for k in table.kernels if k.group == "GroupNormSplit_Silu_fp16" and k.constants["BLOCK_C"] == 64)
+    problem = dict(n=2, hw=128 * 128, c=320, groups=32, c_per_group=10, silu=1)
+    ok = lambda **kw: all(evaluate(r, scope(k, **{**problem, **kw})) for r in contract["requires"])
+    assert ok(resident=1000)
+    grid = [evaluate(g, scope(k, **problem, resident=1000)) for g in contract["grid"]]
+    assert grid[1:] == [5, 2] and grid[0] * grid[1] * grid[2] <= 1000 and grid[0] == 1000 // 10
+    small = [evaluate(g, scope(k, **{**problem, "hw": 64}, resident=1000)) for g in contract["grid"]]
+    assert small[0] == -(-64 // k.constants["TILE_HW"])  # no member without a tile
+    assert not ok(resident=9)  # not even one program per (image, chunk)
+    assert not ok(c=336, resident=1000)  # 64 does not divide 336
+    assert not ok(groups=64, c_per_group=5, resident=1000)  # more groups than GROUPS_P
+    assert evaluate(contract["workspace"], scope(k, **problem)) == 4 * 2 * (32 + k.constants["LANES"] * 2 * k.constants["GROUPS_P"])
 
 
 def test_scripts_import_helpers_next_to_them(tmp_path):
