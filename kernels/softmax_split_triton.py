@@ -27,8 +27,10 @@ def softmax_split_kernel(output_ptr, input_ptr, ws_ptr, input_row_stride, output
     cols = part * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     members = tl.arange(0, SPLIT)
-    # Workspace: one int32 counter per row, then per row SPLIT maxima and SPLIT sums (fp32).
-    partials = ws_ptr.to(tl.pointer_type(tl.float32), bitcast=True) + n_rows
+    # Workspace: per row an int32 counter alone on a 128-byte line (teams on neighbouring rows would
+    # otherwise spin and count on one line, which L2 serialises), then per row SPLIT maxima and SPLIT
+    # sums (fp32).
+    partials = ws_ptr.to(tl.pointer_type(tl.float32), bitcast=True) + n_rows * 32
     for row in range(team, n_rows, teams):
         row64 = row.to(tl.int64)
         x = tl.load(input_ptr + row64 * input_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
@@ -39,13 +41,13 @@ def softmax_split_kernel(output_ptr, input_ptr, ws_ptr, input_row_stride, output
         mine = partials + row64 * (2 * SPLIT)
         tl.store(mine + part, m)
         tl.store(mine + SPLIT + part, s)
-        arrive_and_wait(ws_ptr + row, SPLIT)
+        arrive_and_wait(ws_ptr + row64 * 32, SPLIT)
         ms = tl.load(mine + members, volatile=True)
         ss = tl.load(mine + SPLIT + members, volatile=True)
-        if depart(ws_ptr + row, SPLIT):  # everyone has read the partials: leave the slot zeroed
+        if depart(ws_ptr + row64 * 32, SPLIT):  # everyone has read the partials: leave the slot zeroed
             tl.store(mine + members, tl.zeros([SPLIT], tl.float32))
             tl.store(mine + SPLIT + members, tl.zeros([SPLIT], tl.float32))
-            tl.atomic_xchg(ws_ptr + row, 0)
+            tl.atomic_xchg(ws_ptr + row64 * 32, 0)
         row_max = tl.max(ms, axis=0)
         row_sum = tl.sum(tl.where(ms > -float("inf"), ss * tl.exp(ms - row_max), 0.0), axis=0)
         if LOG:
@@ -86,7 +88,7 @@ def get_launch_contracts():
         "grid": ["min(batch, resident // SPLIT) * SPLIT", "1", "1"],
         "requires": ["n_cols <= SPLIT * BLOCK_SIZE and 4 * n_cols > SPLIT * BLOCK_SIZE", "resident >= SPLIT",
                      "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"],
-        "workspace": "4 * batch * (1 + 2 * SPLIT)",
+        "workspace": "4 * batch * (32 + 2 * SPLIT)",
         "cooperative": True,
         "doc": "SPLIT programs per row, persistent teams, cooperative launch; 16-byte aligned pointers",
     }
