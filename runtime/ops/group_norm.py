@@ -1,7 +1,7 @@
 """GroupNorm (NHWC, optional skip / bias / add_out / SiLU) choosing among the kernels of ORT's groups
 `GroupNormTriton_{Silu|Pass}_<dtype>` by their launch contract (ORT's rules: BLOCK_SIZE is the next
 power of two of channels per group, HW_SIZE divides H*W, the SiLU flag matches), and of the
-cooperative tiled groups `GroupNormSplit_{Silu|Pass}_<dtype>` where they fit."""
+cooperative tiled groups `GroupNormSplit_{Silu|Pass}_<dtype>` (channels a multiple of 16, up to 32 groups)."""
 
 from __future__ import annotations
 
