@@ -2,20 +2,21 @@
 
 ORT's kernel gives one program to each (image, group): 64 programs for a batch of two with 32 groups,
 too few to draw the H200's bandwidth on a 5 MB activation. Here an image is cut into tiles of
-TILE_HW pixels x BLOCK_C channels (BLOCK_C divides c, so no lane is wasted on padding: Stable
-Diffusion's 320/640/1280 channels are not powers of two). A program owns one channel chunk and
-strides over the image's pixel tiles twice:
+TILE_HW pixels x BLOCK_C channels (in group GroupNormSplit BLOCK_C divides c, so no lane is wasted on
+padding: Stable Diffusion's 320/640/1280 channels are not powers of two; the two kernels of group
+GroupNormSplitAny mask the last chunk and take any c and pointer alignment). A program owns one channel chunk and strides
+over the image's pixel tiles twice:
 
   pass 1  reads its tiles (+ skip + bias, writing add_out), sums x and x^2 per channel in registers,
           folds channels into groups and adds them to the image's accumulators in a workspace;
   sync    waits for the image's whole team (kernels/_grid_sync.py);
-  pass 2  normalises and writes its tiles, newest first: the last is still in registers (with one
-          tile per program, the common case on the device's own scale, nothing is read twice), the
-          others are read again from L2 (the whole tensor usually fits there).
+  pass 2  normalises and writes its tiles, newest first: the last is still in registers (when each
+          member has a single tile, nothing is read twice), the others are read again from L2
+          (the whole tensor usually fits there).
 
 Nothing has to stay on chip between passes, so any image size runs; the grid is as many programs as
 are resident. Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias,
-add_out, SiLU, variance as E[x^2] - E[x]^2 in fp32), different launch: grid (team, c / BLOCK_C, n).
+add_out, SiLU, variance as E[x^2] - E[x]^2 in fp32), different launch: grid (team, cdiv(c, BLOCK_C), n).
 """
 
 import triton
@@ -55,15 +56,16 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     chans = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     n_tiles = tl.cdiv(img_size, TILE_HW)
     mine = tl.cdiv(n_tiles - member, team)  # tiles member, member + team, ...
+    c_mask = chans < c  # all true where BLOCK_C divides c
 
     # Per-channel terms added to every pixel: the bias and a skip broadcast over H*W.
     shift = tl.zeros([BLOCK_C], tl.float32)
     if has_bias:
-        shift += tl.load(bias_ptr + chans).to(tl.float32)
+        shift += tl.load(bias_ptr + chans, mask=c_mask, other=0.0).to(tl.float32)
     if has_skip and broadcast_skip:
-        shift += tl.load(skip_ptr + image * c + chans).to(tl.float32)
-    gamma = tl.load(gamma_ptr + chans)
-    beta = tl.load(beta_ptr + chans)
+        shift += tl.load(skip_ptr + image * c + chans, mask=c_mask, other=0.0).to(tl.float32)
+    gamma = tl.load(gamma_ptr + chans, mask=c_mask, other=0.0)
+    beta = tl.load(beta_ptr + chans, mask=c_mask, other=0.0)
 
     acc = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
     acc_sq = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
@@ -79,7 +81,8 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
         acc += x
         acc_sq += x * x
 
-    # Channels to groups: this chunk touches the groups of its channels (a group may span chunks).
+    # Channels to groups: this chunk touches the groups of its channels (a group may span chunks;
+    # channels past c fall in no real group and add zeros).
     # Sums and sums of squares travel together through each reduction (one shared-memory round).
     gids = tl.arange(0, GROUPS_P)
     in_group = (chans // c_per_group)[:, None] == gids[None, :]
@@ -128,10 +131,13 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
 DTYPES = ("fp32", "fp16", "bf16")
 CHUNKS = (16, 32, 64, 128)  # channels per program; must divide c
 TILES = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]  # (elements per tile, num_warps)
+# Group GroupNormSplitAny: any c and any pointer alignment (scalar loads), the fallback.
+ANY = [(16, 2048, 4), (64, 4096, 4)]  # (BLOCK_C, elements per tile, num_warps)
 GROUPS_P = 32  # up to 32 groups (Stable Diffusion uses 32)
 LANES = 16  # accumulator lines per image (see the kernel)
 # ORT's arguments plus the workspace and the group count; c a multiple of 16 for 16-byte vectors.
 SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,*i32:16,i32,i32:16,i32,i32,fp32,i1,i1,i1"
+SIG_ANY = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,*i32:16,i32,i32,i32,i32,fp32,i1,i1,i1"
 
 
 def get_function_table():
@@ -139,18 +145,19 @@ def get_function_table():
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            for block in CHUNKS:
-                for elems, warps in TILES:
-                    tile_hw = elems // block
-                    table.append({
-                        "name": f"GroupNormSplit_{act}_{dtype}_c{block}_t{tile_hw}_w{warps}",
-                        "group": f"GroupNormSplit_{act}_{dtype}",
-                        "func": group_norm_split_kernel,
-                        "sig": SIG.format(t=dtype),
-                        "kwargs": {"num_warps": warps, "constants": {
-                            "BLOCK_C": block, "TILE_HW": tile_hw, "GROUPS_P": GROUPS_P, "LANES": LANES,
-                            "ACTIVATION_SILU": int(silu)}},
-                    })
+            variants = [(b, e, w, 1) for b in CHUNKS for e, w in TILES] + [(b, e, w, 0) for b, e, w in ANY]
+            for block, elems, warps, aligned in variants:
+                tile_hw = elems // block
+                family = "GroupNormSplit" if aligned else "GroupNormSplitAny"
+                table.append({
+                    "name": f"{family}_{act}_{dtype}_c{block}_t{tile_hw}_w{warps}",
+                    "group": f"{family}_{act}_{dtype}",
+                    "func": group_norm_split_kernel,
+                    "sig": (SIG if aligned else SIG_ANY).format(t=dtype),
+                    "kwargs": {"num_warps": warps, "constants": {
+                        "BLOCK_C": block, "TILE_HW": tile_hw, "GROUPS_P": GROUPS_P, "LANES": LANES,
+                        "ACTIVATION_SILU": int(silu)}},
+                })
     return table
 
 
@@ -158,12 +165,18 @@ def get_launch_contracts():
     contract = {
         "params": ["in", "skip", "bias", "out", "add_out", "gamma", "beta", "ws", "hw", "c", "c_per_group", "groups",
                    "eps", "has_skip", "has_bias", "broadcast_skip"],
-        "grid": ["min(cdiv(hw, TILE_HW), resident // (n * (c // BLOCK_C)))", "c // BLOCK_C", "n"],
-        "requires": ["c % BLOCK_C == 0", "groups <= GROUPS_P", "n * (c // BLOCK_C) <= resident",
-                     "ACTIVATION_SILU == silu"],
+        "grid": ["min(cdiv(hw, TILE_HW), resident // (n * cdiv(c, BLOCK_C)))", "cdiv(c, BLOCK_C)", "n"],
+        "requires": ["groups <= GROUPS_P", "n * cdiv(c, BLOCK_C) <= resident", "ACTIVATION_SILU == silu"],
         "workspace": "4 * n * (32 + LANES * 2 * GROUPS_P)",
         "cooperative": True,
         "doc": "NHWC; a team of programs per image strides over TILE_HW x BLOCK_C tiles twice, cooperative; "
-               "16-byte aligned pointers",
+               "any c and pointer alignment",
     }
-    return {f"GroupNormSplit_{act}_{dt}": contract for act in ("Silu", "Pass") for dt in DTYPES}
+    aligned = {**contract, "requires": ["c % BLOCK_C == 0", *contract["requires"]],
+               "doc": contract["doc"].replace("any c and pointer alignment", "BLOCK_C divides c, 16-byte aligned pointers")}
+    contracts = {}
+    for act in ("Silu", "Pass"):
+        for dt in DTYPES:
+            contracts[f"GroupNormSplit_{act}_{dt}"] = aligned
+            contracts[f"GroupNormSplitAny_{act}_{dt}"] = contract
+    return contracts

@@ -22,7 +22,7 @@ def scope(kernel, **problem):
 
 
 def test_contracts_are_cooperative_with_a_workspace(table):
-    assert len(table.contracts) == 12  # (softmax, log_softmax) x 3 dtypes + (Silu, Pass) x 3 dtypes
+    assert len(table.contracts) == 18  # (softmax, log_softmax) x 3 dtypes + (Split, SplitAny) x (Silu, Pass) x 3
     for group, contract in table.contracts.items():
         assert contract["cooperative"] is True, group
         assert "ws" in contract["params"] and "resident" in contract["problem"], group
@@ -61,6 +61,18 @@ def test_tiled_group_norm_teams_fit_the_device(table):
     assert not ok(c=336, resident=1000)  # 64 does not divide 336
     assert not ok(groups=64, c_per_group=5, resident=1000)  # more groups than GROUPS_P
     assert evaluate(contract["workspace"], scope(k, **problem)) == 4 * 2 * (32 + k.constants["LANES"] * 2 * k.constants["GROUPS_P"])
+
+
+def test_any_group_norm_kernels_take_what_the_aligned_ones_cannot(table):
+    """GroupNormSplitAny: no divisibility hints, a masked last chunk; the aligned group needs BLOCK_C | c."""
+    problem = dict(n=1, hw=49, c=24, groups=3, c_per_group=8, silu=1, resident=1000)
+    admits = lambda k: all(evaluate(r, scope(k, **problem)) for r in table.contracts[k.group]["requires"])
+    anys = [k for k in table.kernels if k.group == "GroupNormSplitAny_Silu_fp16"]
+    assert anys and all(admits(k) for k in anys)
+    assert ":16" not in anys[0].sig_string().replace("*i32:16", "")  # only the runtime's own workspace is aligned
+    assert not any(admits(k) for k in table.kernels if k.group == "GroupNormSplit_Silu_fp16")
+    k = next(k for k in anys if k.constants["BLOCK_C"] == 16)
+    assert [evaluate(g, scope(k, **problem)) for g in table.contracts[k.group]["grid"]][1:] == [2, 1]
 
 
 def test_scripts_import_helpers_next_to_them(tmp_path):

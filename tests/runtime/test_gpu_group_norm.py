@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from runtime.memory import DeviceArray
 from runtime.ops.group_norm import GroupNorm, group_norm_numpy
 from runtime.reference import group_norm_mismatch, group_norm_ref, quantize
 
@@ -69,6 +70,8 @@ def test_every_variant_on_one_shape(registry, rng, silu, skip_mode, has_bias):
     (2, 8, 6, 2048, 32),   # 64 channels per group
     (1, 4, 4, 128, 1),     # one group of 128 channels
     (5, 2, 8, 24, 3),      # 8 channels per group
+    (1, 7, 7, 24, 3),      # 49 pixels and 24 channels: only the GroupNormSplitAny kernels
+    (2, 5, 3, 40, 8),      # 15 pixels, 40 channels (not a multiple of 16)
 ])
 def test_awkward_shapes(registry, rng, n, h, w, c, groups):
     for dtype in ("fp16", "fp32"):
@@ -110,20 +113,58 @@ def test_orts_rules_pick_candidates(registry):
 
 
 def split_kernels(registry):
-    return [info for group, infos in registry.by_group.items() if group.startswith("GroupNormSplit_") for info in infos]
+    return [info for group, infos in registry.by_group.items() if group.startswith("GroupNormSplit") for info in infos]
 
 
 def test_every_split_kernel_runs(registry, rng):
-    """Each tiled kernel once: three channel chunks with groups that straddle them, a partial last tile."""
+    """Each tiled kernel once: channel chunks with groups that straddle them, a partial last tile, and
+    for GroupNormSplitAny a partial last chunk."""
     kernels = split_kernels(registry)
-    assert kernels, "no GroupNormSplit kernels in the archive"
+    assert any(k.group.startswith("GroupNormSplitAny_") for k in kernels), "no GroupNormSplitAny kernels"
     for info in kernels:
-        _, act, dtype = info.group.split("_")
-        c = 3 * info.constants["BLOCK_C"]  # 16 groups of 3 to 24 channels: not a divisor of BLOCK_C
+        family, act, dtype = info.group.split("_")
+        block = info.constants["BLOCK_C"]
+        # 16 groups of 3 to 24 channels over 3 chunks; or 4 groups of 6 or 18 over 1.5 chunks.
+        c, groups = (block + block // 2, 4) if family == "GroupNormSplitAny" else (3 * block, 16)
         hw = 2 * info.constants["TILE_HW"] + 3
         skip_mode = ("full", "broadcast", "none")[info.index % 3]
-        check(registry, rng, 2, hw, 1, c, 16, dtype, act == "Silu", skip_mode, info.index % 2 == 0, info.name,
+        check(registry, rng, 2, hw, 1, c, groups, dtype, act == "Silu", skip_mode, info.index % 2 == 0, info.name,
               "split kernel")
+
+
+def test_misaligned_pointers_fall_back_to_the_any_kernels(registry, rng):
+    """Tensors one element past a 16-byte boundary: ORT's group (no alignment hints) or GroupNormSplitAny
+    runs them, the aligned tiled kernels are skipped instead of failing."""
+    cuda = registry.backend
+    n, h, w, c, groups = 2, 7, 7, 64, 32  # 49 pixels: no ORT candidate, so the tiled groups must do it
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    gamma, beta = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    host = np.ascontiguousarray(x.astype(np.float16))
+    src, dst = cuda.alloc(host.nbytes + 64), cuda.alloc(host.nbytes + 64)
+    g = DeviceArray.from_numpy(cuda, gamma.reshape(1, c), "fp32")
+    b = DeviceArray.from_numpy(cuda, beta.reshape(1, c), "fp32")
+    try:
+        op = GroupNorm(registry, "fp16", silu=True)
+        aligned = op.prepare(out=dst, inp=src, gamma=g.ptr, beta=b.ptr, n=n, hw=h * w, c=c, groups=groups)
+        assert aligned.kernel.info.group == "GroupNormSplit_Silu_fp16"
+        cuda.copy_htod(src + 2, host.ctypes.data, host.nbytes)
+        cuda.memset(dst, 0xFF, host.nbytes + 64)
+        launch = op.prepare(out=dst + 2, inp=src + 2, gamma=g.ptr, beta=b.ptr, n=n, hw=h * w, c=c, groups=groups)
+        assert launch.kernel.info.group == "GroupNormSplitAny_Silu_fp16"
+        launch()
+        cuda.synchronize()
+        got = np.empty(host.shape, np.float16)
+        cuda.copy_dtoh(got.ctypes.data, dst + 2, host.nbytes)
+        ref, _ = group_norm_ref(quantize(x, "fp16"), gamma.astype(np.float64), beta.astype(np.float64), groups,
+                                1e-5, True, None, None)
+        problem = group_norm_mismatch(got.astype(np.float32), ref, "fp16")
+        assert problem is None, f"misaligned {launch.kernel.info.name} seed={SEED}: {problem}"
+        assert registry.workspace_nonzero_bytes() == 0
+    finally:
+        cuda.free(src)
+        cuda.free(dst)
+        g.free()
+        b.free()
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
