@@ -4,8 +4,8 @@ ORT's kernel gives one program to each (image, group): 64 programs for a batch o
 too few to draw the H200's bandwidth on a 5 MB activation. Here an image is cut into tiles of
 TILE_HW pixels x BLOCK_C channels (in group GroupNormSplit BLOCK_C divides c, so no lane is wasted on
 padding: Stable Diffusion's 320/640/1280 channels are not powers of two; the two kernels of group
-GroupNormSplitAny mask the last chunk and take any c and pointer alignment). A program owns one channel chunk and strides
-over the image's pixel tiles twice:
+GroupNormSplitAny mask the last chunk and take any c and pointer alignment). A program owns one
+channel chunk and strides over the image's pixel tiles twice:
 
   pass 1  reads its tiles (+ skip + bias, writing add_out), sums x and x^2 per channel in registers,
           folds channels into groups and adds them to the image's accumulators in a workspace;
@@ -15,7 +15,7 @@ over the image's pixel tiles twice:
           (the whole tensor usually fits there).
 
 Nothing has to stay on chip between passes, so any image size runs; the grid is as many programs as
-are resident. Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias,
+are resident. The `_one` kernels are for images whose tiles all fit at once (one tile per member). Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias,
 add_out, SiLU, variance as E[x^2] - E[x]^2 in fp32), different launch: grid (team, cdiv(c, BLOCK_C), n).
 """
 
@@ -30,6 +30,18 @@ def _tile(image, img_size, c, tile, chans, TILE_HW: tl.constexpr):
     pixels = tile * TILE_HW + tl.arange(0, TILE_HW)
     mask = (pixels < img_size)[:, None] & (chans < c)[None, :]
     return (image * img_size + pixels)[:, None] * c + chans[None, :], mask
+
+
+@triton.jit
+def _input_tile(input_ptr, skip_ptr, add_out_ptr, offs, mask, shift, has_skip, broadcast_skip):
+    """x (+ skip) + per-channel shift in fp32, zero outside the image; written to add_out with a skip."""
+    x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if has_skip and not broadcast_skip:
+        x += tl.load(skip_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.where(mask, x + shift[None, :], 0.0)
+    if has_skip:
+        tl.store(add_out_ptr + offs, x.to(add_out_ptr.dtype.element_ty), mask=mask)
+    return x
 
 
 @triton.jit
@@ -49,7 +61,7 @@ def _normalize(x, offs, mask, scale, offset, output_ptr, ACTIVATION_SILU: tl.con
 def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, ws_ptr,
                             img_size, c, c_per_group, groups, eps, has_skip, has_bias, broadcast_skip,
                             BLOCK_C: tl.constexpr, TILE_HW: tl.constexpr, GROUPS_P: tl.constexpr,
-                            LANES: tl.constexpr, ACTIVATION_SILU: tl.constexpr):
+                            LANES: tl.constexpr, ONE_TILE: tl.constexpr, ACTIVATION_SILU: tl.constexpr):
     member = tl.program_id(0)
     team = tl.num_programs(0)
     image = tl.program_id(2).to(tl.int64)
@@ -67,26 +79,28 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     gamma = tl.load(gamma_ptr + chans, mask=c_mask, other=0.0)
     beta = tl.load(beta_ptr + chans, mask=c_mask, other=0.0)
 
-    acc = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
-    acc_sq = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
-    x = tl.zeros([TILE_HW, BLOCK_C], tl.float32)  # after the loop: the last tile, kept for pass 2
-    for i in range(mine):
-        offs, mask = _tile(image, img_size, c, member + i * team, chans, TILE_HW)
-        x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        if has_skip and not broadcast_skip:
-            x += tl.load(skip_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        x = tl.where(mask, x + shift[None, :], 0.0)
-        if has_skip:
-            tl.store(add_out_ptr + offs, x.to(add_out_ptr.dtype.element_ty), mask=mask)
-        acc += x
-        acc_sq += x * x
+    # Sums and sums of squares travel together through each reduction (one shared-memory round).
+    if ONE_TILE:
+        # The contract gives every member exactly one tile: no accumulators, fewer registers, so
+        # more programs fit and the whole image is read in one round.
+        offs, mask = _tile(image, img_size, c, member, chans, TILE_HW)
+        x = _input_tile(input_ptr, skip_ptr, add_out_ptr, offs, mask, shift, has_skip, broadcast_skip)
+        ch_sum, ch_sq = tl.reduce((x, x * x), 0, _add2)
+    else:
+        acc = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
+        acc_sq = tl.zeros([TILE_HW, BLOCK_C], tl.float32)
+        x = tl.zeros([TILE_HW, BLOCK_C], tl.float32)  # after the loop: the last tile, kept for pass 2
+        for i in range(mine):
+            offs, mask = _tile(image, img_size, c, member + i * team, chans, TILE_HW)
+            x = _input_tile(input_ptr, skip_ptr, add_out_ptr, offs, mask, shift, has_skip, broadcast_skip)
+            acc += x
+            acc_sq += x * x
+        ch_sum, ch_sq = tl.reduce((acc, acc_sq), 0, _add2)
 
     # Channels to groups: this chunk touches the groups of its channels (a group may span chunks;
     # channels past c fall in no real group and add zeros).
-    # Sums and sums of squares travel together through each reduction (one shared-memory round).
     gids = tl.arange(0, GROUPS_P)
     in_group = (chans // c_per_group)[:, None] == gids[None, :]
-    ch_sum, ch_sq = tl.reduce((acc, acc_sq), 0, _add2)
     g_sum, g_sq = tl.reduce((tl.where(in_group, ch_sum[:, None], 0.0), tl.where(in_group, ch_sq[:, None], 0.0)),
                             0, _add2)
     touched = tl.max(in_group.to(tl.int32), axis=0) > 0
@@ -119,20 +133,21 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     # Newest tiles first: the last one is still in registers, the others likely still in L2.
     offs, mask = _tile(image, img_size, c, member + (mine - 1) * team, chans, TILE_HW)
     _normalize(x, offs, mask, scale, offset, output_ptr, ACTIVATION_SILU)
-    for i in range(1, mine):
-        offs, mask = _tile(image, img_size, c, member + (mine - 1 - i) * team, chans, TILE_HW)
-        if has_skip:
-            x = tl.load(add_out_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        else:
-            x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32) + shift[None, :]
-        _normalize(x, offs, mask, scale, offset, output_ptr, ACTIVATION_SILU)
+    if not ONE_TILE:
+        for i in range(1, mine):
+            offs, mask = _tile(image, img_size, c, member + (mine - 1 - i) * team, chans, TILE_HW)
+            if has_skip:
+                x = tl.load(add_out_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            else:
+                x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32) + shift[None, :]
+            _normalize(x, offs, mask, scale, offset, output_ptr, ACTIVATION_SILU)
 
 
 DTYPES = ("fp32", "fp16", "bf16")
 CHUNKS = (16, 32, 64, 128)  # channels per program; must divide c
 TILES = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]  # (elements per tile, num_warps)
 # Group GroupNormSplitAny: any c and any pointer alignment (scalar loads), the fallback.
-ANY = [(16, 2048, 4), (64, 4096, 4)]  # (BLOCK_C, elements per tile, num_warps)
+ANY = [(16, 2048, 4), (64, 2048, 4)]  # (BLOCK_C, elements per tile, num_warps)
 GROUPS_P = 32  # up to 32 groups (Stable Diffusion uses 32)
 LANES = 16  # accumulator lines per image (see the kernel)
 # ORT's arguments plus the workspace and the group count; c a multiple of 16 for 16-byte vectors.
@@ -145,18 +160,19 @@ def get_function_table():
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            variants = [(b, e, w, 1) for b in CHUNKS for e, w in TILES] + [(b, e, w, 0) for b, e, w in ANY]
-            for block, elems, warps, aligned in variants:
+            variants = ([(b, e, w, 1, one) for one in (0, 1) for b in CHUNKS for e, w in TILES]
+                        + [(b, e, w, 0, 0) for b, e, w in ANY])
+            for block, elems, warps, aligned, one in variants:
                 tile_hw = elems // block
                 family = "GroupNormSplit" if aligned else "GroupNormSplitAny"
                 table.append({
-                    "name": f"{family}_{act}_{dtype}_c{block}_t{tile_hw}_w{warps}",
+                    "name": f"{family}_{act}_{dtype}_c{block}_t{tile_hw}_w{warps}{'_one' if one else ''}",
                     "group": f"{family}_{act}_{dtype}",
                     "func": group_norm_split_kernel,
                     "sig": (SIG if aligned else SIG_ANY).format(t=dtype),
                     "kwargs": {"num_warps": warps, "constants": {
                         "BLOCK_C": block, "TILE_HW": tile_hw, "GROUPS_P": GROUPS_P, "LANES": LANES,
-                        "ACTIVATION_SILU": int(silu)}},
+                        "ONE_TILE": one, "ACTIVATION_SILU": int(silu)}},
                 })
     return table
 
@@ -166,7 +182,8 @@ def get_launch_contracts():
         "params": ["in", "skip", "bias", "out", "add_out", "gamma", "beta", "ws", "hw", "c", "c_per_group", "groups",
                    "eps", "has_skip", "has_bias", "broadcast_skip"],
         "grid": ["min(cdiv(hw, TILE_HW), resident // (n * cdiv(c, BLOCK_C)))", "cdiv(c, BLOCK_C)", "n"],
-        "requires": ["groups <= GROUPS_P", "n * cdiv(c, BLOCK_C) <= resident", "ACTIVATION_SILU == silu"],
+        "requires": ["groups <= GROUPS_P", "n * cdiv(c, BLOCK_C) <= resident", "ACTIVATION_SILU == silu",
+                     "ONE_TILE == 0 or n * cdiv(c, BLOCK_C) * cdiv(hw, TILE_HW) <= resident"],
         "workspace": "4 * n * (32 + LANES * 2 * GROUPS_P)",
         "cooperative": True,
         "doc": "NHWC; a team of programs per image strides over TILE_HW x BLOCK_C tiles twice, cooperative; "

@@ -63,6 +63,18 @@ def test_tiled_group_norm_teams_fit_the_device(table):
     assert evaluate(contract["workspace"], scope(k, **problem)) == 4 * 2 * (32 + k.constants["LANES"] * 2 * k.constants["GROUPS_P"])
 
 
+def test_one_tile_group_norm_kernels_only_when_every_tile_is_resident(table):
+    contract = table.contracts["GroupNormSplit_Silu_fp16"]
+    k = next(k for k in table.kernels if k.group == "GroupNormSplit_Silu_fp16" and k.constants["ONE_TILE"]
+             and k.constants["BLOCK_C"] == 32)
+    problem = dict(n=2, hw=64 * 64, c=320, groups=32, c_per_group=10, silu=1)
+    tiles = 2 * 10 * -(-4096 // k.constants["TILE_HW"])
+    ok = lambda resident: all(evaluate(r, scope(k, **problem, resident=resident)) for r in contract["requires"])
+    assert ok(tiles) and not ok(tiles - 1)
+    grid = [evaluate(g, scope(k, **problem, resident=tiles)) for g in contract["grid"]]
+    assert grid == [-(-4096 // k.constants["TILE_HW"]), 10, 2]  # a member per tile
+
+
 def test_any_group_norm_kernels_take_what_the_aligned_ones_cannot(table):
     """GroupNormSplitAny: no divisibility hints, a masked last chunk; the aligned group needs BLOCK_C | c."""
     problem = dict(n=1, hw=49, c=24, groups=3, c_per_group=8, silu=1, resident=1000)
