@@ -5,10 +5,10 @@
 GPU time per launch by CUDA-graph replay over rotating buffers larger than L2; bytes = one read of x
 and one write of y (2 * n * h * w * c * sizeof(dtype)); ceilings, in the same run: a 1 GiB
 device-to-device copy (% copy) and a copy of the tensor's own size timed the same way as the kernels
-(% same-size copy: what launch and DRAM latency leave reachable at this size); baseline = torch.nn.functional.group_norm + silu (NCHW, as models call it). Every candidate
-is timed (exhaustive) and checked against float64 first; it reports the best overall, the best in
-ORT's own group (one program per (image, group)) and the tuner's pick. Rows go to
-benchmarks/results/results.csv.
+(% same-size copy: what launch and DRAM latency leave reachable at this size); baseline =
+torch.nn.functional.group_norm + silu (NCHW, as models call it). Every candidate is timed
+(exhaustive) and checked against float64 first; it reports the best overall, the best in ORT's own
+group (one program per (image, group)) and the tuner's pick. Rows go to benchmarks/results/results.csv.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from benchmarks.results import RESULTS, write_rows  # noqa: E402
 from runtime.problem import GroupNormProblem, GroupNormSetup, gbps  # noqa: E402
 from runtime.tune import tune_problem  # noqa: E402
 
-SHAPES = [(2, 128, 128, 320), (2, 64, 64, 320), (2, 64, 64, 640), (2, 32, 32, 640), (2, 32, 32, 1280), (2, 16, 16, 1280),
-          (2, 8, 8, 1280), (1, 64, 64, 320)]
+SHAPES = [(2, 128, 128, 320), (2, 64, 64, 320), (2, 64, 64, 640), (2, 32, 32, 640), (2, 32, 32, 1280),
+          (2, 16, 16, 1280), (2, 8, 8, 1280), (1, 64, 64, 320)]
 GROUPS = 32
 
 

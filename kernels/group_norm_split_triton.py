@@ -15,8 +15,9 @@ channel chunk and strides over the image's pixel tiles twice:
           (the whole tensor usually fits there).
 
 Nothing has to stay on chip between passes, so any image size runs; the grid is as many programs as
-are resident. The `_one` kernels are for images whose tiles all fit at once (one tile per member). Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias,
-add_out, SiLU, variance as E[x^2] - E[x]^2 in fp32), different launch: grid (team, cdiv(c, BLOCK_C), n).
+are resident. The `_one` kernels are for images whose tiles all fit at once (one tile per member).
+Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias, add_out, SiLU,
+variance as E[x^2] - E[x]^2 in fp32), different launch: grid (team, cdiv(c, BLOCK_C), n).
 """
 
 import triton
@@ -190,7 +191,8 @@ def get_launch_contracts():
                "any c and pointer alignment",
     }
     aligned = {**contract, "requires": ["c % BLOCK_C == 0", *contract["requires"]],
-               "doc": contract["doc"].replace("any c and pointer alignment", "BLOCK_C divides c, 16-byte aligned pointers")}
+               "doc": contract["doc"].replace("any c and pointer alignment",
+                                              "BLOCK_C divides c, 16-byte aligned pointers")}
     contracts = {}
     for act in ("Silu", "Pass"):
         for dt in DTYPES:

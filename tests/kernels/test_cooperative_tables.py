@@ -60,7 +60,8 @@ def test_tiled_group_norm_teams_fit_the_device(table):
     assert not ok(resident=9)  # not even one program per (image, chunk)
     assert not ok(c=336, resident=1000)  # 64 does not divide 336
     assert not ok(groups=64, c_per_group=5, resident=1000)  # more groups than GROUPS_P
-    assert evaluate(contract["workspace"], scope(k, **problem)) == 4 * 2 * (32 + k.constants["LANES"] * 2 * k.constants["GROUPS_P"])
+    lanes, groups_p = k.constants["LANES"], k.constants["GROUPS_P"]
+    assert evaluate(contract["workspace"], scope(k, **problem)) == 4 * 2 * (32 + lanes * 2 * groups_p)
 
 
 def test_one_tile_group_norm_kernels_only_when_every_tile_is_resident(table):
