@@ -45,6 +45,13 @@ def torch_ms(n, h, w, c, dtype, reps=50) -> float | None:
     return torch_graph_ms(fn, xs, reps)
 
 
+def result_row(at: tuple[str, str], provider, metric, unit, value, extra) -> dict:
+    """One long-format row for `at` = (shape, dtype)."""
+    shape, dtype = at
+    return {"provider": provider, "shape": shape, "dtype": dtype, "metric": metric, "unit": unit, "value": value,
+            "extra": extra}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dist", default=str(ROOT / "dist"))
@@ -71,7 +78,8 @@ def main() -> None:
             ref = torch_ms(n, h, w, c, dtype)
             shape = f"{n}x{h}x{w}x{c}"
             copy_ms = timer.rotating_copy_ms(p.bytes_moved // 2)
-            print(f"{copy_ms * 1e3:8.2f} us {gbps(p, copy_ms):8.1f} GB/s {100 * gbps(p, copy_ms) / ceiling:5.1f}% copy "
+            copy_gbps = gbps(p, copy_ms)
+            print(f"{copy_ms * 1e3:8.2f} us {copy_gbps:8.1f} GB/s {100 * copy_gbps / ceiling:5.1f}% copy "
                   f"{dtype} n={n} {h}x{w}x{c} same-size device-to-device copy", flush=True)
             for tag, t, name in (("best ", ms, best), ("ORT  ", found.ort_ms, found.ort_best),
                                  ("tune ", tuned.best_ms, tuned.best), ("ref  ", ref, "torch group_norm+silu")):
@@ -81,19 +89,17 @@ def main() -> None:
                     print(f"{t * 1e3:8.2f} us {g:8.1f} GB/s {100 * g / ceiling:5.1f}% copy "
                           f"{100 * copy_ms / t:5.1f}% same-size {dtype} n={n} {h}x{w}x{c} "
                           f"groups={GROUPS} silu {tag}{name}{speed}", flush=True)
+            at = (shape, dtype)
             for provider, t, name in (("best", ms, best), ("ort_contract", found.ort_ms, found.ort_best),
                                       ("tuned", tuned.best_ms, tuned.best), ("torch", ref, "group_norm+silu NCHW")):
                 if t and name:
-                    rows += [{"provider": provider, "shape": shape, "dtype": dtype, "metric": "us", "unit": "us",
-                              "value": f"{t * 1e3:.3f}", "extra": name},
-                             {"provider": provider, "shape": shape, "dtype": dtype, "metric": "pct_copy", "unit": "%",
-                              "value": f"{100 * gbps(p, t) / ceiling:.1f}", "extra": name},
-                             {"provider": provider, "shape": shape, "dtype": dtype, "metric": "pct_same_size_copy",
-                              "unit": "%", "value": f"{100 * copy_ms / t:.1f}", "extra": name}]
-            rows.append({"provider": "copy_same_size", "shape": shape, "dtype": dtype, "metric": "us", "unit": "us",
-                         "value": f"{copy_ms * 1e3:.3f}", "extra": "cuMemcpyDtoDAsync, rotating"})
-            rows.append({"provider": "tuned", "shape": shape, "dtype": dtype, "metric": "tuned_vs_best",
-                         "unit": "ratio", "value": f"{tuned.best_ms / ms:.4f}", "extra": f"{len(timed)} candidates"})
+                    rows += [result_row(at, provider, "us", "us", f"{t * 1e3:.3f}", name),
+                             result_row(at, provider, "pct_copy", "%", f"{100 * gbps(p, t) / ceiling:.1f}", name),
+                             result_row(at, provider, "pct_same_size_copy", "%", f"{100 * copy_ms / t:.1f}", name)]
+            rows += [result_row(at, "copy_same_size", "us", "us", f"{copy_ms * 1e3:.3f}",
+                                "cuMemcpyDtoDAsync, rotating"),
+                     result_row(at, "tuned", "tuned_vs_best", "ratio", f"{tuned.best_ms / ms:.4f}",
+                                f"{len(timed)} candidates")]
             write_rows("group_norm_bandwidth", backend.device_name, rows, args.results)
     print("wrote", args.results)
 
