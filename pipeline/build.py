@@ -96,17 +96,24 @@ def _default_jobs() -> int:
 
 def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache, triton_version: str,
                   jobs: int = 0, progress: Progress | None = None):
-    """Compile every (target, kernel); returns {target: [(spec, binary, record, cached)]} and reports."""
+    """Compile every (target, kernel) the kernel's script builds for; returns {target: [(spec, binary, record,
+    cached)]} in table order, and reports."""
     progress = progress or (lambda *a, **k: None)
     for t in targets:
+        if not any(spec.builds_for(t) for spec in table.kernels):
+            raise PipelineError(f"no kernel script builds for {t.platform}", target=t.arch_name)
         for spec in table.kernels:
-            spec.check_target(t)
+            if spec.builds_for(t):
+                spec.check_target(t)
     script_index = {s: i for i, s in enumerate(table.scripts)}
+    # results[t][i] stays None for a kernel whose script does not build for t's platform.
     results: dict[Target, list] = {t: [None] * len(table.kernels) for t in targets}
-    reports = {t: TargetReport(t, kernels=len(table.kernels)) for t in targets}
+    reports = {t: TargetReport(t, kernels=sum(spec.builds_for(t) for spec in table.kernels)) for t in targets}
     pending: list[tuple[CompileJob, Target, int]] = []
     for t in targets:
         for i, spec in enumerate(table.kernels):
+            if not spec.builds_for(t):
+                continue
             key = compile_key(source_key=spec.func.cache_key, sig=spec.sig_string(),
                               constants=spec.constants, options=spec.options, target=t.spec(),
                               triton_version=triton_version)
@@ -117,7 +124,7 @@ def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache
             else:
                 pending.append((CompileJob(spec.script, script_index[spec.script], spec.index, spec.name,
                                            t.spec(), key), t, i))
-    total = len(targets) * len(table.kernels)
+    total = sum(r.kernels for r in reports.values())
     progress("plan", total=total, cached=total - len(pending))
 
     errors: list[str] = []
@@ -152,6 +159,7 @@ def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache
         more = f"\n(and {len(errors) - 5} more failures)" if len(errors) > 5 else ""
         raise PipelineError("\n".join(errors[:5]) + more)
     for t in targets:
+        results[t] = [r for r in results[t] if r is not None]
         reports[t].binary_bytes = sum(r[2]["size"] for r in results[t])
     return results, reports
 

@@ -2,11 +2,13 @@
 
 A script is executed as a plain file (`module_<i>`), then `get_function_table()` must return a list of
 `{name, group, func, sig, kwargs}` dicts. Table order is kept: it becomes the archive, header and
-TunableOp order.
+TunableOp order. A script may say which platforms it builds for (`PLATFORMS = ("cuda",)` when its
+kernels use inline PTX); its kernels are left out of other platforms' artifacts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 import sys
@@ -37,6 +39,10 @@ class KernelSpec:
     param_names: tuple[str, ...] = ()
     constants: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
+    platforms: tuple[str, ...] = ("cuda", "rocm")  # the script's PLATFORMS
+
+    def builds_for(self, target: Target) -> bool:
+        return target.platform in self.platforms
 
     @property
     def num_warps(self) -> int:
@@ -189,6 +195,21 @@ def validate_entry(entry, path: Path, index: int) -> KernelSpec:
                       dict(constants), options)
 
 
+PLATFORM_NAMES = ("cuda", "rocm")
+
+
+def script_platforms(module, path: Path) -> tuple[str, ...]:
+    """The platforms a script builds for: its PLATFORMS (e.g. ("cuda",) for inline PTX), else all."""
+    declared = getattr(module, "PLATFORMS", None)
+    if declared is None:
+        return PLATFORM_NAMES
+    if (not isinstance(declared, (tuple, list)) or not declared
+            or any(p not in PLATFORM_NAMES for p in declared)):
+        raise PipelineError(f"PLATFORMS must be a non-empty tuple drawn from {PLATFORM_NAMES}, got {declared!r}",
+                            script=str(path))
+    return tuple(declared)
+
+
 def load_table(scripts: list[Path | str]) -> KernelTable:
     """Load and validate all scripts; names must be unique across them."""
     kernels: list[KernelSpec] = []
@@ -201,12 +222,13 @@ def load_table(scripts: list[Path | str]) -> KernelTable:
         if not path.is_file():
             raise PipelineError("no such kernel script", script=str(path))
         module = load_module(path, i)
+        platforms = script_platforms(module, path)
         table = call_table(module, path)
         if not table:
             raise PipelineError("get_function_table() returned no kernels", script=str(path))
         script_kernels = []
         for j, entry in enumerate(table):
-            spec = validate_entry(entry, path, j)
+            spec = dataclasses.replace(validate_entry(entry, path, j), platforms=platforms)
             if spec.name in seen:
                 raise PipelineError(f"duplicate kernel name (first defined in {seen[spec.name]})",
                                     script=str(path), kernel=spec.name)

@@ -162,6 +162,39 @@ def test_long_rows_split_across_programs(registry, rng, dtype):
                     assert registry.workspace_nonzero_bytes() == 0, f"{kernel} left its workspace dirty"
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_packed_rows_special_values_and_strides(registry, rng, dtype):
+    """The packed-row kernels unpack each 32-bit word into two columns: -inf and huge values in either
+    half, a row shorter than the block (masked words), padded strides, and rows of one survivor."""
+    packed = [g for g in registry.by_group if "_packed_" in g]
+    if not packed:
+        pytest.skip("no packed-row kernels in this archive (CUDA only)")
+    big = 6e4 if dtype == "fp16" else 1e30
+    for n, stride in ((16000, 16000), (20000, 20032), (32768, 32768)):
+        x = rng.standard_normal((7, n)).astype(np.float32) * 4
+        x[0, ::2] = -np.inf  # low halves masked
+        x[1, 1::2] = -np.inf  # high halves masked
+        x[2, :] = -np.inf
+        x[2, n - 1] = -3.0  # the single survivor is the last high half
+        x[3, :] = rng.uniform(-big, big, n)
+        x[4, :] = big
+        x[5, 0] = big
+        for log in (False, True):
+            names = [name for name, _ in Softmax(registry, dtype, log).candidates(7, n, stride, stride)
+                     if "_packed_" in name]
+            assert names, f"no packed kernel admits 7x{n}"
+            for kernel in names:
+                if log:
+                    ref = softmax_ref(quantize(x, dtype), True)
+                    finite = np.isfinite(quantize(ref, dtype))
+                    y = softmax_numpy(registry, x, dtype, log=True, kernel=kernel)
+                    assert (np.isneginf(y) == ~finite).all(), f"{kernel}: -inf where the answer is finite"
+                    assert_close(y[finite], ref[finite], dtype, True, f"{kernel} 7x{n}")
+                else:
+                    run_and_check(registry, kernel, dtype, log, x, in_stride=stride, out_stride=stride,
+                                  what=f"packed 7x{n} stride {stride}")
+
+
 def test_cuda_array_interface_inputs(registry, rng):
     cuda = registry.backend
     x = rng.standard_normal((9, 300)).astype(np.float32)

@@ -1,0 +1,44 @@
+"""The packed-row softmax family: CUDA only, 16-bit types, two programs per SM, ORT-style arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+
+from pipeline.contracts import evaluate  # noqa: E402
+from pipeline.table import load_table  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def table(root):
+    return load_table([root / "kernels" / "softmax_packed_triton.py"])
+
+
+def admits(table, kernel, **problem):
+    contract = table.contracts[kernel.group]
+    scope = {**problem, **kernel.constants, "num_warps": kernel.num_warps}
+    return all(evaluate(r, scope) for r in contract["requires"])
+
+
+def test_cuda_only_sixteen_bit_and_register_capped(table):
+    assert {k.platforms for k in table.kernels} == {("cuda",)}  # inline PTX
+    assert sorted(table.contracts) == sorted(f"{op}_packed_{dt}" for op in ("softmax", "log_softmax")
+                                             for dt in ("fp16", "bf16"))
+    for k in table.kernels:
+        # Two programs per SM: the whole point of holding the row packed.
+        assert k.options["maxnreg"] * 32 * k.num_warps * 2 <= 65536, k.name
+        # Each thread holds whole 16-byte vectors of the row.
+        assert k.constants["BLOCK_SIZE"] % (2 * 8 * 32 * k.num_warps) == 0, k.name
+
+
+def test_rows_up_to_the_block_and_aligned_only(table):
+    k = max(table.kernels, key=lambda k: k.constants["BLOCK_SIZE"])
+    n = k.constants["BLOCK_SIZE"]
+    assert admits(table, k, n_cols=n, in_stride=n, out_stride=n, batch=3)
+    assert admits(table, k, n_cols=16, in_stride=32, out_stride=48, batch=3)
+    assert not admits(table, k, n_cols=n + 16, in_stride=n + 16, out_stride=n + 16, batch=3)
+    assert not admits(table, k, n_cols=1000, in_stride=1000, out_stride=1000, batch=3)  # odd vectors
+    assert not admits(table, k, n_cols=1024, in_stride=1032, out_stride=1024, batch=3)  # misaligned rows
+    grid = [evaluate(g, {"batch": 7}) for g in table.contracts[k.group]["grid"]]
+    assert grid == [7, 1, 1]

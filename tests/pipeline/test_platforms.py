@@ -1,0 +1,54 @@
+"""Scripts that build for one platform only (PLATFORMS): left out of the other platform's artifacts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+pytest.importorskip("triton")
+
+from pipeline.build import build_dist  # noqa: E402
+from pipeline.errors import PipelineError  # noqa: E402
+from pipeline.targets import parse_targets  # noqa: E402
+
+from .bad_scripts import GOOD, table  # noqa: E402
+
+CUDA_ONLY = 'PLATFORMS = ("cuda",)\n' + table(GOOD.replace("copy_fp32", "copy_cuda_fp32"))
+
+
+def members(archive):
+    return subprocess.run(["ar", "t", str(archive)], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_cuda_only_script_is_left_out_of_rocm_artifacts(tmp_path):
+    (tmp_path / "a.py").write_text(table(GOOD))
+    (tmp_path / "b.py").write_text(CUDA_ONLY)
+    out = tmp_path / "dist"
+    report = build_dist([tmp_path / "a.py", tmp_path / "b.py"], parse_targets("sm_90,gfx942"), out,
+                        cache_dir=tmp_path / "cache", jobs=1)
+    assert {t.target.arch_name: t.kernels for t in report.targets} == {"sm_90": 2, "gfx942": 1}
+    for sub, names in (("cuda/sm_90", ["copy_fp32", "copy_cuda_fp32"]), ("rocm/gfx942", ["copy_fp32"])):
+        doc = json.loads((out / sub / "kernels.json").read_text())
+        assert [k["name"] for k in doc["kernels"]] == names, sub
+        assert sorted(doc["groups"]) == sorted(names), sub
+        assert members(out / sub / "triton_kernel_infos.a") == [f"{n}.o" for n in names], sub
+        header = (out / sub / "triton_kernel_infos.h").read_text()
+        assert ("copy_cuda_fp32" in header) == (sub.startswith("cuda")), sub
+
+
+def test_no_script_for_the_platform_is_an_error(tmp_path):
+    (tmp_path / "b.py").write_text(CUDA_ONLY)
+    with pytest.raises(PipelineError, match="no kernel script builds for rocm"):
+        build_dist([tmp_path / "b.py"], parse_targets("gfx942"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
+    assert not (tmp_path / "dist" / "rocm").exists()
+
+
+@pytest.mark.parametrize("value", ['"cuda"', "()", '("cuda", "metal")', "None or 3"])
+def test_bad_platforms_value_names_the_script(tmp_path, value):
+    script = tmp_path / "odd.py"
+    script.write_text(f"PLATFORMS = {value}\n" + table(GOOD))
+    with pytest.raises(PipelineError) as err:
+        build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
+    assert "PLATFORMS" in str(err.value) and "odd.py" in str(err.value)
