@@ -58,8 +58,8 @@ def softmax_packed_kernel(output_ptr, input_ptr, input_row_stride, output_row_st
     row_sum = tl.sum(tl.where(mask, tl.exp(lo - row_max) + tl.exp(hi - row_max), 0.0), axis=0)
     lo, hi = _unpack(_fresh(packed), DT)
     if LOG:
-        log_sum = row_max + tl.log(row_sum)
-        y = _pack(lo - log_sum, hi - log_sum, DT)
+        log_sum = tl.log(row_sum)  # subtracted after the max: row_max + log_sum rounds log_sum away at 1e30
+        y = _pack((lo - row_max) - log_sum, (hi - row_max) - log_sum, DT)
     else:
         scale = 1.0 / row_sum
         y = _pack(tl.exp(lo - row_max) * scale, tl.exp(hi - row_max) * scale, DT)

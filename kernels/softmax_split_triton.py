@@ -51,7 +51,7 @@ def softmax_split_kernel(output_ptr, input_ptr, ws_ptr, input_row_stride, output
         row_max = tl.max(ms, axis=0)
         row_sum = tl.sum(tl.where(ms > -float("inf"), ss * tl.exp(ms - row_max), 0.0), axis=0)
         if LOG:
-            y = x - (row_max + tl.log(row_sum))
+            y = (x - row_max) - tl.log(row_sum)  # row_max + log(sum) would round away log(sum) at 1e30
         else:
             # An all -inf piece has e = NaN (-inf - -inf) and its outputs are 0.
             y = tl.where(m > -float("inf"), e * (tl.exp(m - row_max) / row_sum), 0.0)

@@ -138,12 +138,14 @@ def test_every_kernel_of_every_group_runs(registry, rng):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_long_rows_split_across_programs(registry, rng, dtype):
     """Rows split over a team of programs that exchange partials: more rows than resident teams (so
-    teams loop), pieces that are all -inf or past the row's end, and back-to-back launches (the
+    teams loop), pieces that are all -inf or past the row's end, a row of equal huge values (where
+    max + log(sum) would round the log away), and back-to-back launches (the
     workspace must come back zeroed, or the second launch reads stale counters)."""
     for n, batch in ((16400, 700), (40000, 300), (65552, 97), (131072, 33), (262128, 9)):
         x = rng.standard_normal((batch, n)).astype(np.float32) * rng.uniform(0.5, 8)
         x[0, :] = -np.inf
         x[0, n - 1] = 1.0  # every piece but the last is all -inf
+        x[1, :] = 6e4 if dtype == "fp16" else 1e30  # all equal and huge: log-softmax is -log(n), not 0
         x[-1, : n // 2] = -np.inf
         for log in (False, True):
             names = [name for name, _ in Softmax(registry, dtype, log).candidates(batch, n)
