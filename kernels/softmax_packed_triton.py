@@ -1,44 +1,108 @@
-"""Softmax and log-softmax of one long 16-bit row per program, the row held packed in registers.
+"""Softmax and log-softmax of long 16-bit rows held packed in registers: two values per 32-bit word.
 
 A 32768-wide fp16 row in one program of 16 warps is 64 values per thread. Converted to fp32 and kept
 for the output they take 117 registers, so one program fits on an SM; between loading a row and
-storing it, the SM then issues no loads, and the kernel reaches ~71% of copy bandwidth on an H200.
-Here the row stays in registers as it was loaded, two 16-bit values per 32-bit register, and each of
-the three passes (max, sum of exp, output) unpacks it again. With 64 registers per thread
-(`maxnreg`), two programs share an SM and one loads while the other reduces.
+storing it, the SM then issues no loads (the fp32 kernel reaches ~71% of copy bandwidth on an H200).
+Here the row stays in registers as it was loaded and each of the three passes (max, sum of exp,
+output) unpacks it again. With 64 registers per thread (`maxnreg`), two programs share an SM and one
+loads while the other reduces.
 
-The unpacking must not be shared between passes: the compiler would keep the fp32 copy alive across
-the reductions and the register saving would be gone. `_fresh` hands each pass a copy of the packed
-row through a one-instruction inline-PTX move that the compiler cannot merge, so this script is CUDA only
-(PLATFORMS). Traffic is the minimum, 2 * batch * n_cols * 2 bytes, with one program per row on grid
-(batch, 1, 1); rows must be 16-byte aligned (pairs load as 16-byte vectors).
+At these rates the SM's instruction issue is the next limit (4 bytes of traffic per element leave
+room for only ~25 instructions per element at full bandwidth), so the per-element work is written as
+the few PTX instructions it needs: one conversion per value in (`_unpack`), one MUFU per exp (`_exp2`,
+no denormal fix-up), one conversion per two values out (`_pack`). Inline PTX makes this script CUDA
+only (PLATFORMS). `_unpack` is also not pure, so the compiler cannot share one pass's fp32 values
+with the next and keep them alive across the reductions, which would undo the register saving.
+
+Two families, both 16-byte aligned (words load as 16-byte vectors), traffic 2 * batch * n_cols * 2
+bytes:
+- `<op>_packed_<dtype>`: one row per program, ORT's arguments and grid (batch, 1, 1), up to 32K;
+- `<op>_packed_split_<dtype>`: as kernels/softmax_split_triton.py, SPLIT programs per row that
+  exchange (max, sum) partials, persistent cooperative teams, for rows up to 1M.
 """
 
 import triton
 import triton.language as tl
+from _grid_sync import arrive_and_wait, depart
 
 PLATFORMS = ("cuda",)  # inline PTX
 
-
-@triton.jit
-def _fresh(packed):
-    # An opaque copy (asm with side effects is never merged or hoisted): see the module docstring.
-    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [packed], dtype=tl.uint32, is_pure=False, pack=1)
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
 def _unpack(packed, DT: tl.constexpr):
-    """fp32 values of the low and high 16-bit halves of each 32-bit word."""
-    lo = (packed & 0xFFFF).to(tl.uint16).to(DT, bitcast=True).to(tl.float32)
-    hi = (packed >> 16).to(tl.uint16).to(DT, bitcast=True).to(tl.float32)
+    """The two 16-bit values of each 32-bit word as fp32 (low half first); each call a fresh copy."""
+    if DT == tl.float16:
+        lo, hi = tl.inline_asm_elementwise(
+            "{ .reg .b16 l, h; mov.b32 {l, h}, $2; cvt.f32.f16 $0, l; cvt.f32.f16 $1, h; }",
+            "=f,=f,r", [packed], dtype=(tl.float32, tl.float32), is_pure=False, pack=1)
+    else:  # bf16 is the top half of an fp32: shifting is the conversion
+        lo, hi = tl.inline_asm_elementwise(
+            "{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0xFFFF0000; }",
+            "=f,=f,r", [packed], dtype=(tl.float32, tl.float32), is_pure=False, pack=1)
     return lo, hi
 
 
 @triton.jit
 def _pack(lo, hi, DT: tl.constexpr):
-    lo16 = lo.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
-    hi16 = hi.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
-    return lo16 | (hi16 << 16)
+    """Round two fp32 values to DT and pack them into one word, in one instruction."""
+    if DT == tl.float16:
+        word = tl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,f,f", [lo, hi], dtype=tl.uint32,
+                                         is_pure=True, pack=1)
+    else:
+        word = tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f", [lo, hi], dtype=tl.uint32,
+                                         is_pure=True, pack=1)
+    return word
+
+
+@triton.jit
+def _exp2(x):
+    # One MUFU instruction; the default lowering adds a denormal fix-up (results below 2^-126 are 0 here).
+    return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
+def _load_words(ptr, row_stride, row, words, mask, DT: tl.constexpr):
+    """Words `words` of row `row` (strides in elements); words past the row read as two -inf, which
+    drop out of the max and add exp(-inf) = 0 to the sum."""
+    src = ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (row_stride // 2), 8)
+    if DT == tl.float16:
+        packed = tl.load(src + words, mask=mask, other=0xFC00FC00)
+    else:
+        packed = tl.load(src + words, mask=mask, other=0xFF80FF80)
+    return packed
+
+
+@triton.jit
+def _max_and_sum(packed, DT: tl.constexpr):
+    """Max of the block and sum of exp(x - max); the sum is 0 for a block that is all -inf."""
+    lo, hi = _unpack(packed, DT)
+    block_max = tl.max(tl.maximum(lo, hi), axis=0)
+    scaled = block_max * LOG2E
+    lo, hi = _unpack(packed, DT)
+    block_sum = tl.sum(_exp2(lo * LOG2E - scaled) + _exp2(hi * LOG2E - scaled), axis=0)
+    return block_max, tl.where(block_max > -float("inf"), block_sum, 0.0)
+
+
+@triton.jit
+def _normalized(packed, row_max, row_sum, LOG: tl.constexpr, DT: tl.constexpr):
+    """The output words: exp(x - max) / sum, or (x - max) - log(sum) (in that order: max + log(sum)
+    would round the log away when the max is near 1e30)."""
+    lo, hi = _unpack(packed, DT)
+    if LOG:
+        log_sum = tl.log(row_sum)
+        y = _pack((lo - row_max) - log_sum, (hi - row_max) - log_sum, DT)
+    else:
+        scaled, scale = row_max * LOG2E, 1.0 / row_sum
+        y = _pack(_exp2(lo * LOG2E - scaled) * scale, _exp2(hi * LOG2E - scaled) * scale, DT)
+    return y
+
+
+@triton.jit
+def _block_words(first, BLOCK_SIZE: tl.constexpr):
+    return first + tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)
 
 
 @triton.jit
@@ -46,32 +110,59 @@ def softmax_packed_kernel(output_ptr, input_ptr, input_row_stride, output_row_st
                           BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
     DT: tl.constexpr = input_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
-    # Word i holds columns 2i and 2i+1; strides and n_cols are even (multiples of 16 by contract).
-    words = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)
+    words = _block_words(0, BLOCK_SIZE)  # word i holds columns 2i and 2i+1
     mask = words < n_cols // 2
-    src = input_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (input_row_stride // 2), 8)
-    packed = tl.load(src + words, mask=mask, other=0)
-
-    lo, hi = _unpack(packed, DT)
-    row_max = tl.max(tl.where(mask, tl.maximum(lo, hi), -float("inf")), axis=0)
-    lo, hi = _unpack(_fresh(packed), DT)
-    row_sum = tl.sum(tl.where(mask, tl.exp(lo - row_max) + tl.exp(hi - row_max), 0.0), axis=0)
-    lo, hi = _unpack(_fresh(packed), DT)
-    if LOG:
-        log_sum = tl.log(row_sum)  # subtracted after the max: row_max + log_sum rounds log_sum away at 1e30
-        y = _pack((lo - row_max) - log_sum, (hi - row_max) - log_sum, DT)
-    else:
-        scale = 1.0 / row_sum
-        y = _pack(tl.exp(lo - row_max) * scale, tl.exp(hi - row_max) * scale, DT)
+    packed = _load_words(input_ptr, input_row_stride, row, words, mask, DT)
+    row_max, row_sum = _max_and_sum(packed, DT)
     dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (output_row_stride // 2), 8)
-    tl.store(dst + words, y, mask=mask)
+    tl.store(dst + words, _normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
+
+
+@triton.jit
+def softmax_packed_split_kernel(output_ptr, input_ptr, ws_ptr, input_row_stride, output_row_stride, n_cols, n_rows,
+                                BLOCK_SIZE: tl.constexpr, SPLIT: tl.constexpr, LOG: tl.constexpr):
+    DT: tl.constexpr = input_ptr.dtype.element_ty
+    part = tl.program_id(0) % SPLIT
+    team = tl.program_id(0) // SPLIT
+    teams = tl.num_programs(0) // SPLIT
+    words = _block_words(part * (BLOCK_SIZE // 2), BLOCK_SIZE)
+    mask = words < n_cols // 2
+    members = tl.arange(0, SPLIT)
+    # Workspace as in softmax_split_triton.py: per row a counter alone on a 128-byte line, then per row
+    # SPLIT maxima and SPLIT sums.
+    partials = ws_ptr.to(tl.pointer_type(tl.float32), bitcast=True) + n_rows * 32
+    for row in range(team, n_rows, teams):
+        row64 = row.to(tl.int64)
+        counter = ws_ptr + row64 * 32
+        packed = _load_words(input_ptr, input_row_stride, row64, words, mask, DT)
+        piece_max, piece_sum = _max_and_sum(packed, DT)
+        mine = partials + row64 * (2 * SPLIT)
+        tl.store(mine + part, piece_max)
+        tl.store(mine + SPLIT + part, piece_sum)
+        arrive_and_wait(counter, SPLIT)
+        ms = tl.load(mine + members, volatile=True)
+        ss = tl.load(mine + SPLIT + members, volatile=True)
+        if depart(counter, SPLIT):  # everyone has read the partials: leave the slot zeroed
+            tl.store(mine + members, tl.zeros([SPLIT], tl.float32))
+            tl.store(mine + SPLIT + members, tl.zeros([SPLIT], tl.float32))
+            tl.atomic_xchg(counter, 0)
+        row_max = tl.max(ms, axis=0)
+        row_sum = tl.sum(tl.where(ms > -float("inf"), ss * tl.exp(ms - row_max), 0.0), axis=0)
+        dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(
+            row64 * (output_row_stride // 2), 8)
+        tl.store(dst + words, _normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
 
 
 DTYPES = ("fp16", "bf16")
 OPS = {"softmax": 0, "log_softmax": 1}
-# (BLOCK_SIZE, num_warps): 32 or 64 values per thread, at most 64 registers so two programs fit an SM.
+# One row per program, (BLOCK_SIZE, num_warps): 32 or 64 values per thread, at most 64 registers so
+# two programs fit an SM.
 CONFIGS = [(16384, 8), (32768, 16)]
 MAXNREG = 64
+# Split rows: (BLOCK_SIZE, num_warps) per piece, 32 values per thread (64 registers: 2048 threads per
+# SM); SPLIT pieces per row.
+PIECES = [(4096, 4), (8192, 8), (16384, 16)]
+SPLITS = (2, 4, 8, 16, 32, 64)
 
 
 def get_function_table():
@@ -87,14 +178,38 @@ def get_function_table():
                     "kwargs": {"num_warps": warps, "maxnreg": MAXNREG,
                                "constants": {"BLOCK_SIZE": block, "LOG": log}},
                 })
+            for block, warps in PIECES:
+                for split in SPLITS:
+                    table.append({
+                        "name": f"{op}_packed_split_{dtype}_b{block}_s{split}_w{warps}",
+                        "group": f"{op}_packed_split_{dtype}",
+                        "func": softmax_packed_split_kernel,
+                        "sig": f"*{dtype}:16,*{dtype}:16,*i32:16,i32:16,i32:16,i32:16,i32",
+                        "kwargs": {"num_warps": warps, "maxnreg": MAXNREG,
+                                   "constants": {"BLOCK_SIZE": block, "SPLIT": split, "LOG": log}},
+                    })
     return table
 
 
 def get_launch_contracts():
-    contract = {
+    aligned = "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"
+    rows = {
         "params": ["out", "in", "in_stride", "out_stride", "n_cols"],
         "grid": ["batch", "1", "1"],
-        "requires": ["n_cols <= BLOCK_SIZE", "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"],
+        "requires": ["n_cols <= BLOCK_SIZE", aligned],
         "doc": "one row per program, held packed; 16-byte aligned pointers (checked at launch)",
     }
-    return {f"{op}_packed_{dtype}": contract for op in OPS for dtype in DTYPES}
+    split = {
+        "params": ["out", "in", "ws", "in_stride", "out_stride", "n_cols", "batch"],
+        "grid": ["min(batch, resident // SPLIT) * SPLIT", "1", "1"],
+        "requires": ["n_cols <= SPLIT * BLOCK_SIZE and 4 * n_cols > SPLIT * BLOCK_SIZE", "resident >= SPLIT", aligned],
+        "workspace": "4 * batch * (32 + 2 * SPLIT)",
+        "cooperative": True,
+        "doc": "SPLIT programs per row, held packed, persistent teams, cooperative launch; 16-byte aligned pointers",
+    }
+    out = {}
+    for op in OPS:
+        for dtype in DTYPES:
+            out[f"{op}_packed_{dtype}"] = rows
+            out[f"{op}_packed_split_{dtype}"] = split
+    return out
