@@ -2,28 +2,29 @@
 
 A 32768-wide fp16 row in one program of 16 warps is 64 values per thread. Converted to fp32 and kept
 for the output they take 117 registers, so one program fits on an SM; between loading a row and
-storing it, the SM then issues no loads (the fp32 kernel reaches ~71% of copy bandwidth on an H200).
+storing it, the SM then issues no loads (softmax_rows_aligned, which keeps fp32 values, reaches ~71%
+of copy bandwidth there on an H200).
 Here the row stays in registers as it was loaded and each of the three passes (max, sum of exp,
 output) unpacks it again. With 64 registers per thread (`maxnreg`), two programs share an SM and one
 loads while the other reduces.
 
-At these rates the SM's instruction issue is the next limit (4 bytes of traffic per element leave
-room for only ~25 instructions per element at full bandwidth), so the per-element work is written as
-the few PTX instructions it needs: one conversion per value in (`_unpack`), one MUFU per exp (`_exp2`,
-no denormal fix-up), one conversion per two values out (`_pack`). Inline PTX makes this script CUDA
-only (PLATFORMS). `_unpack` is also not pure, so the compiler cannot share one pass's fp32 values
-with the next and keep them alive across the reductions, which would undo the register saving.
+At these rates the SM's instruction issue is the next limit: at an H200's bandwidth, 4 bytes of
+traffic per element leave ~30 instructions per element at full issue rate, and unpacking with
+integer ops, Triton's exp and separate conversions took 25. So the per-element work is written as
+the few PTX instructions it needs (14 per element in all): one conversion per value in (`_unpack`),
+one MUFU per exp (`_exp2`, no denormal fix-up), one conversion per two values out (`_pack`). Inline
+PTX makes this script CUDA only (PLATFORMS). `_unpack` is also not pure, so the compiler cannot share
+one pass's fp32 values with the next and keep them alive across the reductions, which would undo the
+register saving.
 
-Two families, both 16-byte aligned (words load as 16-byte vectors), traffic 2 * batch * n_cols * 2
-bytes:
-- `<op>_packed_<dtype>`: one row per program, ORT's arguments and grid (batch, 1, 1), up to 32K;
-- `<op>_packed_split_<dtype>`: as kernels/softmax_split_triton.py, SPLIT programs per row that
-  exchange (max, sum) partials, persistent cooperative teams, for rows up to 1M.
+Group `<op>_packed_<dtype>`: one row per program, ORT's arguments and grid (batch, 1, 1), rows up to
+32K, 16-byte aligned (words load as 16-byte vectors); traffic 2 * batch * n_cols * 2 bytes. (The same
+treatment of the split-row kernel, kernels/softmax_split_triton.py, gained nothing measurable at
+64K-256K columns: those are bound by the team's rendezvous, not by instruction issue.)
 """
 
 import triton
 import triton.language as tl
-from _grid_sync import arrive_and_wait, depart
 
 PLATFORMS = ("cuda",)  # inline PTX
 
@@ -59,6 +60,8 @@ def _pack(lo, hi, DT: tl.constexpr):
 @triton.jit
 def _exp2(x):
     # One MUFU instruction; the default lowering adds a denormal fix-up (results below 2^-126 are 0 here).
+    # Callers pass (x - max) * log2(e), never x * log2(e) - max * log2(e): fused into one FMA, that
+    # leaves max * log2(e)'s rounding error (2^75 near 1e30) in the exponent.
     return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
                                      pack=1)
 
@@ -80,9 +83,8 @@ def _max_and_sum(packed, DT: tl.constexpr):
     """Max of the block and sum of exp(x - max); the sum is 0 for a block that is all -inf."""
     lo, hi = _unpack(packed, DT)
     block_max = tl.max(tl.maximum(lo, hi), axis=0)
-    scaled = block_max * LOG2E
     lo, hi = _unpack(packed, DT)
-    block_sum = tl.sum(_exp2(lo * LOG2E - scaled) + _exp2(hi * LOG2E - scaled), axis=0)
+    block_sum = tl.sum(_exp2((lo - block_max) * LOG2E) + _exp2((hi - block_max) * LOG2E), axis=0)
     return block_max, tl.where(block_max > -float("inf"), block_sum, 0.0)
 
 
@@ -95,8 +97,8 @@ def _normalized(packed, row_max, row_sum, LOG: tl.constexpr, DT: tl.constexpr):
         log_sum = tl.log(row_sum)
         y = _pack((lo - row_max) - log_sum, (hi - row_max) - log_sum, DT)
     else:
-        scaled, scale = row_max * LOG2E, 1.0 / row_sum
-        y = _pack(_exp2(lo * LOG2E - scaled) * scale, _exp2(hi * LOG2E - scaled) * scale, DT)
+        scale = 1.0 / row_sum
+        y = _pack(_exp2((lo - row_max) * LOG2E) * scale, _exp2((hi - row_max) * LOG2E) * scale, DT)
     return y
 
 
@@ -118,51 +120,12 @@ def softmax_packed_kernel(output_ptr, input_ptr, input_row_stride, output_row_st
     tl.store(dst + words, _normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
 
 
-@triton.jit
-def softmax_packed_split_kernel(output_ptr, input_ptr, ws_ptr, input_row_stride, output_row_stride, n_cols, n_rows,
-                                BLOCK_SIZE: tl.constexpr, SPLIT: tl.constexpr, LOG: tl.constexpr):
-    DT: tl.constexpr = input_ptr.dtype.element_ty
-    part = tl.program_id(0) % SPLIT
-    team = tl.program_id(0) // SPLIT
-    teams = tl.num_programs(0) // SPLIT
-    words = _block_words(part * (BLOCK_SIZE // 2), BLOCK_SIZE)
-    mask = words < n_cols // 2
-    members = tl.arange(0, SPLIT)
-    # Workspace as in softmax_split_triton.py: per row a counter alone on a 128-byte line, then per row
-    # SPLIT maxima and SPLIT sums.
-    partials = ws_ptr.to(tl.pointer_type(tl.float32), bitcast=True) + n_rows * 32
-    for row in range(team, n_rows, teams):
-        row64 = row.to(tl.int64)
-        counter = ws_ptr + row64 * 32
-        packed = _load_words(input_ptr, input_row_stride, row64, words, mask, DT)
-        piece_max, piece_sum = _max_and_sum(packed, DT)
-        mine = partials + row64 * (2 * SPLIT)
-        tl.store(mine + part, piece_max)
-        tl.store(mine + SPLIT + part, piece_sum)
-        arrive_and_wait(counter, SPLIT)
-        ms = tl.load(mine + members, volatile=True)
-        ss = tl.load(mine + SPLIT + members, volatile=True)
-        if depart(counter, SPLIT):  # everyone has read the partials: leave the slot zeroed
-            tl.store(mine + members, tl.zeros([SPLIT], tl.float32))
-            tl.store(mine + SPLIT + members, tl.zeros([SPLIT], tl.float32))
-            tl.atomic_xchg(counter, 0)
-        row_max = tl.max(ms, axis=0)
-        row_sum = tl.sum(tl.where(ms > -float("inf"), ss * tl.exp(ms - row_max), 0.0), axis=0)
-        dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(
-            row64 * (output_row_stride // 2), 8)
-        tl.store(dst + words, _normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
-
-
 DTYPES = ("fp16", "bf16")
 OPS = {"softmax": 0, "log_softmax": 1}
 # One row per program, (BLOCK_SIZE, num_warps): 32 or 64 values per thread, at most 64 registers so
 # two programs fit an SM.
 CONFIGS = [(16384, 8), (32768, 16)]
 MAXNREG = 64
-# Split rows: (BLOCK_SIZE, num_warps) per piece, 32 values per thread (64 registers: 2048 threads per
-# SM); SPLIT pieces per row.
-PIECES = [(4096, 4), (8192, 8), (16384, 16)]
-SPLITS = (2, 4, 8, 16, 32, 64)
 
 
 def get_function_table():
@@ -178,38 +141,14 @@ def get_function_table():
                     "kwargs": {"num_warps": warps, "maxnreg": MAXNREG,
                                "constants": {"BLOCK_SIZE": block, "LOG": log}},
                 })
-            for block, warps in PIECES:
-                for split in SPLITS:
-                    table.append({
-                        "name": f"{op}_packed_split_{dtype}_b{block}_s{split}_w{warps}",
-                        "group": f"{op}_packed_split_{dtype}",
-                        "func": softmax_packed_split_kernel,
-                        "sig": f"*{dtype}:16,*{dtype}:16,*i32:16,i32:16,i32:16,i32:16,i32",
-                        "kwargs": {"num_warps": warps, "maxnreg": MAXNREG,
-                                   "constants": {"BLOCK_SIZE": block, "SPLIT": split, "LOG": log}},
-                    })
     return table
 
 
 def get_launch_contracts():
-    aligned = "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"
-    rows = {
+    contract = {
         "params": ["out", "in", "in_stride", "out_stride", "n_cols"],
         "grid": ["batch", "1", "1"],
-        "requires": ["n_cols <= BLOCK_SIZE", aligned],
+        "requires": ["n_cols <= BLOCK_SIZE", "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"],
         "doc": "one row per program, held packed; 16-byte aligned pointers (checked at launch)",
     }
-    split = {
-        "params": ["out", "in", "ws", "in_stride", "out_stride", "n_cols", "batch"],
-        "grid": ["min(batch, resident // SPLIT) * SPLIT", "1", "1"],
-        "requires": ["n_cols <= SPLIT * BLOCK_SIZE and 4 * n_cols > SPLIT * BLOCK_SIZE", "resident >= SPLIT", aligned],
-        "workspace": "4 * batch * (32 + 2 * SPLIT)",
-        "cooperative": True,
-        "doc": "SPLIT programs per row, held packed, persistent teams, cooperative launch; 16-byte aligned pointers",
-    }
-    out = {}
-    for op in OPS:
-        for dtype in DTYPES:
-            out[f"{op}_packed_{dtype}"] = rows
-            out[f"{op}_packed_split_{dtype}"] = split
-    return out
+    return {f"{op}_packed_{dtype}": contract for op in OPS for dtype in DTYPES}

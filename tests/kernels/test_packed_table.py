@@ -23,8 +23,8 @@ def admits(table, kernel, **problem):
 
 def test_cuda_only_sixteen_bit_and_register_capped(table):
     assert {k.platforms for k in table.kernels} == {("cuda",)}  # inline PTX
-    assert sorted(table.contracts) == sorted(f"{op}_packed{split}_{dt}" for op in ("softmax", "log_softmax")
-                                             for split in ("", "_split") for dt in ("fp16", "bf16"))
+    assert sorted(table.contracts) == sorted(f"{op}_packed_{dt}" for op in ("softmax", "log_softmax")
+                                             for dt in ("fp16", "bf16"))
     for k in table.kernels:
         # Two programs per SM: the whole point of holding the row packed.
         assert k.options["maxnreg"] * 32 * k.num_warps * 2 <= 65536, k.name
@@ -43,17 +43,3 @@ def test_rows_up_to_the_block_and_aligned_only(table):
     grid = [evaluate(g, {"batch": 7}) for g in table.contracts[k.group]["grid"]]
     assert grid == [7, 1, 1]
 
-
-def test_split_rows_from_16k_to_1m_columns(table):
-    kernels = [k for k in table.kernels if k.group == "softmax_packed_split_bf16"]
-    contract = table.contracts["softmax_packed_split_bf16"]
-    assert contract["cooperative"] is True and "ws" in contract["params"]
-    for n in (16400, 40000, 65536, 262144, 1 << 20):
-        admitted = [k for k in kernels if admits(table, k, n_cols=n, batch=8, in_stride=n, out_stride=n, resident=1056)]
-        assert admitted, f"no packed split kernel for {n} columns"
-        for k in admitted:  # every piece holds at least a quarter of its block
-            assert 4 * n > k.constants["SPLIT"] * k.constants["BLOCK_SIZE"] >= n
-    k = kernels[0]
-    assert evaluate(contract["workspace"], {**k.constants, "batch": 10}) == 4 * 10 * (32 + 2 * k.constants["SPLIT"])
-    assert not admits(table, k, n_cols=4096, batch=1, in_stride=4096, out_stride=4096,
-                      resident=k.constants["SPLIT"] - 1)
