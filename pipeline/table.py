@@ -22,6 +22,7 @@ from .errors import PipelineError
 from .targets import Target
 
 ENTRY_KEYS = ("name", "group", "func", "sig", "kwargs")
+PLATFORM_NAMES = ("cuda", "rocm")
 NAME_RE = re.compile(r"[A-Za-z0-9_]+")
 # kwargs forwarded to triton.compile as options; anything else is a typo we refuse.
 OPTION_KEYS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
@@ -39,7 +40,7 @@ class KernelSpec:
     param_names: tuple[str, ...] = ()
     constants: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
-    platforms: tuple[str, ...] = ("cuda", "rocm")  # the script's PLATFORMS
+    platforms: tuple[str, ...] = PLATFORM_NAMES  # the script's PLATFORMS
 
     def builds_for(self, target: Target) -> bool:
         return target.platform in self.platforms
@@ -193,9 +194,6 @@ def validate_entry(entry, path: Path, index: int) -> KernelSpec:
         fail(f"num_stages={stages!r} must be a positive int")
     return KernelSpec(script, index, name, group, func, params, tuple(runtime_names),
                       dict(constants), options)
-
-
-PLATFORM_NAMES = ("cuda", "rocm")
 
 
 def script_platforms(module, path: Path) -> tuple[str, ...]:
