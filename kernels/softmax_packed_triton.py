@@ -80,7 +80,7 @@ def _load_words(ptr, row_stride, row, words, mask, DT: tl.constexpr):
 
 @triton.jit
 def _max_and_sum(packed, DT: tl.constexpr):
-    """Max of the block and sum of exp(x - max); the sum is 0 for a block that is all -inf."""
+    """Max of the row and sum of exp(x - max) (0, not NaN, for a row that is all -inf)."""
     lo, hi = _unpack(packed, DT)
     block_max = tl.max(tl.maximum(lo, hi), axis=0)
     lo, hi = _unpack(packed, DT)
@@ -103,16 +103,11 @@ def _normalized(packed, row_max, row_sum, LOG: tl.constexpr, DT: tl.constexpr):
 
 
 @triton.jit
-def _block_words(first, BLOCK_SIZE: tl.constexpr):
-    return first + tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)
-
-
-@triton.jit
 def softmax_packed_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
                           BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
     DT: tl.constexpr = input_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
-    words = _block_words(0, BLOCK_SIZE)  # word i holds columns 2i and 2i+1
+    words = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)  # word i: columns 2i, 2i+1
     mask = words < n_cols // 2
     packed = _load_words(input_ptr, input_row_stride, row, words, mask, DT)
     row_max, row_sum = _max_and_sum(packed, DT)

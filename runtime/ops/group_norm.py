@@ -55,6 +55,7 @@ class GroupNorm:
         return contract_launch.prepare_choice(self.registry, cands, kernel, tuned, roles, env,
                                               f"{self.group} n={n} hw={hw} c={c} groups={groups}")
 
+
 def signature(n: int, hw: int, c: int, groups: int, silu: bool, skip, broadcast_skip: bool, bias) -> str:
     """ORT's GroupNormNHWCTunableParams::Signature(): shape, then which options are on."""
     return (f"{n}_{hw}_{c}_{groups}_{'silu' if silu else 'pass'}_{'skip' if skip else 'noskip'}_"
