@@ -27,8 +27,8 @@ from benchmarks.results import RESULTS, write_rows  # noqa: E402
 from runtime.problem import GroupNormProblem, GroupNormSetup, gbps  # noqa: E402
 from runtime.tune import tune_problem  # noqa: E402
 
-SHAPES = [(2, 128, 128, 320), (2, 64, 64, 320), (2, 64, 64, 640), (2, 32, 32, 640), (2, 32, 32, 1280),
-          (2, 16, 16, 1280), (2, 8, 8, 1280), (1, 64, 64, 320)]
+SHAPES = [(2, 128, 128, 320), (2, 64, 64, 1280), (2, 64, 64, 320), (2, 64, 64, 640), (2, 32, 32, 640),
+          (2, 32, 32, 1280), (2, 16, 16, 640), (2, 16, 16, 1280), (2, 8, 8, 1280), (1, 64, 64, 320)]
 GROUPS = 32
 
 
