@@ -16,7 +16,8 @@ UNET = [(n, h, c) for n in (1, 2) for h in (8, 16, 32, 64) for c in (320, 640, 1
 
 @pytest.fixture(scope="module")
 def table(root):
-    return load_table([root / "kernels" / "group_norm_triton.py", root / "kernels" / "group_norm_split_triton.py"])
+    return load_table([root / "kernels" / name for name in
+                       ("group_norm_triton.py", "group_norm_split_triton.py", "group_norm_whole_triton.py")])
 
 
 def admitted(table, group, **problem):
@@ -78,3 +79,41 @@ def test_every_unet_shape_has_tiled_candidates(table):
         ks = admitted(table, "GroupNormSplit_Silu_fp16", n=n, hw=h * h, c=c, groups=32, c_per_group=c // 32, silu=1)
         assert any(k.constants["KEEP_IN_L2"] for k in ks), (n, h, c)
         assert any(not k.constants["KEEP_IN_L2"] for k in ks), (n, h, c)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "bf16"])
+def test_small_unet_levels_have_whole_group_kernels_with_the_widest_vectors(table, dtype):
+    """Up to 16x16 (and 32x32 at 320 channels) one program holds a group, read in the widest vectors that
+    c_per_group and a 16-byte load allow; a group past every kernel is left to the tiled kernels."""
+    widest = 4 if dtype == "fp32" else 8
+    for n, h, c in UNET:
+        cpg = c // 32
+        ks = admitted(table, f"GroupNormWhole_Silu_{dtype}", n=n, hw=h * h, c=c, groups=32, c_per_group=cpg, silu=1)
+        if h * h * cpg > 16384:
+            assert not ks, (n, h, c)
+            continue
+        vec = max(v for v in (1, 2, 4, 8) if cpg % v == 0 and v <= widest)
+        assert any(k.constants["VEC"] == vec for k in ks), (n, h, c)
+        for k in ks:
+            assert k.constants["VECTORS"] >= h * h * cpg // k.constants["VEC"], k.name
+
+
+def test_whole_kernels_load_whole_vectors(table):
+    """The point of VEC: with c_per_group = 40 the fp16 VEC=8 kernel reads 16 bytes per load, the
+    VEC=1 kernel of the same size 2 (PTX compiled here, no GPU)."""
+    import triton
+    from triton.compiler import ASTSource
+
+    from pipeline.compiler import triton_signature
+    from pipeline.targets import parse_target
+
+    def ptx(vec):
+        k = next(k for k in table.kernels if k.group == "GroupNormWhole_Pass_fp16" and k.constants["VEC"] == vec
+                 and k.constants["VECTORS"] * vec == 4096)
+        sig, constexprs, attrs = triton_signature(k)
+        src = ASTSource(fn=k.func, signature=sig, constexprs=constexprs, attrs=attrs)
+        return triton.compile(src, target=parse_target("cuda:sm_90").to_triton(), options=dict(k.options)).asm["ptx"]
+
+    wide, narrow = ptx(8), ptx(1)
+    assert "ld.global.v4.b32" in wide and not re.search(r"ld\.global(\.\w+)*\.b16", wide)
+    assert re.search(r"ld\.global(\.\w+)*\.b16", narrow)

@@ -100,6 +100,24 @@ def test_every_kernel_runs(registry, rng):
     assert len(ran) == sum(len(v) for g, v in registry.by_group.items() if g.startswith("GroupNormTriton_"))
 
 
+def test_every_whole_kernel_runs(registry, rng):
+    """Each whole-group kernel once, on a group that fills it between half and all: c_per_group three
+    vectors (so vectors of a pixel straddle 2*VEC boundaries), a partial last row of vectors."""
+    ran = 0
+    for group, infos in registry.by_group.items():
+        if not group.startswith("GroupNormWhole_"):
+            continue
+        _, act, dtype = group.split("_")
+        for info in infos:
+            vec, vectors = info.constants["VEC"], info.constants["VECTORS"]
+            hw = vectors // 3 - 1
+            skip_mode = ("full", "broadcast", "none")[info.index % 3]
+            check(registry, rng, 2, hw, 1, 2 * 3 * vec, 2, dtype, act == "Silu", skip_mode, info.index % 2 == 0,
+                  info.name, "whole kernel")
+            ran += 1
+    assert ran, "no GroupNormWhole kernels in the archive"
+
+
 def test_orts_rules_pick_candidates(registry):
     op = GroupNorm(registry, "fp16", silu=True)
     ort = lambda cands: [(k, g) for k, g in cands if registry.by_name[k].group == op.group]
