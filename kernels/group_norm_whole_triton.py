@@ -2,9 +2,11 @@
 
 At the small UNet levels (8x8, 16x16; 32x32 at 320 channels) a group is 1K to 16K values. ORT's kernel
 (group_norm_triton.py) reads it one element at a time: nothing tells the compiler that c_per_group (10,
-20, 40 in Stable Diffusion) is a multiple of anything. Here a group is a list of VEC-channel vectors,
-VECTORS of them per program (vector v is pixel v // (c_per_group / VEC)); the contract asks VEC to
-divide c_per_group, so each vector loads as one instruction (8 fp16 values: 16 bytes).
+20, 40 in Stable Diffusion) is a multiple of anything. Here a group is a list of VEC-channel vectors
+(vector v is pixel v // (c_per_group / VEC)); the contract asks VEC to divide c_per_group, so each
+vector loads as one instruction (8 fp16 values: 16 bytes). Triton's tensors are powers of two long, so
+a program holds VECTORS vectors plus a TAIL of VECTORS / 4: Stable Diffusion's groups are 5 * 2^k
+vectors (H*W pixels of 5 vectors), which then fill a program with no lane computing padding.
 
 A program reads its group once (+ skip + bias, writing add_out), reduces sum and sum of squares in
 fp32, and writes (x - mean) * rstd * gamma + beta, then SiLU: traffic is the minimum, one read and one
@@ -26,23 +28,15 @@ def _add2(a, b, c, d):
 
 
 @triton.jit
-def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
-                            img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                            VECTORS: tl.constexpr, VEC: tl.constexpr, ACTIVATION_SILU: tl.constexpr):
-    image = tl.program_id(0).to(tl.int64)
-    group = tl.program_id(1)
-    per_pixel = c_per_group // VEC
-    # Written as multiples of VEC (equal to c_per_group and c under the contract), so that the
-    # compiler can prove each vector's alignment.
-    cpg = per_pixel * VEC
-    c_vec = (c // VEC) * VEC
-    v = tl.arange(0, VECTORS)
+def _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group, img_size, c_vec, cpg,
+             per_pixel, has_skip, has_bias, broadcast_skip, FIRST: tl.constexpr, N: tl.constexpr, VEC: tl.constexpr):
+    """Vectors FIRST .. FIRST + N of the group: x (+ skip + bias, written to add_out), gamma, beta and
+    where they are. Offsets are built from multiples of VEC so the compiler can prove the alignment."""
+    v = FIRST + tl.arange(0, N)
     pixel = v // per_pixel
-    first = group * cpg + (v - pixel * per_pixel) * VEC  # first channel of each vector
-    chans = first[:, None] + tl.arange(0, VEC)[None, :]
-    mask = tl.broadcast_to((pixel < img_size)[:, None], [VECTORS, VEC])
+    chans = (group * cpg + (v - pixel * per_pixel) * VEC)[:, None] + tl.arange(0, VEC)[None, :]
+    mask = tl.broadcast_to((pixel < img_size)[:, None], [N, VEC])
     offs = (image * img_size + pixel)[:, None] * c_vec + chans
-
     x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     gamma = tl.load(gamma_ptr + chans, mask=mask, other=0.0)
     beta = tl.load(beta_ptr + chans, mask=mask, other=0.0)
@@ -56,12 +50,17 @@ def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     x = tl.where(mask, x, 0.0)
     if has_skip:
         tl.store(add_out_ptr + offs, x.to(add_out_ptr.dtype.element_ty), mask=mask)
+    return x, gamma, beta, offs, mask
 
+
+@triton.jit
+def _sums(x):
     part, part_sq = tl.reduce((x, x * x), 1, _add2)
-    total, total_sq = tl.reduce((part, part_sq), 0, _add2)
-    count = img_size * c_per_group
-    mean = total / count
-    rstd = 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
+    return tl.reduce((part, part_sq), 0, _add2)
+
+
+@triton.jit
+def _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr, ACTIVATION_SILU: tl.constexpr):
     scale = gamma * rstd
     y = x * scale + (beta - mean * scale)
     if ACTIVATION_SILU:
@@ -69,8 +68,38 @@ def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     tl.store(output_ptr + offs, y.to(output_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
+                            img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                            VECTORS: tl.constexpr, TAIL: tl.constexpr, VEC: tl.constexpr,
+                            ACTIVATION_SILU: tl.constexpr):
+    image = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(1)
+    per_pixel = c_per_group // VEC
+    cpg = per_pixel * VEC  # c_per_group and c under the contract, written as multiples of VEC
+    c_vec = (c // VEC) * VEC
+    # Every load is issued before the first reduction waits on any.
+    x, gamma, beta, offs, mask = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image,
+                                          group, img_size, c_vec, cpg, per_pixel, has_skip, has_bias,
+                                          broadcast_skip, 0, VECTORS, VEC)
+    if TAIL > 0:
+        x2, gamma2, beta2, offs2, mask2 = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr,
+                                                   image, group, img_size, c_vec, cpg, per_pixel, has_skip,
+                                                   has_bias, broadcast_skip, VECTORS, TAIL, VEC)
+    total, total_sq = _sums(x)
+    if TAIL > 0:
+        total, total_sq = _add2(total, total_sq, *_sums(x2))
+    count = img_size * c_per_group
+    mean = total / count
+    rstd = 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
+    _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr, ACTIVATION_SILU)
+    if TAIL > 0:
+        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr, ACTIVATION_SILU)
+
+
 DTYPES = ("fp32", "fp16", "bf16")
-ELEMENTS = (1024, 2048, 4096, 8192, 16384)  # VECTORS * VEC: values per program
+ELEMENTS = (1024, 2048, 4096, 8192, 16384)  # VECTORS * VEC: values per program, without the tail
+TAILS = (0, 4)  # TAIL = VECTORS / 4: 1.25 x a power of two (Stable Diffusion's groups are 5 * 2^k vectors)
 
 
 def vectors_of(dtype: str) -> tuple[int, ...]:
@@ -84,9 +113,10 @@ def warp_choices(elems: int) -> list[int]:
     return sorted({max(4, min(16, elems // (32 * per_thread))) for per_thread in (16, 32)})
 
 
-def variants(dtype: str) -> list[tuple[int, int, int]]:
-    """(VEC, values per program, num_warps) of every kernel of a group."""
-    return [(vec, e, w) for vec in vectors_of(dtype) for e in ELEMENTS for w in warp_choices(e)]
+def variants(dtype: str) -> list[tuple[int, int, int, int]]:
+    """(VEC, VECTORS, TAIL, num_warps) of every kernel of a group."""
+    return [(vec, e // vec, e // vec // t if t else 0, w) for vec in vectors_of(dtype) for e in ELEMENTS
+            for t in TAILS for w in warp_choices(e)]
 
 
 # ORT's 14 arguments; 16-byte aligned tensors, so a VEC-aligned vector is VEC-aligned in memory.
@@ -98,14 +128,14 @@ def get_function_table():
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            for vec, elems, warps in variants(dtype):
+            for vec, vectors, tail, warps in variants(dtype):
                 table.append({
-                    "name": f"GroupNormWhole_{act}_{dtype}_v{vec}_e{elems}_w{warps}",
+                    "name": f"GroupNormWhole_{act}_{dtype}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
                     "group": f"GroupNormWhole_{act}_{dtype}",
                     "func": group_norm_whole_kernel,
                     "sig": SIG.format(t=dtype),
                     "kwargs": {"num_warps": warps, "constants": {
-                        "VECTORS": elems // vec, "VEC": vec, "ACTIVATION_SILU": int(silu)}},
+                        "VECTORS": vectors, "TAIL": tail, "VEC": vec, "ACTIVATION_SILU": int(silu)}},
                 })
     return table
 
@@ -116,8 +146,8 @@ def get_launch_contracts():
                    "has_skip", "has_bias", "broadcast_skip"],
         "grid": ["n", "groups", "1"],
         # The group fits, and fills more than half the program (a smaller kernel does it otherwise).
-        "requires": ["c_per_group % VEC == 0", "hw * (c_per_group // VEC) <= VECTORS",
-                     "2 * hw * (c_per_group // VEC) > VECTORS", "ACTIVATION_SILU == silu"],
+        "requires": ["c_per_group % VEC == 0", "hw * (c_per_group // VEC) <= VECTORS + TAIL",
+                     "2 * hw * (c_per_group // VEC) > VECTORS + TAIL", "ACTIVATION_SILU == silu"],
         "doc": "NHWC; one program per (image, group) holding it whole as VEC-channel vectors; "
                "16-byte aligned pointers",
     }

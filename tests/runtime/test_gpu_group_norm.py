@@ -101,19 +101,24 @@ def test_every_kernel_runs(registry, rng):
 
 
 def test_every_whole_kernel_runs(registry, rng):
-    """Each whole-group kernel once, on a group that fills it between half and all: c_per_group three
-    vectors (so vectors of a pixel straddle 2*VEC boundaries), a partial last row of vectors."""
+    """Each whole-group kernel on a group that fills it between half and all: c_per_group three
+    vectors (so vectors of a pixel straddle 2*VEC boundaries), a partial last row of vectors; kernels
+    with a tail also on a group of five vectors per pixel that fills body and tail exactly."""
     ran = 0
     for group, infos in registry.by_group.items():
         if not group.startswith("GroupNormWhole_"):
             continue
         _, act, dtype = group.split("_")
         for info in infos:
-            vec, vectors = info.constants["VEC"], info.constants["VECTORS"]
-            hw = vectors // 3 - 1
+            vec, held = info.constants["VEC"], info.constants["VECTORS"] + info.constants["TAIL"]
             skip_mode = ("full", "broadcast", "none")[info.index % 3]
-            check(registry, rng, 2, hw, 1, 2 * 3 * vec, 2, dtype, act == "Silu", skip_mode, info.index % 2 == 0,
-                  info.name, "whole kernel")
+            shapes = [(held // 3 - 1, 3)] + ([(held // 5, 5)] if info.constants["TAIL"] else [])
+            op = GroupNorm(registry, dtype, act == "Silu")
+            for hw, per_pixel in shapes:
+                admitted = dict(op.candidates(2, hw, 2 * per_pixel * vec, 2))
+                assert info.name in admitted, f"{info.name}: its contract rejects hw={hw}, {per_pixel} vectors"
+                check(registry, rng, 2, hw, 1, 2 * per_pixel * vec, 2, dtype, act == "Silu", skip_mode,
+                      info.index % 2 == 0, info.name, "whole kernel")
             ran += 1
     assert ran, "no GroupNormWhole kernels in the archive"
 
