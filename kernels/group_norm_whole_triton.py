@@ -1,6 +1,6 @@
 """GroupNorm of small NHWC images: one program holds a whole (image, group) in registers, read as vectors.
 
-At the small UNet levels (8x8, 16x16; 32x32 at 320 channels) a group is 1K to 16K values. ORT's kernel
+At the small UNet levels (8x8, 16x16; 32x32 up to 640 channels) a group is 1K to 20K values. ORT's kernel
 (group_norm_triton.py) reads it one element at a time: nothing tells the compiler that c_per_group (10,
 20, 40 in Stable Diffusion) is a multiple of anything. Here a group is a list of VEC-channel vectors
 (vector v is pixel v // (c_per_group / VEC)); the contract asks VEC to divide c_per_group, so each
