@@ -109,11 +109,11 @@ def test_every_whole_kernel_runs(registry, rng):
         if not group.startswith("GroupNormWhole_"):
             continue
         _, act, dtype = group.split("_")
+        op = GroupNorm(registry, dtype, act == "Silu")
         for info in infos:
             vec, held = info.constants["VEC"], info.constants["VECTORS"] + info.constants["TAIL"]
             skip_mode = ("full", "broadcast", "none")[info.index % 3]
             shapes = [(held // 3 - 1, 3)] + ([(held // 5, 5)] if info.constants["TAIL"] else [])
-            op = GroupNorm(registry, dtype, act == "Silu")
             for hw, per_pixel in shapes:
                 admitted = dict(op.candidates(2, hw, 2 * per_pixel * vec, 2))
                 assert info.name in admitted, f"{info.name}: its contract rejects hw={hw}, {per_pixel} vectors"
