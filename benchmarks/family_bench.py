@@ -1,6 +1,7 @@
 """The fastest kernel of each family, per problem: what a variant axis buys, on the GPU machine.
 
     python benchmarks/family_bench.py [--dist dist] [--ops softmax,group_norm] [--dtypes fp16,fp32,bf16] [--top 8]
+                                      [--group-norm-shapes 2x16x640,2x64x320]
 
 A family is a kernel name with its size numbers taken out (`_b8192`, `_s8`, `_w8`, `_c32`, `_t128`,
 `_hw256`, `_e4096`): what is left names the group and the switches (`_v8`, `_l2`, `_one`, `_keep`).
@@ -35,6 +36,17 @@ def family(name: str) -> str:
     return SIZES.sub("", name)
 
 
+def group_norm_shapes(text: str) -> list[tuple[int, int, int]]:
+    """`2x16x640,1x8x320` -> [(2, 16, 640), (1, 8, 320)]: (n, H = W, C)."""
+    shapes = []
+    for item in text.split(","):
+        parts = item.strip().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise argparse.ArgumentTypeError(f"{item!r} is not NxHxC (three positive integers)")
+        shapes.append(tuple(int(p) for p in parts))
+    return shapes
+
+
 def best_per_family(timed: dict[str, float]) -> list[tuple[float, str]]:
     best: dict[str, tuple[float, str]] = {}
     for name, ms in timed.items():
@@ -50,6 +62,8 @@ def main() -> None:
     ap.add_argument("--ops", default="softmax,group_norm")
     ap.add_argument("--dtypes", default="fp16,fp32,bf16")
     ap.add_argument("--top", type=int, default=8, help="families printed per problem")
+    ap.add_argument("--group-norm-shapes", type=group_norm_shapes, default=GROUP_NORM,
+                    help="NxHxC,... (H = W, 32 groups, SiLU); default: the small UNet levels")
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
     ops = args.ops.split(",")
@@ -64,7 +78,7 @@ def main() -> None:
             problems += [(Problem("softmax", dtype, b, n), SoftmaxSetup, f"{b}x{n}") for b, n in SOFTMAX]
         if "group_norm" in ops:
             problems += [(GroupNormProblem(dtype, n, h * h, c), GroupNormSetup, f"{n}x{h}x{h}x{c}")
-                         for n, h, c in GROUP_NORM]
+                         for n, h, c in args.group_norm_shapes]
     rows = []
     for p, setup_cls, shape in problems:
         setup = setup_cls(registry, timer, p, rng)

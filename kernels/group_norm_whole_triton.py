@@ -16,10 +16,15 @@ on the H200).
 Same semantics as ORT's kernel (variance E[x^2] - E[x]^2 in fp32, skip full or broadcast over H*W),
 its 14 arguments and grid (n, groups, 1), but its own group `GroupNormWhole_{Silu|Pass}_<dtype>`:
 ORT's C++ would launch these with its rules, which do not know VEC.
+
+Group `GroupNormParts_{Silu|Pass}_<dtype>` holds a group on a team of PARTS programs (grid (n, groups,
+PARTS), cooperative, a workspace line per team) for groups whose single program would be too long a
+chain: 16x16 and 32x32 in Stable Diffusion.
 """
 
 import triton
 import triton.language as tl
+from _grid_sync import team_sums
 
 
 @triton.jit
@@ -97,6 +102,56 @@ def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
         _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr, ACTIVATION_SILU)
 
 
+# A team of PARTS programs per (image, group). One program per group leaves half the H200's SMs idle
+# at n=2 with 32 groups, and its time grows with the group (a longer load, reduce, write chain per
+# SM). Here each member holds the group's pixels [part * P, part * P + P), P = cdiv(H*W, PARTS), as
+# above, and the team adds up its sums through one workspace line (_grid_sync.team_sums: a store and a
+# poll, about 1 us on the H200; a counter with fences, as in GroupNormSplit, cost about 2 us).
+@triton.jit
+def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, ws_ptr,
+                            img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                            VECTORS: tl.constexpr, TAIL: tl.constexpr, VEC: tl.constexpr, PARTS: tl.constexpr,
+                            ACTIVATION_SILU: tl.constexpr):
+    image = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(1)
+    part = tl.program_id(2)
+    per_pixel = c_per_group // VEC
+    cpg = per_pixel * VEC
+    c_vec = (c // VEC) * VEC
+    # This member's pixels, as an image of its own: pointers moved to its first pixel.
+    pixels = tl.cdiv(img_size, PARTS)
+    first = image * img_size + part * pixels
+    mine = tl.minimum(pixels, img_size - part * pixels)
+    in_ptr = input_ptr + first * c_vec
+    add_ptr = add_out_ptr + first * c_vec
+    out_ptr = output_ptr + first * c_vec
+    if broadcast_skip:
+        sk_ptr = skip_ptr + image * c_vec
+    else:
+        sk_ptr = skip_ptr + first * c_vec
+    x, gamma, beta, offs, mask = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group, mine,
+                                          c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0, VECTORS,
+                                          VEC)
+    if TAIL > 0:
+        x2, gamma2, beta2, offs2, mask2 = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group,
+                                                   mine, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
+                                                   VECTORS, TAIL, VEC)
+    total, total_sq = _sums(x)
+    if TAIL > 0:
+        total, total_sq = _add2(total, total_sq, *_sums(x2))
+
+    # The team's 512-byte workspace line (kernels/_grid_sync.py).
+    line = ws_ptr + (image * tl.num_programs(1) + group) * 128
+    total, total_sq = team_sums(line, part, total, total_sq, PARTS)
+
+    count = img_size * c_per_group
+    mean = total / count
+    rstd = 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
+    _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
+    if TAIL > 0:
+        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)
+
+
 DTYPES = ("fp32", "fp16", "bf16")
 ELEMENTS = (1024, 2048, 4096, 8192, 16384)  # VECTORS * VEC: values per program, without the tail
 TAILS = (0, 4)  # TAIL = VECTORS / 4: 1.25 x a power of two (Stable Diffusion's groups are 5 * 2^k vectors)
@@ -119,8 +174,22 @@ def variants(dtype: str) -> list[tuple[int, int, int, int]]:
             for t in TAILS for w in warp_choices(e)]
 
 
+PARTS = (2, 4, 8, 16)  # members of a team
+PART_ELEMENTS = (1024, 2048, 4096)  # values per member, without the tail
+
+
+def part_variants(dtype: str) -> list[tuple[int, int, int, int, int]]:
+    """(PARTS, VEC, VECTORS, TAIL, num_warps) of every kernel of a team group. VEC 2 and 4 only:
+    VEC 8 timed the same as 4 (fp16, H200), and a group whose channels allow no vector is left to
+    the single-program kernels."""
+    return [(p, vec, e // vec, e // vec // t if t else 0, w) for p in PARTS for vec in (2, 4)
+            for e in PART_ELEMENTS for t in TAILS for w in warp_choices(e)]
+
+
 # ORT's 14 arguments; 16-byte aligned tensors, so a VEC-aligned vector is VEC-aligned in memory.
 SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32,i32,fp32,i1,i1,i1"
+# The same with the team workspace after beta.
+SIG_PARTS = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,*i32:16,i32,i32,i32,fp32,i1,i1,i1"
 
 
 def get_function_table():
@@ -137,6 +206,15 @@ def get_function_table():
                     "kwargs": {"num_warps": warps, "constants": {
                         "VECTORS": vectors, "TAIL": tail, "VEC": vec, "ACTIVATION_SILU": int(silu)}},
                 })
+            for parts, vec, vectors, tail, warps in part_variants(dtype):
+                table.append({
+                    "name": f"GroupNormParts_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
+                    "group": f"GroupNormParts_{act}_{dtype}",
+                    "func": group_norm_parts_kernel,
+                    "sig": SIG_PARTS.format(t=dtype),
+                    "kwargs": {"num_warps": warps, "constants": {
+                        "VECTORS": vectors, "TAIL": tail, "VEC": vec, "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
+                })
     return table
 
 
@@ -151,4 +229,18 @@ def get_launch_contracts():
         "doc": "NHWC; one program per (image, group) holding it whole as VEC-channel vectors; "
                "16-byte aligned pointers",
     }
-    return {f"GroupNormWhole_{act}_{dt}": contract for act in ("Silu", "Pass") for dt in DTYPES}
+    # A member holds cdiv(hw, PARTS) pixels; the team's members must all be resident (they wait for
+    # each other), and each team owns a 512-byte workspace line.
+    member = "cdiv(hw, PARTS) * (c_per_group // VEC)"
+    parts = {
+        "params": [*contract["params"][:7], "ws", *contract["params"][7:]],
+        "grid": ["n", "groups", "PARTS"],
+        "requires": ["c_per_group % VEC == 0", f"{member} <= VECTORS + TAIL", f"2 * {member} > VECTORS + TAIL",
+                     "ACTIVATION_SILU == silu", "n * groups * PARTS <= resident"],
+        "workspace": "512 * n * groups",
+        "cooperative": True,
+        "doc": "NHWC; a team of PARTS programs per (image, group), each holding cdiv(hw, PARTS) pixels of it "
+               "as VEC-channel vectors, cooperative; 16-byte aligned pointers",
+    }
+    return {f"{family}_{act}_{dt}": spec for family, spec in (("GroupNormWhole", contract), ("GroupNormParts", parts))
+            for act in ("Silu", "Pass") for dt in DTYPES}

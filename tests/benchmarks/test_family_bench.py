@@ -1,6 +1,10 @@
 """family_bench: which part of a kernel name is its family (sizes out, switches kept)."""
 
-from benchmarks.family_bench import best_per_family, family
+import argparse
+
+import pytest
+
+from benchmarks.family_bench import best_per_family, family, group_norm_shapes
 
 
 def test_sizes_are_dropped_and_switches_kept():
@@ -17,3 +21,14 @@ def test_best_of_each_family_fastest_first():
     assert best_per_family(timed) == [(1.5, "GroupNormWhole_Silu_fp16_v4_e4096_w8"),
                                       (2.0, "GroupNormWhole_Silu_fp16_v8_e4096_w4"),
                                       (9.0, "GroupNormSplit_Silu_fp16_c32_t128_w4")]
+
+
+def test_team_size_is_a_switch():
+    assert family("GroupNormParts_Silu_fp16_p4_v8_e2560_w4") == "GroupNormParts_Silu_fp16_p4_v8"
+
+
+def test_group_norm_shapes_parse_and_refuse():
+    assert group_norm_shapes("2x16x640, 1x8x320") == [(2, 16, 640), (1, 8, 320)]
+    for bad in ("2x16", "2x16x0", "ax16x640", "2x16x640x1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="NxHxC"):
+            group_norm_shapes(bad)

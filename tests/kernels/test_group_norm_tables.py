@@ -121,3 +121,44 @@ def test_whole_kernels_load_whole_vectors(table):
     wide, narrow = ptx(8), ptx(1)
     assert "ld.global.v4.b32" in wide and not re.search(r"ld\.global(\.\w+)*\.b16", wide)
     assert re.search(r"ld\.global(\.\w+)*\.b16", narrow)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "bf16"])
+def test_middle_unet_levels_have_team_kernels_of_every_size(table, dtype):
+    """Wherever a member's share, cdiv(H*W, PARTS) pixels, is 513 to 5120 values, a team of that many
+    programs is a candidate, on grid (n, groups, PARTS), with the widest vector VEC <= 4 that divides
+    c_per_group; its members hold between half and all of their capacity."""
+    for n, h, c in UNET:
+        cpg = c // 32
+        ks = admitted(table, f"GroupNormParts_Silu_{dtype}", n=n, hw=h * h, c=c, groups=32, c_per_group=cpg, silu=1)
+        vec = max(v for v in (2, 4) if cpg % v == 0)
+        for parts in (2, 4, 8, 16):
+            share = -(-h * h // parts) * cpg
+            team = [k for k in ks if k.constants["PARTS"] == parts and k.constants["VEC"] == vec]
+            assert bool(team) == (512 < share <= 5120), (n, h, c, parts, [k.name for k in team])
+            for k in team:
+                held = (k.constants["VECTORS"] + k.constants["TAIL"]) * vec
+                assert held // 2 < share <= held, k.name
+                grid = [evaluate(g, {"n": n, "groups": 32, **k.constants})
+                        for g in table.contracts[k.group]["grid"]]
+                assert grid == [n, 32, parts], k.name
+
+
+def test_team_exchange_is_a_tagged_store_and_a_poll(table):
+    """What makes a team pay off (H200: about 1 us against 2 us for a counter with fences): members
+    publish with plain 64-bit stores and poll with volatile loads; no fence, one atomic (counting out)
+    and one exchange (resetting the counter) per member. PTX compiled here, no GPU."""
+    import triton
+    from triton.compiler import ASTSource
+
+    from pipeline.compiler import triton_signature
+    from pipeline.targets import parse_target
+
+    k = next(k for k in table.kernels if k.group == "GroupNormParts_Silu_fp16" and k.constants["PARTS"] == 4)
+    sig, constexprs, attrs = triton_signature(k)
+    src = ASTSource(fn=k.func, signature=sig, constexprs=constexprs, attrs=attrs)
+    ptx = triton.compile(src, target=parse_target("cuda:sm_90").to_triton(), options=dict(k.options)).asm["ptx"]
+    assert not re.search(r"\b(fence|membar)\.", ptx)
+    assert re.search(r"st\.global(\.\w+)*\.b64", ptx)
+    assert re.search(r"ld\.volatile\.global(\.\w+)*\.b64", ptx)
+    assert len(re.findall(r"\batom\.", ptx)) == 2

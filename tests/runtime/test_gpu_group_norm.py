@@ -123,6 +123,33 @@ def test_every_whole_kernel_runs(registry, rng):
     assert ran, "no GroupNormWhole kernels in the archive"
 
 
+def test_every_parts_kernel_runs(registry, rng):
+    """Each team kernel on a group that fills its members between half and all: three vectors per
+    pixel and one pixel short of full members (the last member holds one pixel less), or, for every
+    other kernel with a tail, five vectors per pixel with every member exactly full. Each runs twice,
+    so the second launch finds the team's workspace line as the first must leave it: zero."""
+    ran = 0
+    for group, infos in registry.by_group.items():
+        if not group.startswith("GroupNormParts_"):
+            continue
+        _, act, dtype = group.split("_")
+        op = GroupNorm(registry, dtype, act == "Silu")
+        for info in infos:
+            vec, parts = info.constants["VEC"], info.constants["PARTS"]
+            held = info.constants["VECTORS"] + info.constants["TAIL"]
+            full = info.constants["TAIL"] and info.index % 2
+            hw, per_pixel = (parts * (held // 5), 5) if full else (parts * (held // 3 - 1) - 1, 3)
+            admitted = dict(op.candidates(2, hw, 2 * per_pixel * vec, 2))
+            assert admitted.get(info.name) == (2, 2, parts), f"{info.name}: hw={hw}, {per_pixel} vectors"
+            for attempt in range(2):
+                skip_mode = ("full", "broadcast", "none")[(info.index + attempt) % 3]
+                check(registry, rng, 2, hw, 1, 2 * per_pixel * vec, 2, dtype, act == "Silu", skip_mode,
+                      (info.index + attempt) % 2 == 0, info.name, f"parts kernel, launch {attempt + 1}")
+                assert registry.workspace_nonzero_bytes() == 0, f"{info.name} left its workspace dirty"
+            ran += 1
+    assert ran, "no GroupNormParts kernels in the archive"
+
+
 def test_orts_rules_pick_candidates(registry):
     op = GroupNorm(registry, "fp16", silu=True)
     ort = lambda cands: [(k, g) for k, g in cands if registry.by_name[k].group == op.group]
