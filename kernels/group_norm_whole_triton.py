@@ -140,7 +140,7 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     if TAIL > 0:
         total, total_sq = _add2(total, total_sq, *_sums(x2))
 
-    # The team's 512-byte workspace line (kernels/_grid_sync.py).
+    # The team's 512-byte workspace line (kernels/_grid_sync.py; 64 + 16 * PARTS bytes are used).
     line = ws_ptr + (image * tl.num_programs(1) + group) * 128
     total, total_sq = team_sums(line, part, total, total_sq, PARTS)
 
