@@ -34,7 +34,7 @@ def depart(counter_ptr, members):
 
 @triton.jit
 def team_sums(line_ptr, member, a, b, MEMBERS: tl.constexpr):
-    """Sum two fp32 values over a small team (every member resident) at the cost of one store and a
+    """Sum two fp32 values over a small team (every member resident) at the cost of two stores and a
     poll: no counter on the way in, no fence. Member m writes (1 << 32 | bits) words to slots 2m and
     2m + 1 of its team's line (int64 slots after a counter in word 0): a 64-bit store is seen whole, so
     a nonzero tag means the value beside it has landed. Sums run in member order (the same result

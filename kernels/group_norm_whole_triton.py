@@ -105,7 +105,7 @@ def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
 # A team of PARTS programs per (image, group). One program per group leaves half the H200's SMs idle
 # at n=2 with 32 groups, and its time grows with the group (a longer load, reduce, write chain per
 # SM). Here each member holds the group's pixels [part * P, part * P + P), P = cdiv(H*W, PARTS), as
-# above, and the team adds up its sums through one workspace line (_grid_sync.team_sums: a store and a
+# above, and the team adds up its sums through one workspace line (_grid_sync.team_sums: two stores and a
 # poll, about 1 us on the H200; a counter with fences, as in GroupNormSplit, cost about 2 us).
 @triton.jit
 def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, ws_ptr,
