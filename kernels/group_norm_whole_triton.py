@@ -65,6 +65,12 @@ def _sums(x):
 
 
 @triton.jit
+def _mean_rstd(total, total_sq, count, eps):
+    mean = total / count
+    return mean, 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
+
+
+@triton.jit
 def _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr, ACTIVATION_SILU: tl.constexpr):
     scale = gamma * rstd
     y = x * scale + (beta - mean * scale)
@@ -94,9 +100,7 @@ def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     total, total_sq = _sums(x)
     if TAIL > 0:
         total, total_sq = _add2(total, total_sq, *_sums(x2))
-    count = img_size * c_per_group
-    mean = total / count
-    rstd = 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
+    mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
     _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr, ACTIVATION_SILU)
     if TAIL > 0:
         _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr, ACTIVATION_SILU)
@@ -144,9 +148,7 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     line = ws_ptr + (image * tl.num_programs(1) + group) * 128
     total, total_sq = team_sums(line, part, total, total_sq, PARTS)
 
-    count = img_size * c_per_group
-    mean = total / count
-    rstd = 1.0 / tl.sqrt(tl.maximum(total_sq / count - mean * mean, 0.0) + eps)
+    mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
     _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
     if TAIL > 0:
         _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)

@@ -100,26 +100,31 @@ def test_every_kernel_runs(registry, rng):
     assert len(ran) == sum(len(v) for g, v in registry.by_group.items() if g.startswith("GroupNormTriton_"))
 
 
+def kernels_of(registry, family: str):
+    """(op, dtype, silu, info) for every kernel of the family's groups `<family>_{Silu|Pass}_<dtype>`."""
+    for group, infos in registry.by_group.items():
+        if group.startswith(f"{family}_"):
+            _, act, dtype = group.split("_")
+            op = GroupNorm(registry, dtype, act == "Silu")
+            for info in infos:
+                yield op, dtype, act == "Silu", info
+
+
 def test_every_whole_kernel_runs(registry, rng):
     """Each whole-group kernel on a group that fills it between half and all: c_per_group three
     vectors (so vectors of a pixel straddle 2*VEC boundaries), a partial last row of vectors; kernels
     with a tail also on a group of five vectors per pixel that fills body and tail exactly."""
     ran = 0
-    for group, infos in registry.by_group.items():
-        if not group.startswith("GroupNormWhole_"):
-            continue
-        _, act, dtype = group.split("_")
-        op = GroupNorm(registry, dtype, act == "Silu")
-        for info in infos:
-            vec, held = info.constants["VEC"], info.constants["VECTORS"] + info.constants["TAIL"]
-            skip_mode = ("full", "broadcast", "none")[info.index % 3]
-            shapes = [(held // 3 - 1, 3)] + ([(held // 5, 5)] if info.constants["TAIL"] else [])
-            for hw, per_pixel in shapes:
-                admitted = dict(op.candidates(2, hw, 2 * per_pixel * vec, 2))
-                assert info.name in admitted, f"{info.name}: its contract rejects hw={hw}, {per_pixel} vectors"
-                check(registry, rng, 2, hw, 1, 2 * per_pixel * vec, 2, dtype, act == "Silu", skip_mode,
-                      info.index % 2 == 0, info.name, "whole kernel")
-            ran += 1
+    for op, dtype, silu, info in kernels_of(registry, "GroupNormWhole"):
+        vec, held = info.constants["VEC"], info.constants["VECTORS"] + info.constants["TAIL"]
+        skip_mode = ("full", "broadcast", "none")[info.index % 3]
+        shapes = [(held // 3 - 1, 3)] + ([(held // 5, 5)] if info.constants["TAIL"] else [])
+        for hw, per_pixel in shapes:
+            admitted = dict(op.candidates(2, hw, 2 * per_pixel * vec, 2))
+            assert info.name in admitted, f"{info.name}: its contract rejects hw={hw}, {per_pixel} vectors"
+            check(registry, rng, 2, hw, 1, 2 * per_pixel * vec, 2, dtype, silu, skip_mode, info.index % 2 == 0,
+                  info.name, "whole kernel")
+        ran += 1
     assert ran, "no GroupNormWhole kernels in the archive"
 
 
@@ -129,24 +134,19 @@ def test_every_parts_kernel_runs(registry, rng):
     other kernel with a tail, five vectors per pixel with every member exactly full. Each runs twice,
     so the second launch finds the team's workspace line as the first must leave it: zero."""
     ran = 0
-    for group, infos in registry.by_group.items():
-        if not group.startswith("GroupNormParts_"):
-            continue
-        _, act, dtype = group.split("_")
-        op = GroupNorm(registry, dtype, act == "Silu")
-        for info in infos:
-            vec, parts = info.constants["VEC"], info.constants["PARTS"]
-            held = info.constants["VECTORS"] + info.constants["TAIL"]
-            full = info.constants["TAIL"] and info.index % 2
-            hw, per_pixel = (parts * (held // 5), 5) if full else (parts * (held // 3 - 1) - 1, 3)
-            admitted = dict(op.candidates(2, hw, 2 * per_pixel * vec, 2))
-            assert admitted.get(info.name) == (2, 2, parts), f"{info.name}: hw={hw}, {per_pixel} vectors"
-            for attempt in range(2):
-                skip_mode = ("full", "broadcast", "none")[(info.index + attempt) % 3]
-                check(registry, rng, 2, hw, 1, 2 * per_pixel * vec, 2, dtype, act == "Silu", skip_mode,
-                      (info.index + attempt) % 2 == 0, info.name, f"parts kernel, launch {attempt + 1}")
-                assert registry.workspace_nonzero_bytes() == 0, f"{info.name} left its workspace dirty"
-            ran += 1
+    for op, dtype, silu, info in kernels_of(registry, "GroupNormParts"):
+        vec, parts = info.constants["VEC"], info.constants["PARTS"]
+        held = info.constants["VECTORS"] + info.constants["TAIL"]
+        full = info.constants["TAIL"] and info.index % 2
+        hw, per_pixel = (parts * (held // 5), 5) if full else (parts * (held // 3 - 1) - 1, 3)
+        admitted = dict(op.candidates(2, hw, 2 * per_pixel * vec, 2))
+        assert admitted.get(info.name) == (2, 2, parts), f"{info.name}: hw={hw}, {per_pixel} vectors"
+        for attempt in range(2):
+            skip_mode = ("full", "broadcast", "none")[(info.index + attempt) % 3]
+            check(registry, rng, 2, hw, 1, 2 * per_pixel * vec, 2, dtype, silu, skip_mode,
+                  (info.index + attempt) % 2 == 0, info.name, f"parts kernel, launch {attempt + 1}")
+            assert registry.workspace_nonzero_bytes() == 0, f"{info.name} left its workspace dirty"
+        ran += 1
     assert ran, "no GroupNormParts kernels in the archive"
 
 
