@@ -19,7 +19,9 @@ ORT's C++ would launch these with its rules, which do not know VEC.
 
 Group `GroupNormParts_{Silu|Pass}_<dtype>` holds a group on a team of PARTS programs (grid (n, groups,
 PARTS), cooperative, a workspace line per team) for groups whose single program would be too long a
-chain: 16x16 and 32x32 in Stable Diffusion.
+chain: 16x16 and 32x32 in Stable Diffusion. Group `GroupNormSpread_{Silu|Pass}_<dtype>` splits the
+writes the same way with no exchange: each member reads the whole group for the statistics (plain
+launch, no workspace), for groups small enough that reading one PARTS times from L2 is cheaper.
 """
 
 import triton
@@ -33,18 +35,17 @@ def _add2(a, b, c, d):
 
 
 @triton.jit
-def _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group, img_size, c_vec, cpg,
-             per_pixel, has_skip, has_bias, broadcast_skip, FIRST: tl.constexpr, N: tl.constexpr, VEC: tl.constexpr):
-    """Vectors FIRST .. FIRST + N of the group: x (+ skip + bias, written to add_out), gamma, beta and
-    where they are. Offsets are built from multiples of VEC so the compiler can prove the alignment."""
+def _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel, has_skip, has_bias,
+          broadcast_skip, FIRST: tl.constexpr, N: tl.constexpr, VEC: tl.constexpr):
+    """Vectors FIRST .. FIRST + N of the group: x (+ skip + bias) in fp32, zero past the image, where
+    they are and which channels. Offsets are built from multiples of VEC so the compiler can prove the
+    alignment."""
     v = FIRST + tl.arange(0, N)
     pixel = v // per_pixel
     chans = (group * cpg + (v - pixel * per_pixel) * VEC)[:, None] + tl.arange(0, VEC)[None, :]
     mask = tl.broadcast_to((pixel < img_size)[:, None], [N, VEC])
     offs = (image * img_size + pixel)[:, None] * c_vec + chans
     x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    gamma = tl.load(gamma_ptr + chans, mask=mask, other=0.0)
-    beta = tl.load(beta_ptr + chans, mask=mask, other=0.0)
     if has_skip:
         if broadcast_skip:
             x += tl.load(skip_ptr + image * c_vec + chans, mask=mask, other=0.0).to(tl.float32)
@@ -52,10 +53,34 @@ def _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, im
             x += tl.load(skip_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     if has_bias:
         x += tl.load(bias_ptr + chans, mask=mask, other=0.0).to(tl.float32)
-    x = tl.where(mask, x, 0.0)
+    return tl.where(mask, x, 0.0), offs, mask, chans
+
+
+@triton.jit
+def _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group, img_size, c_vec, cpg,
+             per_pixel, has_skip, has_bias, broadcast_skip, FIRST: tl.constexpr, N: tl.constexpr, VEC: tl.constexpr):
+    """_x_of's vectors to be normalised: x (written to add_out with a skip), gamma, beta and where they are."""
+    x, offs, mask, chans = _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel,
+                                 has_skip, has_bias, broadcast_skip, FIRST, N, VEC)
+    gamma = tl.load(gamma_ptr + chans, mask=mask, other=0.0)
+    beta = tl.load(beta_ptr + chans, mask=mask, other=0.0)
     if has_skip:
         tl.store(add_out_ptr + offs, x.to(add_out_ptr.dtype.element_ty), mask=mask)
     return x, gamma, beta, offs, mask
+
+
+@triton.jit
+def _member(image, part, img_size, c_vec, skip_ptr, broadcast_skip, PARTS: tl.constexpr):
+    """A team member's pixels [part * P, part * P + P), P = cdiv(H*W, PARTS), as an image of their own:
+    the element offset of its first pixel, how many it holds, and the skip pointer moved with it."""
+    pixels = tl.cdiv(img_size, PARTS)
+    first = (image * img_size + part * pixels) * c_vec
+    mine = tl.minimum(pixels, img_size - part * pixels)
+    if broadcast_skip:
+        sk_ptr = skip_ptr + image * c_vec
+    else:
+        sk_ptr = skip_ptr + first
+    return first, mine, sk_ptr
 
 
 @triton.jit
@@ -122,24 +147,14 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     per_pixel = c_per_group // VEC
     cpg = per_pixel * VEC
     c_vec = (c // VEC) * VEC
-    # This member's pixels, as an image of its own: pointers moved to its first pixel.
-    pixels = tl.cdiv(img_size, PARTS)
-    first = image * img_size + part * pixels
-    mine = tl.minimum(pixels, img_size - part * pixels)
-    in_ptr = input_ptr + first * c_vec
-    add_ptr = add_out_ptr + first * c_vec
-    out_ptr = output_ptr + first * c_vec
-    if broadcast_skip:
-        sk_ptr = skip_ptr + image * c_vec
-    else:
-        sk_ptr = skip_ptr + first * c_vec
-    x, gamma, beta, offs, mask = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group, mine,
-                                          c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0, VECTORS,
-                                          VEC)
+    first, mine, sk_ptr = _member(image, part, img_size, c_vec, skip_ptr, broadcast_skip, PARTS)
+    x, gamma, beta, offs, mask = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first, gamma_ptr,
+                                          beta_ptr, 0, group, mine, c_vec, cpg, per_pixel, has_skip, has_bias,
+                                          broadcast_skip, 0, VECTORS, VEC)
     if TAIL > 0:
-        x2, gamma2, beta2, offs2, mask2 = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group,
-                                                   mine, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
-                                                   VECTORS, TAIL, VEC)
+        x2, gamma2, beta2, offs2, mask2 = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first,
+                                                   gamma_ptr, beta_ptr, 0, group, mine, c_vec, cpg, per_pixel,
+                                                   has_skip, has_bias, broadcast_skip, VECTORS, TAIL, VEC)
     total, total_sq = _sums(x)
     if TAIL > 0:
         total, total_sq = _add2(total, total_sq, *_sums(x2))
@@ -149,9 +164,47 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     total, total_sq = team_sums(line, part, total, total_sq, PARTS)
 
     mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
-    _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
+    _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr + first, ACTIVATION_SILU)
     if TAIL > 0:
-        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)
+        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr + first, ACTIVATION_SILU)
+
+
+# The same team with no exchange at all: every member reads the whole group for its sums (the same
+# values in the same order, so all members agree to the bit) and normalises and writes only its own
+# pixels. The DRAM traffic is still one read and one write (siblings' reads of a line hit L2); what grows
+# is L2-to-SM traffic, PARTS times the group, which is cheap while groups are small (a 5K-value group
+# at 16x16x640 is 10 KB in fp16) and costs less than the 1 us exchange. A plain launch, no workspace.
+@triton.jit
+def group_norm_spread_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
+                             img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                             VECTORS: tl.constexpr, TAIL: tl.constexpr, VEC: tl.constexpr, PARTS: tl.constexpr,
+                             ACTIVATION_SILU: tl.constexpr):
+    image = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(1)
+    part = tl.program_id(2)
+    per_pixel = c_per_group // VEC
+    cpg = per_pixel * VEC
+    c_vec = (c // VEC) * VEC
+    first, mine, sk_ptr = _member(image, part, img_size, c_vec, skip_ptr, broadcast_skip, PARTS)
+    x, gamma, beta, offs, mask = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first, gamma_ptr,
+                                          beta_ptr, 0, group, mine, c_vec, cpg, per_pixel, has_skip, has_bias,
+                                          broadcast_skip, 0, VECTORS, VEC)
+    if TAIL > 0:
+        x2, gamma2, beta2, offs2, mask2 = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first,
+                                                   gamma_ptr, beta_ptr, 0, group, mine, c_vec, cpg, per_pixel,
+                                                   has_skip, has_bias, broadcast_skip, VECTORS, TAIL, VEC)
+    # The whole group (PARTS members' worth of vectors), for the sums only.
+    xs, _, _, _ = _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel, has_skip,
+                        has_bias, broadcast_skip, 0, PARTS * VECTORS, VEC)
+    total, total_sq = _sums(xs)
+    if TAIL > 0:
+        xs2, _, _, _ = _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel, has_skip,
+                             has_bias, broadcast_skip, PARTS * VECTORS, PARTS * TAIL, VEC)
+        total, total_sq = _add2(total, total_sq, *_sums(xs2))
+    mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
+    _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr + first, ACTIVATION_SILU)
+    if TAIL > 0:
+        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr + first, ACTIVATION_SILU)
 
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -188,6 +241,19 @@ def part_variants(dtype: str) -> list[tuple[int, int, int, int, int]]:
             for e in PART_ELEMENTS for t in TAILS for w in warp_choices(e)]
 
 
+SPREAD_PARTS = (2, 4, 8)
+SPREAD_ELEMENTS = (512, 1024, 2048, 4096)  # values per member, without the tail
+SPREAD_GROUP = 16384  # at most PARTS * SPREAD_ELEMENTS values read for the sums (+ the tail): 20K-value groups
+
+
+def spread_variants(dtype: str) -> list[tuple[int, int, int, int, int]]:
+    """(PARTS, VEC, VECTORS, TAIL, num_warps) of every kernel of a spread group: warps for the whole
+    group's tile, 16 values per thread (4 to 16 warps)."""
+    return [(p, vec, e // vec, e // vec // t if t else 0, max(4, min(16, p * e // 512)))
+            for p in SPREAD_PARTS for vec in (2, 4) for e in SPREAD_ELEMENTS if p * e <= SPREAD_GROUP
+            for t in TAILS]
+
+
 # ORT's 14 arguments; 16-byte aligned tensors, so a VEC-aligned vector is VEC-aligned in memory.
 SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32,i32,fp32,i1,i1,i1"
 # The same with the team workspace after beta.
@@ -214,6 +280,15 @@ def get_function_table():
                     "group": f"GroupNormParts_{act}_{dtype}",
                     "func": group_norm_parts_kernel,
                     "sig": SIG_PARTS.format(t=dtype),
+                    "kwargs": {"num_warps": warps, "constants": {
+                        "VECTORS": vectors, "TAIL": tail, "VEC": vec, "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
+                })
+            for parts, vec, vectors, tail, warps in spread_variants(dtype):
+                table.append({
+                    "name": f"GroupNormSpread_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
+                    "group": f"GroupNormSpread_{act}_{dtype}",
+                    "func": group_norm_spread_kernel,
+                    "sig": SIG.format(t=dtype),
                     "kwargs": {"num_warps": warps, "constants": {
                         "VECTORS": vectors, "TAIL": tail, "VEC": vec, "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
                 })
@@ -244,5 +319,13 @@ def get_launch_contracts():
         "doc": "NHWC; a team of PARTS programs per (image, group), each holding cdiv(hw, PARTS) pixels of it "
                "as VEC-channel vectors, cooperative; 16-byte aligned pointers",
     }
-    return {f"{family}_{act}_{dt}": spec for family, spec in (("GroupNormWhole", contract), ("GroupNormParts", parts))
-            for act in ("Silu", "Pass") for dt in DTYPES}
+    # The same members with no exchange: any number of them may run at once.
+    spread = {
+        **contract,
+        "grid": parts["grid"],
+        "requires": parts["requires"][:4],
+        "doc": "NHWC; PARTS programs per (image, group), each reading the whole group for its statistics and "
+               "writing cdiv(hw, PARTS) pixels of it as VEC-channel vectors; 16-byte aligned pointers",
+    }
+    families = (("GroupNormWhole", contract), ("GroupNormParts", parts), ("GroupNormSpread", spread))
+    return {f"{family}_{act}_{dt}": spec for family, spec in families for act in ("Silu", "Pass") for dt in DTYPES}

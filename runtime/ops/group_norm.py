@@ -1,8 +1,9 @@
 """GroupNorm (NHWC, optional skip / bias / add_out / SiLU) choosing among the kernels of ORT's groups
 `GroupNormTriton_{Silu|Pass}_<dtype>` by their launch contract (ORT's rules: BLOCK_SIZE is the next
 power of two of channels per group, HW_SIZE divides H*W, the SiLU flag matches), of the whole-group
-kernels `GroupNormWhole_{Silu|Pass}_<dtype>` (small images, vector loads) and their cooperative teams
-`GroupNormParts_{Silu|Pass}_<dtype>` (a group over PARTS programs), and of the
+kernels `GroupNormWhole_{Silu|Pass}_<dtype>` (small images, vector loads), their cooperative teams
+`GroupNormParts_{Silu|Pass}_<dtype>` (a group over PARTS programs) and teams with no exchange
+`GroupNormSpread_{Silu|Pass}_<dtype>` (each member reads the whole group), and of the
 cooperative tiled groups `GroupNormSplit_{Silu|Pass}_<dtype>` (channels a multiple of 16, aligned pointers)
 and `GroupNormSplitAny_...` (any channels and pointers), up to 32 groups each."""
 
@@ -21,8 +22,8 @@ class GroupNorm:
         self.registry, self.dtype, self.silu, self.tune_cache = registry, dtype, silu, tune_cache
         act = "Silu" if silu else "Pass"
         self.group = f"GroupNormTriton_{act}_{dtype}"  # ORT's own
-        families = (self.group, f"GroupNormWhole_{act}_{dtype}", f"GroupNormParts_{act}_{dtype}",
-                    f"GroupNormSplit_{act}_{dtype}", f"GroupNormSplitAny_{act}_{dtype}")
+        families = (self.group, *(f"GroupNorm{f}_{act}_{dtype}" for f in ("Whole", "Spread", "Parts", "Split",
+                                                                          "SplitAny")))
         self.groups = [g for g in families if g in registry.by_group]
         if not self.groups:
             raise LookupError(f"no {self.group} kernels in {registry.artifacts.path}")

@@ -102,21 +102,24 @@ def test_small_unet_levels_have_whole_group_kernels_with_the_widest_vectors(tabl
         assert h * h * cpg < 1280 or h * h * cpg in held, (n, h, c)
 
 
-def test_whole_kernels_load_whole_vectors(table):
-    """The point of VEC: with c_per_group = 40 the fp16 VEC=8 kernel reads 16 bytes per load, the
-    VEC=1 kernel of the same size 2 (PTX compiled here, no GPU)."""
+def _ptx(k):
     import triton
     from triton.compiler import ASTSource
 
     from pipeline.compiler import triton_signature
     from pipeline.targets import parse_target
 
+    sig, constexprs, attrs = triton_signature(k)
+    src = ASTSource(fn=k.func, signature=sig, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=parse_target("cuda:sm_90").to_triton(), options=dict(k.options)).asm["ptx"]
+
+
+def test_whole_kernels_load_whole_vectors(table):
+    """The point of VEC: with c_per_group = 40 the fp16 VEC=8 kernel reads 16 bytes per load, the
+    VEC=1 kernel of the same size 2 (PTX compiled here, no GPU)."""
     def ptx(vec):
-        k = next(k for k in table.kernels if k.group == "GroupNormWhole_Pass_fp16" and k.constants["VEC"] == vec
-                 and k.constants["VECTORS"] * vec == 4096 and not k.constants["TAIL"])
-        sig, constexprs, attrs = triton_signature(k)
-        src = ASTSource(fn=k.func, signature=sig, constexprs=constexprs, attrs=attrs)
-        return triton.compile(src, target=parse_target("cuda:sm_90").to_triton(), options=dict(k.options)).asm["ptx"]
+        return _ptx(next(k for k in table.kernels if k.group == "GroupNormWhole_Pass_fp16" and k.constants["VEC"] == vec
+                         and k.constants["VECTORS"] * vec == 4096 and not k.constants["TAIL"]))
 
     wide, narrow = ptx(8), ptx(1)
     assert "ld.global.v4.b32" in wide and not re.search(r"ld\.global(\.\w+)*\.b16", wide)
@@ -144,20 +147,45 @@ def test_middle_unet_levels_have_team_kernels_of_every_size(table, dtype):
                 assert grid == [n, 32, parts], k.name
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "bf16"])
+def test_small_unet_levels_have_spread_teams(table, dtype):
+    """Teams with no exchange: wherever a member's share is more than 256 values and at most what PARTS
+    members can read whole (5120 values for 2 and 4 members, 2560 for 8: at most 16K values plus the
+    tail per program), a team of that size is a candidate on grid (n, groups, PARTS), plain launch."""
+    assert not table.contracts[f"GroupNormSpread_Silu_{dtype}"].get("cooperative")
+    assert "workspace" not in table.contracts[f"GroupNormSpread_Silu_{dtype}"]
+    for n, h, c in UNET:
+        cpg = c // 32
+        ks = admitted(table, f"GroupNormSpread_Silu_{dtype}", n=n, hw=h * h, c=c, groups=32, c_per_group=cpg, silu=1)
+        vec = max(v for v in (2, 4) if cpg % v == 0)
+        for parts, most in ((2, 5120), (4, 5120), (8, 2560)):
+            share = -(-h * h // parts) * cpg
+            team = [k for k in ks if k.constants["PARTS"] == parts and k.constants["VEC"] == vec]
+            assert bool(team) == (256 < share <= most), (n, h, c, parts, [k.name for k in team])
+            for k in team:
+                held = (k.constants["VECTORS"] + k.constants["TAIL"]) * vec
+                assert held // 2 < share <= held, k.name
+                assert parts * held <= 20480, k.name
+                grid = [evaluate(g, {"n": n, "groups": 32, **k.constants})
+                        for g in table.contracts[k.group]["grid"]]
+                assert grid == [n, 32, parts], k.name
+
+
+def test_spread_team_members_share_nothing(table):
+    """A spread member neither waits nor publishes: no atomics, no volatile loads, no fences, and its
+    loads are 8-byte vectors (VEC 4 of fp16). PTX compiled here, no GPU."""
+    k = next(k for k in table.kernels if k.group == "GroupNormSpread_Silu_fp16" and k.constants["PARTS"] == 4
+             and k.constants["VEC"] == 4)
+    ptx = _ptx(k)
+    assert not re.search(r"\b(atom|fence|membar)\.|ld\.volatile", ptx)
+    assert re.search(r"ld\.global(\.\w+)*\.v2\.b32", ptx)
+
+
 def test_team_exchange_is_a_tagged_store_and_a_poll(table):
     """What makes a team pay off (H200: about 1 us against 2 us for a counter with fences): members
     publish with plain 64-bit stores and poll with volatile loads; no fence, one atomic (counting out)
     and one exchange (resetting the counter) per member. PTX compiled here, no GPU."""
-    import triton
-    from triton.compiler import ASTSource
-
-    from pipeline.compiler import triton_signature
-    from pipeline.targets import parse_target
-
-    k = next(k for k in table.kernels if k.group == "GroupNormParts_Silu_fp16" and k.constants["PARTS"] == 4)
-    sig, constexprs, attrs = triton_signature(k)
-    src = ASTSource(fn=k.func, signature=sig, constexprs=constexprs, attrs=attrs)
-    ptx = triton.compile(src, target=parse_target("cuda:sm_90").to_triton(), options=dict(k.options)).asm["ptx"]
+    ptx = _ptx(next(k for k in table.kernels if k.group == "GroupNormParts_Silu_fp16" and k.constants["PARTS"] == 4))
     assert not re.search(r"\b(fence|membar)\.", ptx)
     assert re.search(r"st\.global(\.\w+)*\.b64", ptx)
     assert re.search(r"ld\.volatile\.global(\.\w+)*\.b64", ptx)

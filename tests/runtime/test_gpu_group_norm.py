@@ -128,13 +128,14 @@ def test_every_whole_kernel_runs(registry, rng):
     assert ran, "no GroupNormWhole kernels in the archive"
 
 
-def test_every_parts_kernel_runs(registry, rng):
+@pytest.mark.parametrize("family", ["GroupNormParts", "GroupNormSpread"])
+def test_every_team_kernel_runs(registry, rng, family):
     """Each team kernel on a group that fills its members between half and all: three vectors per
     pixel and one pixel short of full members (the last member holds one pixel less), or, for every
     other kernel with a tail, five vectors per pixel with every member exactly full. Each runs twice,
-    so the second launch finds the team's workspace line as the first must leave it: zero."""
+    so the second launch finds a team's workspace line as the first must leave it: zero."""
     ran = 0
-    for op, dtype, silu, info in kernels_of(registry, "GroupNormParts"):
+    for op, dtype, silu, info in kernels_of(registry, family):
         vec, parts = info.constants["VEC"], info.constants["PARTS"]
         held = info.constants["VECTORS"] + info.constants["TAIL"]
         full = info.constants["TAIL"] and info.index % 2
@@ -144,10 +145,10 @@ def test_every_parts_kernel_runs(registry, rng):
         for attempt in range(2):
             skip_mode = ("full", "broadcast", "none")[(info.index + attempt) % 3]
             check(registry, rng, 2, hw, 1, 2 * per_pixel * vec, 2, dtype, silu, skip_mode,
-                  (info.index + attempt) % 2 == 0, info.name, f"parts kernel, launch {attempt + 1}")
+                  (info.index + attempt) % 2 == 0, info.name, f"team kernel, launch {attempt + 1}")
             assert registry.workspace_nonzero_bytes() == 0, f"{info.name} left its workspace dirty"
         ran += 1
-    assert ran, "no GroupNormParts kernels in the archive"
+    assert ran, f"no {family} kernels in the archive"
 
 
 def test_orts_rules_pick_candidates(registry):
