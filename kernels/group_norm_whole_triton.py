@@ -35,17 +35,24 @@ def _add2(a, b, c, d):
 
 
 @triton.jit
-def _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel, has_skip, has_bias,
-          broadcast_skip, FIRST: tl.constexpr, N: tl.constexpr, VEC: tl.constexpr):
-    """Vectors FIRST .. FIRST + N of the group: x (+ skip + bias) in fp32, zero past the image, where
-    they are and which channels. Offsets are built from multiples of VEC so the compiler can prove the
-    alignment."""
+def _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group, img_size, c_vec, cpg,
+             per_pixel, has_skip, has_bias, broadcast_skip, FIRST: tl.constexpr, N: tl.constexpr, VEC: tl.constexpr,
+             NORMALISED: tl.constexpr = True):
+    """Vectors FIRST .. FIRST + N of the group: x (+ skip + bias, written to add_out), gamma, beta and
+    where they are. Offsets are built from multiples of VEC so the compiler can prove the alignment.
+    Vectors that are only summed (not NORMALISED) skip gamma, beta (x stands in) and add_out."""
     v = FIRST + tl.arange(0, N)
     pixel = v // per_pixel
     chans = (group * cpg + (v - pixel * per_pixel) * VEC)[:, None] + tl.arange(0, VEC)[None, :]
     mask = tl.broadcast_to((pixel < img_size)[:, None], [N, VEC])
     offs = (image * img_size + pixel)[:, None] * c_vec + chans
     x = tl.load(input_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if NORMALISED:
+        gamma = tl.load(gamma_ptr + chans, mask=mask, other=0.0)
+        beta = tl.load(beta_ptr + chans, mask=mask, other=0.0)
+    else:
+        gamma = x
+        beta = x
     if has_skip:
         if broadcast_skip:
             x += tl.load(skip_ptr + image * c_vec + chans, mask=mask, other=0.0).to(tl.float32)
@@ -53,34 +60,28 @@ def _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per
             x += tl.load(skip_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     if has_bias:
         x += tl.load(bias_ptr + chans, mask=mask, other=0.0).to(tl.float32)
-    return tl.where(mask, x, 0.0), offs, mask, chans
-
-
-@triton.jit
-def _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group, img_size, c_vec, cpg,
-             per_pixel, has_skip, has_bias, broadcast_skip, FIRST: tl.constexpr, N: tl.constexpr, VEC: tl.constexpr):
-    """_x_of's vectors to be normalised: x (written to add_out with a skip), gamma, beta and where they are."""
-    x, offs, mask, chans = _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel,
-                                 has_skip, has_bias, broadcast_skip, FIRST, N, VEC)
-    gamma = tl.load(gamma_ptr + chans, mask=mask, other=0.0)
-    beta = tl.load(beta_ptr + chans, mask=mask, other=0.0)
-    if has_skip:
+    x = tl.where(mask, x, 0.0)
+    if has_skip and NORMALISED:
         tl.store(add_out_ptr + offs, x.to(add_out_ptr.dtype.element_ty), mask=mask)
     return x, gamma, beta, offs, mask
 
 
 @triton.jit
-def _member(image, part, img_size, c_vec, skip_ptr, broadcast_skip, PARTS: tl.constexpr):
+def _member(input_ptr, skip_ptr, add_out_ptr, output_ptr, image, part, img_size, c_vec, broadcast_skip,
+            PARTS: tl.constexpr):
     """A team member's pixels [part * P, part * P + P), P = cdiv(H*W, PARTS), as an image of their own:
-    the element offset of its first pixel, how many it holds, and the skip pointer moved with it."""
+    how many it holds, and the tensors' pointers moved to its first pixel."""
     pixels = tl.cdiv(img_size, PARTS)
-    first = (image * img_size + part * pixels) * c_vec
+    first = image * img_size + part * pixels
     mine = tl.minimum(pixels, img_size - part * pixels)
+    in_ptr = input_ptr + first * c_vec
+    add_ptr = add_out_ptr + first * c_vec
+    out_ptr = output_ptr + first * c_vec
     if broadcast_skip:
         sk_ptr = skip_ptr + image * c_vec
     else:
-        sk_ptr = skip_ptr + first
-    return first, mine, sk_ptr
+        sk_ptr = skip_ptr + first * c_vec
+    return mine, in_ptr, sk_ptr, add_ptr, out_ptr
 
 
 @triton.jit
@@ -147,14 +148,15 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     per_pixel = c_per_group // VEC
     cpg = per_pixel * VEC
     c_vec = (c // VEC) * VEC
-    first, mine, sk_ptr = _member(image, part, img_size, c_vec, skip_ptr, broadcast_skip, PARTS)
-    x, gamma, beta, offs, mask = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first, gamma_ptr,
-                                          beta_ptr, 0, group, mine, c_vec, cpg, per_pixel, has_skip, has_bias,
-                                          broadcast_skip, 0, VECTORS, VEC)
+    mine, in_ptr, sk_ptr, add_ptr, out_ptr = _member(input_ptr, skip_ptr, add_out_ptr, output_ptr, image, part,
+                                                     img_size, c_vec, broadcast_skip, PARTS)
+    x, gamma, beta, offs, mask = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group, mine,
+                                          c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0, VECTORS,
+                                          VEC)
     if TAIL > 0:
-        x2, gamma2, beta2, offs2, mask2 = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first,
-                                                   gamma_ptr, beta_ptr, 0, group, mine, c_vec, cpg, per_pixel,
-                                                   has_skip, has_bias, broadcast_skip, VECTORS, TAIL, VEC)
+        x2, gamma2, beta2, offs2, mask2 = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group,
+                                                   mine, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
+                                                   VECTORS, TAIL, VEC)
     total, total_sq = _sums(x)
     if TAIL > 0:
         total, total_sq = _add2(total, total_sq, *_sums(x2))
@@ -164,9 +166,9 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
     total, total_sq = team_sums(line, part, total, total_sq, PARTS)
 
     mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
-    _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr + first, ACTIVATION_SILU)
+    _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
     if TAIL > 0:
-        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr + first, ACTIVATION_SILU)
+        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)
 
 
 # The same team with no exchange at all: every member reads the whole group for its sums (the same
@@ -185,26 +187,29 @@ def group_norm_spread_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_
     per_pixel = c_per_group // VEC
     cpg = per_pixel * VEC
     c_vec = (c // VEC) * VEC
-    first, mine, sk_ptr = _member(image, part, img_size, c_vec, skip_ptr, broadcast_skip, PARTS)
-    x, gamma, beta, offs, mask = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first, gamma_ptr,
-                                          beta_ptr, 0, group, mine, c_vec, cpg, per_pixel, has_skip, has_bias,
-                                          broadcast_skip, 0, VECTORS, VEC)
+    mine, in_ptr, sk_ptr, add_ptr, out_ptr = _member(input_ptr, skip_ptr, add_out_ptr, output_ptr, image, part,
+                                                     img_size, c_vec, broadcast_skip, PARTS)
+    x, gamma, beta, offs, mask = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group, mine,
+                                          c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0, VECTORS,
+                                          VEC)
     if TAIL > 0:
-        x2, gamma2, beta2, offs2, mask2 = _vectors(input_ptr + first, sk_ptr, bias_ptr, add_out_ptr + first,
-                                                   gamma_ptr, beta_ptr, 0, group, mine, c_vec, cpg, per_pixel,
-                                                   has_skip, has_bias, broadcast_skip, VECTORS, TAIL, VEC)
+        x2, gamma2, beta2, offs2, mask2 = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group,
+                                                   mine, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
+                                                   VECTORS, TAIL, VEC)
     # The whole group (PARTS members' worth of vectors), for the sums only.
-    xs, _, _, _ = _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel, has_skip,
-                        has_bias, broadcast_skip, 0, PARTS * VECTORS, VEC)
+    xs, _, _, _, _ = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group,
+                              img_size, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0,
+                              PARTS * VECTORS, VEC, False)
     total, total_sq = _sums(xs)
     if TAIL > 0:
-        xs2, _, _, _ = _x_of(input_ptr, skip_ptr, bias_ptr, image, group, img_size, c_vec, cpg, per_pixel, has_skip,
-                             has_bias, broadcast_skip, PARTS * VECTORS, PARTS * TAIL, VEC)
+        xs2, _, _, _, _ = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group,
+                                   img_size, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
+                                   PARTS * VECTORS, PARTS * TAIL, VEC, False)
         total, total_sq = _add2(total, total_sq, *_sums(xs2))
     mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
-    _write(x, gamma, beta, offs, mask, mean, rstd, output_ptr + first, ACTIVATION_SILU)
+    _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
     if TAIL > 0:
-        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr + first, ACTIVATION_SILU)
+        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)
 
 
 DTYPES = ("fp32", "fp16", "bf16")
