@@ -1,6 +1,6 @@
 """GroupNorm + SiLU on Stable Diffusion UNet shapes (NHWC) against the memory-bandwidth limit.
 
-    python benchmarks/group_norm_bench.py [--dist dist] [--dtypes fp16,fp32,bf16]
+    python benchmarks/group_norm_bench.py [--dist dist] [--dtypes fp16,fp32,bf16] [--shapes 2x16x640,2x8x1280]
 
 GPU time per launch by CUDA-graph replay over rotating buffers larger than L2; bytes = one read of x
 and one write of y (2 * n * h * w * c * sizeof(dtype)); ceilings, in the same run: a 1 GiB
@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.family_bench import group_norm_shapes  # noqa: E402
 from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
 from runtime.problem import GroupNormProblem, GroupNormSetup, gbps  # noqa: E402
@@ -56,13 +57,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dist", default=str(ROOT / "dist"))
     ap.add_argument("--dtypes", default="fp16,fp32,bf16")
+    ap.add_argument("--shapes", type=group_norm_shapes,
+                    help="NxHxC,... (H = W); default: ten Stable Diffusion UNet shapes")
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
+    shapes = [(n, h, h, c) for n, h, c in args.shapes] if args.shapes else SHAPES
     backend, registry, timer, ceiling = open_gpu(args.dist)
     rows = [{"provider": "copy", "metric": "GB/s", "unit": "GB/s", "value": f"{ceiling:.1f}"}]
     rng = np.random.default_rng()
     for dtype in args.dtypes.split(","):
-        for n, h, w, c in SHAPES:
+        for n, h, w, c in shapes:
             p = GroupNormProblem(dtype, n, h * w, c, GROUPS, silu=True)
             setup = GroupNormSetup(registry, timer, p, rng)
             try:

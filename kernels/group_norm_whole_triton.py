@@ -253,10 +253,10 @@ SPREAD_GROUP = 16384  # at most PARTS * SPREAD_ELEMENTS values read for the sums
 
 def spread_variants(dtype: str) -> list[tuple[int, int, int, int, int]]:
     """(PARTS, VEC, VECTORS, TAIL, num_warps) of every kernel of a spread group: warps for the whole
-    group's tile, 16 values per thread (4 to 16 warps)."""
-    return [(p, vec, e // vec, e // vec // t if t else 0, max(4, min(16, p * e // 512)))
+    group's tile, 8 or 16 values per thread (4 to 16 warps; more threads won at 16x16 on the H200)."""
+    return [(p, vec, e // vec, e // vec // t if t else 0, w)
             for p in SPREAD_PARTS for vec in (2, 4) for e in SPREAD_ELEMENTS if p * e <= SPREAD_GROUP
-            for t in TAILS]
+            for t in TAILS for w in sorted({max(4, min(16, p * e // per)) for per in (256, 512)})]
 
 
 # ORT's 14 arguments; 16-byte aligned tensors, so a VEC-aligned vector is VEC-aligned in memory.
