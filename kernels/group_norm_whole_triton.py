@@ -132,6 +132,51 @@ def group_norm_whole_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
         _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, output_ptr, ACTIVATION_SILU)
 
 
+@triton.jit
+def _team_member(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, ws_ptr, img_size, c,
+                 c_per_group, eps, has_skip, has_bias, broadcast_skip, VECTORS: tl.constexpr, TAIL: tl.constexpr,
+                 VEC: tl.constexpr, PARTS: tl.constexpr, ACTIVATION_SILU: tl.constexpr, EXCHANGE: tl.constexpr):
+    """One member of a team of PARTS programs on grid (n, groups, PARTS): it holds and writes its own
+    pixels and gets the group's sums either from the team (EXCHANGE) or by reading the whole group."""
+    image = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(1)
+    part = tl.program_id(2)
+    per_pixel = c_per_group // VEC
+    cpg = per_pixel * VEC
+    c_vec = (c // VEC) * VEC
+    mine, in_ptr, sk_ptr, add_ptr, out_ptr = _member(input_ptr, skip_ptr, add_out_ptr, output_ptr, image, part,
+                                                     img_size, c_vec, broadcast_skip, PARTS)
+    x, gamma, beta, offs, mask = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group, mine,
+                                          c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0, VECTORS,
+                                          VEC)
+    if TAIL > 0:
+        x2, gamma2, beta2, offs2, mask2 = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group,
+                                                   mine, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
+                                                   VECTORS, TAIL, VEC)
+    if EXCHANGE:
+        total, total_sq = _sums(x)
+        if TAIL > 0:
+            total, total_sq = _add2(total, total_sq, *_sums(x2))
+        # The team's 512-byte workspace line (kernels/_grid_sync.py; 64 + 16 * PARTS bytes are used).
+        line = ws_ptr + (image * tl.num_programs(1) + group) * 128
+        total, total_sq = team_sums(line, part, total, total_sq, PARTS)
+    else:
+        # The whole group (PARTS members' worth of vectors), for the sums only.
+        xs, _, _, _, _ = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group,
+                                  img_size, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0,
+                                  PARTS * VECTORS, VEC, False)
+        total, total_sq = _sums(xs)
+        if TAIL > 0:
+            xs2, _, _, _, _ = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group,
+                                       img_size, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
+                                       PARTS * VECTORS, PARTS * TAIL, VEC, False)
+            total, total_sq = _add2(total, total_sq, *_sums(xs2))
+    mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
+    _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
+    if TAIL > 0:
+        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)
+
+
 # A team of PARTS programs per (image, group). One program per group leaves half the H200's SMs idle
 # at n=2 with 32 groups, and its time grows with the group (a longer load, reduce, write chain per
 # SM). Here each member holds the group's pixels [part * P, part * P + P), P = cdiv(H*W, PARTS), as
@@ -142,74 +187,25 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
                             img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                             VECTORS: tl.constexpr, TAIL: tl.constexpr, VEC: tl.constexpr, PARTS: tl.constexpr,
                             ACTIVATION_SILU: tl.constexpr):
-    image = tl.program_id(0).to(tl.int64)
-    group = tl.program_id(1)
-    part = tl.program_id(2)
-    per_pixel = c_per_group // VEC
-    cpg = per_pixel * VEC
-    c_vec = (c // VEC) * VEC
-    mine, in_ptr, sk_ptr, add_ptr, out_ptr = _member(input_ptr, skip_ptr, add_out_ptr, output_ptr, image, part,
-                                                     img_size, c_vec, broadcast_skip, PARTS)
-    x, gamma, beta, offs, mask = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group, mine,
-                                          c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0, VECTORS,
-                                          VEC)
-    if TAIL > 0:
-        x2, gamma2, beta2, offs2, mask2 = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group,
-                                                   mine, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
-                                                   VECTORS, TAIL, VEC)
-    total, total_sq = _sums(x)
-    if TAIL > 0:
-        total, total_sq = _add2(total, total_sq, *_sums(x2))
-
-    # The team's 512-byte workspace line (kernels/_grid_sync.py; 64 + 16 * PARTS bytes are used).
-    line = ws_ptr + (image * tl.num_programs(1) + group) * 128
-    total, total_sq = team_sums(line, part, total, total_sq, PARTS)
-
-    mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
-    _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
-    if TAIL > 0:
-        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)
+    _team_member(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, ws_ptr, img_size, c,
+                 c_per_group, eps, has_skip, has_bias, broadcast_skip, VECTORS, TAIL, VEC, PARTS, ACTIVATION_SILU, True)
 
 
 # The same team with no exchange at all: every member reads the whole group for its sums (the same
 # values in the same order, so all members agree to the bit) and normalises and writes only its own
-# pixels. The DRAM traffic is still one read and one write (siblings' reads of a line hit L2); what grows
-# is L2-to-SM traffic, PARTS times the group, which is cheap while groups are small (a 5K-value group
-# at 16x16x640 is 10 KB in fp16) and costs less than the 1 us exchange. A plain launch, no workspace.
+# pixels. Siblings read the same lines at once, so DRAM traffic should stay one read and one write;
+# what grows is L2-to-SM traffic, PARTS times the group, which is cheap while groups are small (a
+# 5K-value group at 16x16x640 is 10 KB in fp16) and costs less than the 1 us exchange. A plain launch,
+# no workspace.
 @triton.jit
 def group_norm_spread_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                              img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                              VECTORS: tl.constexpr, TAIL: tl.constexpr, VEC: tl.constexpr, PARTS: tl.constexpr,
                              ACTIVATION_SILU: tl.constexpr):
-    image = tl.program_id(0).to(tl.int64)
-    group = tl.program_id(1)
-    part = tl.program_id(2)
-    per_pixel = c_per_group // VEC
-    cpg = per_pixel * VEC
-    c_vec = (c // VEC) * VEC
-    mine, in_ptr, sk_ptr, add_ptr, out_ptr = _member(input_ptr, skip_ptr, add_out_ptr, output_ptr, image, part,
-                                                     img_size, c_vec, broadcast_skip, PARTS)
-    x, gamma, beta, offs, mask = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group, mine,
-                                          c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0, VECTORS,
-                                          VEC)
-    if TAIL > 0:
-        x2, gamma2, beta2, offs2, mask2 = _vectors(in_ptr, sk_ptr, bias_ptr, add_ptr, gamma_ptr, beta_ptr, 0, group,
-                                                   mine, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
-                                                   VECTORS, TAIL, VEC)
-    # The whole group (PARTS members' worth of vectors), for the sums only.
-    xs, _, _, _, _ = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group,
-                              img_size, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip, 0,
-                              PARTS * VECTORS, VEC, False)
-    total, total_sq = _sums(xs)
-    if TAIL > 0:
-        xs2, _, _, _, _ = _vectors(input_ptr, skip_ptr, bias_ptr, add_out_ptr, gamma_ptr, beta_ptr, image, group,
-                                   img_size, c_vec, cpg, per_pixel, has_skip, has_bias, broadcast_skip,
-                                   PARTS * VECTORS, PARTS * TAIL, VEC, False)
-        total, total_sq = _add2(total, total_sq, *_sums(xs2))
-    mean, rstd = _mean_rstd(total, total_sq, img_size * c_per_group, eps)
-    _write(x, gamma, beta, offs, mask, mean, rstd, out_ptr, ACTIVATION_SILU)
-    if TAIL > 0:
-        _write(x2, gamma2, beta2, offs2, mask2, mean, rstd, out_ptr, ACTIVATION_SILU)
+    # No workspace: input_ptr stands in for it, unused without EXCHANGE.
+    _team_member(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, input_ptr, img_size,
+                 c, c_per_group, eps, has_skip, has_bias, broadcast_skip, VECTORS, TAIL, VEC, PARTS, ACTIVATION_SILU,
+                 False)
 
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -279,24 +275,19 @@ def get_function_table():
                     "kwargs": {"num_warps": warps, "constants": {
                         "VECTORS": vectors, "TAIL": tail, "VEC": vec, "ACTIVATION_SILU": int(silu)}},
                 })
-            for parts, vec, vectors, tail, warps in part_variants(dtype):
-                table.append({
-                    "name": f"GroupNormParts_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
-                    "group": f"GroupNormParts_{act}_{dtype}",
-                    "func": group_norm_parts_kernel,
-                    "sig": SIG_PARTS.format(t=dtype),
-                    "kwargs": {"num_warps": warps, "constants": {
-                        "VECTORS": vectors, "TAIL": tail, "VEC": vec, "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
-                })
-            for parts, vec, vectors, tail, warps in spread_variants(dtype):
-                table.append({
-                    "name": f"GroupNormSpread_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
-                    "group": f"GroupNormSpread_{act}_{dtype}",
-                    "func": group_norm_spread_kernel,
-                    "sig": SIG.format(t=dtype),
-                    "kwargs": {"num_warps": warps, "constants": {
-                        "VECTORS": vectors, "TAIL": tail, "VEC": vec, "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
-                })
+            teams = (("GroupNormParts", group_norm_parts_kernel, SIG_PARTS, part_variants),
+                     ("GroupNormSpread", group_norm_spread_kernel, SIG, spread_variants))
+            for family, func, sig, team_variants in teams:
+                for parts, vec, vectors, tail, warps in team_variants(dtype):
+                    table.append({
+                        "name": f"{family}_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
+                        "group": f"{family}_{act}_{dtype}",
+                        "func": func,
+                        "sig": sig.format(t=dtype),
+                        "kwargs": {"num_warps": warps, "constants": {"VECTORS": vectors, "TAIL": tail, "VEC": vec,
+                                                                     "PARTS": parts,
+                                                                     "ACTIVATION_SILU": int(silu)}},
+                    })
     return table
 
 
