@@ -15,6 +15,8 @@ from .. import candidates as contract_launch
 from ..launch import PreparedLaunch
 from ..memory import DeviceArray
 
+FAMILIES = ("Whole", "Spread", "Parts", "Split", "SplitAny")  # groups GroupNorm<family>_..., after ORT's own
+
 
 class GroupNorm:
     def __init__(self, registry, dtype: str, silu: bool, tune_cache: dict | None = None):
@@ -22,8 +24,7 @@ class GroupNorm:
         self.registry, self.dtype, self.silu, self.tune_cache = registry, dtype, silu, tune_cache
         act = "Silu" if silu else "Pass"
         self.group = f"GroupNormTriton_{act}_{dtype}"  # ORT's own
-        families = (self.group, *(f"GroupNorm{f}_{act}_{dtype}" for f in ("Whole", "Spread", "Parts", "Split",
-                                                                          "SplitAny")))
+        families = (self.group, *(f"GroupNorm{f}_{act}_{dtype}" for f in FAMILIES))
         self.groups = [g for g in families if g in registry.by_group]
         if not self.groups:
             raise LookupError(f"no {self.group} kernels in {registry.artifacts.path}")
