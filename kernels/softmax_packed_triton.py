@@ -67,14 +67,14 @@ def _exp2(x):
 
 
 @triton.jit
-def _load_words(ptr, row_stride, row, words, mask, DT: tl.constexpr):
+def _load_words(ptr, row_stride, row, words, mask, DT: tl.constexpr, EVICT: tl.constexpr):
     """Words `words` of row `row` (strides in elements); words past the row read as two -inf, which
     drop out of the max and add exp(-inf) = 0 to the sum."""
     src = ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (row_stride // 2), 8)
     if DT == tl.float16:
-        packed = tl.load(src + words, mask=mask, other=0xFC00FC00)
+        packed = tl.load(src + words, mask=mask, other=0xFC00FC00, eviction_policy=EVICT)
     else:
-        packed = tl.load(src + words, mask=mask, other=0xFF80FF80)
+        packed = tl.load(src + words, mask=mask, other=0xFF80FF80, eviction_policy=EVICT)
     return packed
 
 
@@ -109,10 +109,44 @@ def softmax_packed_kernel(output_ptr, input_ptr, input_row_stride, output_row_st
     row = tl.program_id(0).to(tl.int64)
     words = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)  # word i: columns 2i, 2i+1
     mask = words < n_cols // 2
-    packed = _load_words(input_ptr, input_row_stride, row, words, mask, DT)
+    packed = _load_words(input_ptr, input_row_stride, row, words, mask, DT, "")
     row_max, row_sum = _max_and_sum(packed, DT)
     dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (output_row_stride // 2), 8)
     tl.store(dst + words, _normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
+
+
+@triton.jit
+def softmax_packed_online_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
+                                 BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
+    """Rows longer than registers, streamed twice as kernels/softmax_online_triton.py does (evict-last
+    on the way in, newest chunk first on the way out), with the per-element work of the packed rows."""
+    DT: tl.constexpr = input_ptr.dtype.element_ty
+    row = tl.program_id(0).to(tl.int64)
+    words = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)
+    n_words = n_cols // 2
+    row_max = tl.max(tl.full([BLOCK_SIZE // 2], -float("inf"), tl.float32), axis=0)
+    sums = tl.zeros([BLOCK_SIZE // 2], tl.float32)
+    packed = _load_words(input_ptr, input_row_stride, row, words, words < 0, DT, "")  # all -inf
+    for start in range(0, n_words, BLOCK_SIZE // 2):
+        packed = _load_words(input_ptr, input_row_stride, row, start + words, start + words < n_words, DT,
+                             "evict_last")
+        lo, hi = _unpack(packed, DT)
+        new_max = tl.maximum(row_max, tl.max(tl.maximum(lo, hi), axis=0))
+        shift = tl.where(new_max > -float("inf"), new_max, 0.0)  # 0 while all seen is -inf: sums stay 0
+        sums = (sums * _exp2((row_max - shift) * LOG2E) + _exp2((lo - shift) * LOG2E)
+                + _exp2((hi - shift) * LOG2E))
+        row_max = new_max
+    row_sum = tl.sum(sums, axis=0)
+    dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (output_row_stride // 2), 8)
+    n_chunks = tl.cdiv(n_words, BLOCK_SIZE // 2)
+    newest = (n_chunks - 1) * (BLOCK_SIZE // 2)
+    tl.store(dst + newest + words, _normalized(packed, row_max, row_sum, LOG, DT), mask=newest + words < n_words,
+             eviction_policy="evict_first")
+    for i in range(1, n_chunks):  # whole chunks, newest first
+        start = newest - i * (BLOCK_SIZE // 2)
+        packed = _load_words(input_ptr, input_row_stride, row, start + words, start + words < n_words, DT,
+                             "evict_first")
+        tl.store(dst + start + words, _normalized(packed, row_max, row_sum, LOG, DT), eviction_policy="evict_first")
 
 
 DTYPES = ("fp16", "bf16")
@@ -121,6 +155,7 @@ OPS = {"softmax": 0, "log_softmax": 1}
 # two programs fit an SM.
 CONFIGS = [(16384, 8), (32768, 16)]
 MAXNREG = 64
+STREAMED = [(8192, 4), (8192, 8), (16384, 16)]  # (BLOCK_SIZE, num_warps) of a chunk
 
 
 def get_function_table():
@@ -136,6 +171,14 @@ def get_function_table():
                     "kwargs": {"num_warps": warps, "maxnreg": MAXNREG,
                                "constants": {"BLOCK_SIZE": block, "LOG": log}},
                 })
+            for block, warps in STREAMED:
+                table.append({
+                    "name": f"{op}_packed_online_{dtype}_b{block}_w{warps}",
+                    "group": f"{op}_packed_online_{dtype}",
+                    "func": softmax_packed_online_kernel,
+                    "sig": f"*{dtype}:16,*{dtype}:16,i32:16,i32:16,i32:16",
+                    "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "LOG": log}},
+                })
     return table
 
 
@@ -146,4 +189,12 @@ def get_launch_contracts():
         "requires": ["n_cols <= BLOCK_SIZE", "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"],
         "doc": "one row per program, held packed; 16-byte aligned pointers (checked at launch)",
     }
-    return {f"{op}_packed_{dtype}": contract for op in OPS for dtype in DTYPES}
+    streamed = {**contract, "requires": ["n_cols > BLOCK_SIZE", contract["requires"][1]],
+                "doc": "one row per program, streamed twice in BLOCK_SIZE chunks; 16-byte aligned pointers (checked "
+                       "at launch)"}
+    out = {}
+    for op in OPS:
+        for dtype in DTYPES:
+            out[f"{op}_packed_{dtype}"] = contract
+            out[f"{op}_packed_online_{dtype}"] = streamed
+    return out

@@ -1,4 +1,5 @@
-"""The packed-row softmax family: CUDA only, 16-bit types, two programs per SM, ORT-style arguments."""
+"""The packed-row softmax families: CUDA only, 16-bit types, ORT-style arguments; rows held in registers
+(two programs per SM) or, past the block, streamed twice."""
 
 from __future__ import annotations
 
@@ -23,13 +24,15 @@ def admits(table, kernel, **problem):
 
 def test_cuda_only_sixteen_bit_and_register_capped(table):
     assert {k.platforms for k in table.kernels} == {("cuda",)}  # inline PTX
-    assert sorted(table.contracts) == sorted(f"{op}_packed_{dt}" for op in ("softmax", "log_softmax")
-                                             for dt in ("fp16", "bf16"))
+    assert sorted(table.contracts) == sorted(f"{op}_packed{kind}_{dt}" for op in ("softmax", "log_softmax")
+                                             for kind in ("", "_online") for dt in ("fp16", "bf16"))
     for k in table.kernels:
+        # Each thread holds whole 16-byte vectors of a row or chunk.
+        assert k.constants["BLOCK_SIZE"] % (2 * 8 * 32 * k.num_warps) == 0, k.name
+        if "_online_" in k.name:
+            continue
         # Two programs per SM: the whole point of holding the row packed.
         assert k.options["maxnreg"] * 32 * k.num_warps * 2 <= 65536, k.name
-        # Each thread holds whole 16-byte vectors of the row.
-        assert k.constants["BLOCK_SIZE"] % (2 * 8 * 32 * k.num_warps) == 0, k.name
 
 
 def test_rows_up_to_the_block_and_aligned_only(table):
@@ -43,3 +46,13 @@ def test_rows_up_to_the_block_and_aligned_only(table):
     grid = [evaluate(g, {"batch": 7}) for g in table.contracts[k.group]["grid"]]
     assert grid == [7, 1, 1]
 
+
+
+def test_streamed_rows_are_longer_than_the_block_and_aligned(table):
+    for k in (k for k in table.kernels if k.group == "log_softmax_packed_online_bf16"):
+        block = k.constants["BLOCK_SIZE"]
+        assert not admits(table, k, n_cols=block, in_stride=block, out_stride=block, batch=3)  # held rows' job
+        for n in (block + 16, 3 * block - 48, 1 << 20):  # any length past the block: a partial last chunk
+            assert admits(table, k, n_cols=n, in_stride=n, out_stride=n + 64, batch=3), (k.name, n)
+        assert not admits(table, k, n_cols=block + 8, in_stride=block + 8, out_stride=block + 8, batch=3)
+        assert [evaluate(g, {"batch": 5}) for g in table.contracts[k.group]["grid"]] == [5, 1, 1]

@@ -120,11 +120,12 @@ def test_every_kernel_of_every_group_runs(registry, rng):
         for info in infos:
             block = info.constants["BLOCK_SIZE"]
             # The first row length this kernel's contract admits: a partial vector inside the block,
-            # a multiple of 16, (looped kernels) several blocks and a remainder, or (split kernels)
-            # SPLIT pieces, the last one partial.
+            # a multiple of 16, (looped kernels) several blocks and a remainder, (split kernels)
+            # SPLIT pieces, the last one partial, or (looped, 16-aligned) two blocks and a partial one.
             batch = 2 * info.constants.get("ROWS", 1) + 1
             split = info.constants.get("SPLIT", 1)
-            for n in (max(1, block - 3), max(16, block - 16), 2 * block + 5, split * block - 48):
+            for n in (max(1, block - 3), max(16, block - 16), 2 * block + 5, split * block - 48,
+                      2 * split * block + 48):
                 if info.name in dict(op.candidates(batch, n)):
                     break
             else:
@@ -137,7 +138,8 @@ def test_every_kernel_of_every_group_runs(registry, rng):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_long_rows_split_across_programs(registry, rng, dtype):
-    """Rows split over a team of programs that exchange partials: more rows than resident teams (so
+    """Rows split over a team of programs that exchange partials, and (one program per row) streamed
+    twice by the aligned looped kernels: more rows than resident teams (so
     teams loop), pieces that are all -inf or past the row's end, a row of equal huge values (where
     max + log(sum) would round the log away), and back-to-back launches (the
     workspace must come back zeroed, or the second launch reads stale counters)."""
@@ -148,10 +150,12 @@ def test_long_rows_split_across_programs(registry, rng, dtype):
         x[1, :] = 6e4 if dtype == "fp16" else 1e30  # all equal and huge: log-softmax is -log(n), not 0
         x[-1, : n // 2] = -np.inf
         for log in (False, True):
-            names = [name for name, _ in Softmax(registry, dtype, log).candidates(batch, n)
-                     if "_split_" in name]
+            cands = [name for name, _ in Softmax(registry, dtype, log).candidates(batch, n)]
+            names = [name for name in cands if "_split_" in name]
             assert names, f"no split kernel admits {batch}x{n}"
-            for kernel in dict.fromkeys((names[0], names[len(names) // 2], names[-1])):
+            streamed = [name for name in cands if "online_aligned" in name or "packed_online" in name]
+            picks = [names[0], names[len(names) // 2], names[-1]] + streamed[:1] + streamed[-1:]
+            for kernel in dict.fromkeys(picks):
                 for attempt in ("first", "second"):
                     ref = softmax_ref(quantize(x, dtype), log)
                     if log:
