@@ -17,10 +17,17 @@ PTX makes this script CUDA only (PLATFORMS). `_unpack` is also not pure, so the 
 one pass's fp32 values with the next and keep them alive across the reductions, which would undo the
 register saving.
 
+A 64K row is 128 values per thread at 16 warps: 128 registers, one program per SM, so loads and
+reductions no longer overlap; still 81.5% of copy bandwidth at 1024 x 65536 fp16 on an H200, where
+streaming the row twice (below) reaches 73% and the split-row team 71.5%.
+
 Group `<op>_packed_<dtype>`: one row per program, ORT's arguments and grid (batch, 1, 1), rows up to
-32K, 16-byte aligned (words load as 16-byte vectors); traffic 2 * batch * n_cols * 2 bytes. (The same
+64K, 16-byte aligned (words load as 16-byte vectors); traffic 2 * batch * n_cols * 2 bytes. (The same
 treatment of the split-row kernel, kernels/softmax_split_triton.py, gained nothing measurable at
 64K-256K columns: those are bound by the team's rendezvous, not by instruction issue.)
+
+Group `<op>_packed_online_<dtype>`: longer rows, one per program, streamed twice in chunks as
+kernels/softmax_online_triton.py does, with the same per-element instructions.
 """
 
 import triton
@@ -151,10 +158,10 @@ def softmax_packed_online_kernel(output_ptr, input_ptr, input_row_stride, output
 
 DTYPES = ("fp16", "bf16")
 OPS = {"softmax": 0, "log_softmax": 1}
-# One row per program, (BLOCK_SIZE, num_warps): 32 or 64 values per thread, at most 64 registers so
-# two programs fit an SM.
-CONFIGS = [(16384, 8), (32768, 16)]
-MAXNREG = 64
+# One row per program, (BLOCK_SIZE, num_warps, maxnreg): up to 32K columns 64 values per thread in at
+# most 64 registers, so two programs fit an SM; a 64K row takes the SM's registers alone (at 32 warps
+# and 64 registers it spills and is slower).
+CONFIGS = [(16384, 8, 64), (32768, 16, 64), (65536, 16, 128)]
 STREAMED = [(8192, 4), (8192, 8), (16384, 16)]  # (BLOCK_SIZE, num_warps) of a chunk
 
 
@@ -162,13 +169,13 @@ def get_function_table():
     table = []
     for op, log in OPS.items():
         for dtype in DTYPES:
-            for block, warps in CONFIGS:
+            for block, warps, maxnreg in CONFIGS:
                 table.append({
                     "name": f"{op}_packed_{dtype}_b{block}_w{warps}",
                     "group": f"{op}_packed_{dtype}",
                     "func": softmax_packed_kernel,
                     "sig": f"*{dtype}:16,*{dtype}:16,i32:16,i32:16,i32:16",
-                    "kwargs": {"num_warps": warps, "maxnreg": MAXNREG,
+                    "kwargs": {"num_warps": warps, "maxnreg": maxnreg,
                                "constants": {"BLOCK_SIZE": block, "LOG": log}},
                 })
             for block, warps in STREAMED:

@@ -31,8 +31,9 @@ def test_cuda_only_sixteen_bit_and_register_capped(table):
         assert k.constants["BLOCK_SIZE"] % (2 * 8 * 32 * k.num_warps) == 0, k.name
         if "_online_" in k.name:
             continue
-        # Two programs per SM: the whole point of holding the row packed.
-        assert k.options["maxnreg"] * 32 * k.num_warps * 2 <= 65536, k.name
+        # Two programs per SM up to 32K columns (one loads while the other reduces); a 64K row fills one.
+        programs = 2 if k.constants["BLOCK_SIZE"] <= 32768 else 1
+        assert k.options["maxnreg"] * 32 * k.num_warps * programs <= 65536, k.name
 
 
 def test_rows_up_to_the_block_and_aligned_only(table):
