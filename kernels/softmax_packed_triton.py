@@ -18,8 +18,8 @@ one pass's fp32 values with the next and keep them alive across the reductions, 
 register saving.
 
 A 64K row is 128 values per thread at 16 warps: 128 registers, one program per SM, so loads and
-reductions no longer overlap; still 81.5% of copy bandwidth at 1024 x 65536 fp16 on an H200, where
-streaming the row twice (below) reaches 73% and the split-row team 71.5%.
+reductions no longer overlap; still 81.8% of copy bandwidth at 1024 x 65536 fp16 on an H200, where
+streaming the row twice (below) reaches 72.5-73% and the split-row team 70-71.5%.
 
 Group `<op>_packed_<dtype>`: one row per program, ORT's arguments and grid (batch, 1, 1), rows up to
 64K, 16-byte aligned (words load as 16-byte vectors); traffic 2 * batch * n_cols * 2 bytes. (The same
