@@ -101,4 +101,3 @@ def test_scripts_import_helpers_next_to_them(tmp_path):
     before = list(sys.path)
     assert [k.name for k in load_table([script]).kernels] == ["k"]
     assert sys.path == before
-

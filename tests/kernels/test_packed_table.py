@@ -1,5 +1,5 @@
 """The packed-row softmax families: CUDA only, 16-bit types, ORT-style arguments; rows held in registers
-(two programs per SM) or, past the block, streamed twice."""
+(two programs per SM up to 32K columns, one at 64K) or, past the block, streamed twice."""
 
 from __future__ import annotations
 
