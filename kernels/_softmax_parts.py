@@ -1,10 +1,10 @@
 """The two passes of a softmax row too long to hold in one program's registers.
 
-`stream_stats` and `stream_write` are the two passes over a stretch of a row that is streamed, not
-held: pass 1 reads it in BLOCK_SIZE chunks (marked evict-last, so L2 keeps them) for the max and
-the sum of exp; pass 2 reads it again newest chunk first, so what L2 still holds is read before it
-goes, and writes the output marked evict-first, so it does not push the input out. The last chunk
-never leaves registers.
+`stream_stats` and `stream_write` are the two passes over a row that is streamed, not held: pass 1
+reads it in BLOCK_SIZE chunks (marked evict-last, so L2 keeps them) for the max and the sum of exp;
+pass 2 reads it again newest chunk first, so what L2 still holds is read before it goes, and writes
+the output marked evict-first, so it does not push the input out. The last chunk never leaves
+registers.
 """
 
 import triton
@@ -12,16 +12,14 @@ import triton.language as tl
 
 
 @triton.jit
-def stream_stats(row_ptr, start, stop, n_cols, BLOCK_SIZE: tl.constexpr):
-    """Max of columns [start, stop) of a row, the sum of exp(x - max) (0 if there are none or all are
-    -inf) and the last chunk read, in fp32 (-inf past the row's end). Chunks start at `start` and only
-    the row's end cuts one (stop is n_cols or a whole number of chunks from start): masking against
-    n_cols alone keeps the 16-byte vectors of aligned rows."""
+def stream_stats(row_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    """Max of a row, the sum of exp(x - max) (0 if all are -inf) and the last chunk read, in fp32
+    (-inf past the row's end)."""
     cols = tl.arange(0, BLOCK_SIZE)
     row_max = tl.max(tl.full([BLOCK_SIZE], -float("inf"), tl.float32), axis=0)
     sums = tl.zeros([BLOCK_SIZE], tl.float32)
     x = tl.full([BLOCK_SIZE], -float("inf"), tl.float32)
-    for chunk in range(start, stop, BLOCK_SIZE):
+    for chunk in range(0, n_cols, BLOCK_SIZE):
         x = tl.load(row_ptr + chunk + cols, mask=chunk + cols < n_cols, other=-float("inf"),
                     eviction_policy="evict_last").to(tl.float32)
         new_max = tl.maximum(row_max, tl.max(x, axis=0))
@@ -44,12 +42,10 @@ def _write_chunk(out_ptr, x, chunk, n_cols, row_max, row_sum, LOG: tl.constexpr,
 
 
 @triton.jit
-def stream_write(out_ptr, row_ptr, start, stop, n_cols, last, row_max, row_sum, LOG: tl.constexpr,
-                 BLOCK_SIZE: tl.constexpr):
-    """Pass 2 over columns [start, stop) (as stream_stats): `last` is the chunk stream_stats left in
-    registers; the chunks before it are whole."""
-    n_chunks = tl.cdiv(stop - start, BLOCK_SIZE)
-    newest = start + (n_chunks - 1) * BLOCK_SIZE
+def stream_write(out_ptr, row_ptr, n_cols, last, row_max, row_sum, LOG: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """Pass 2: `last` is the chunk stream_stats left in registers; the chunks before it are whole."""
+    n_chunks = tl.cdiv(n_cols, BLOCK_SIZE)
+    newest = (n_chunks - 1) * BLOCK_SIZE
     if n_chunks > 0:
         _write_chunk(out_ptr, last, newest, n_cols, row_max, row_sum, LOG, BLOCK_SIZE)
     for i in range(1, n_chunks):

@@ -23,8 +23,8 @@ def softmax_online_kernel(output_ptr, input_ptr, input_row_stride, output_row_st
     row = tl.program_id(0).to(tl.int64)
     in_row = input_ptr + row * input_row_stride
     out_row = output_ptr + row * output_row_stride
-    row_max, row_sum, last = stream_stats(in_row, 0, n_cols, n_cols, BLOCK_SIZE)
-    stream_write(out_row, in_row, 0, n_cols, n_cols, last, row_max, row_sum, LOG, BLOCK_SIZE)
+    row_max, row_sum, last = stream_stats(in_row, n_cols, BLOCK_SIZE)
+    stream_write(out_row, in_row, n_cols, last, row_max, row_sum, LOG, BLOCK_SIZE)
 
 
 DTYPES = ("fp32", "fp16", "bf16")
