@@ -59,6 +59,13 @@ def read_flat(x_ptr, part_ptr, n, BLOCK: tl.constexpr, EVICT: tl.constexpr):
 
 
 @triton.jit
+def write_flat(y_ptr, n, BLOCK: tl.constexpr):
+    """Pure write: the floor of the output pass (a kernel holding x on chip would only write)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, (offs & 1023).to(tl.float32).to(y_ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
 def read_tile(x_ptr, part_ptr, hw, c, TP: tl.constexpr, CB: tl.constexpr, EVICT: tl.constexpr):
     """Read one TP-pixel x CB-channel NHWC tile per program (grid: pixel tiles, channel chunks, n)."""
     pix = tl.program_id(0) * TP + tl.arange(0, TP)
@@ -177,6 +184,10 @@ def flat_launches(part, numel, block, warps):
         f"read_flat(evict_last) + apply_flat(evict_first) b{block}":
             lambda s: (read(s, "evict_last"), apply(s, "evict_first")),
         f"apply_flat alone b{block}": partial(apply, ev=""),
+        f"write_flat alone b{block}": lambda s: write_flat[grid](s[1], numel, BLOCK=block, num_warps=warps),
+        # What a kernel holding x on chip would do, less its grid barrier: read everything, then write.
+        f"read_flat + write_flat b{block}":
+            lambda s: (read(s, ""), write_flat[grid](s[1], numel, BLOCK=block, num_warps=warps)),
     }
 
 
@@ -233,16 +244,17 @@ def main():
     ap.add_argument("--dtypes", default="fp16,fp32")
     ap.add_argument("--flat", action="store_true", help="also time the flat and tiled reads")
     ap.add_argument("--l2", action="store_true", help="L2 retention: a read, then the same bytes again, by size")
+    ap.add_argument("--no-split", dest="split", action="store_false", help="skip the tiled kernel's cuts")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(0), flush=True)
     if args.l2:
         l2_retention()
     for dtype in args.dtypes.split(","):
         for spec in args.shapes.split(","):
-            probe_shape(dtype, *(int(v) for v in spec.split("x")), args.flat)
+            probe_shape(dtype, *(int(v) for v in spec.split("x")), args.flat, args.split)
 
 
-def probe_shape(dtype, n, h, c, flat):
+def probe_shape(dtype, n, h, c, flat, split):
     hw = h * h
     numel = n * hw * c
     nbytes = numel * DT[dtype].itemsize
@@ -264,7 +276,8 @@ def probe_shape(dtype, n, h, c, flat):
             grid = (triton.cdiv(hw, 64), c // 64, n)
             rec("read_tile c64 t64 w4",
                 graph_us(lambda s: read_tile[grid](s[0], part, hw, c, TP=64, CB=64, EVICT="", num_warps=4), sets))
-    split_cuts(sets, n, hw, c, dtype, rec)
+    if split:
+        split_cuts(sets, n, hw, c, dtype, rec)
     print("  best:", min(res)[1], flush=True)
     del sets
     torch.cuda.empty_cache()
