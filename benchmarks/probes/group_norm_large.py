@@ -1,13 +1,17 @@
 """Where the time of GroupNorm goes at the largest UNet shapes (probe, JIT on the GPU machine).
 
     python3 benchmarks/probes/group_norm_large.py [--shapes 2x64x1280,2x128x320] [--dtypes fp16,fp32]
+                                                  [--flat] [--l2] [--no-split]
 
-Needs torch and triton (JIT), not the artifacts: it times the pieces of a two-pass GroupNorm as
-separate kernels (a read, a re-read that may hit L2, a read-from-L2-and-write) and the cooperative
-kernels of kernels/group_norm_split_triton.py with pass 2 switched off or on, each against a
-device-to-device copy of the same size timed the same way (CUDA-graph replay over rotating buffers
-larger than L2). Prints one line per variant: us, % of the same-size copy.
-"""
+Needs torch and triton (JIT), not the artifacts. Each line is a kernel or a pair of launches, timed
+against a device-to-device copy of the same size timed the same way (CUDA-graph replay over rotating
+buffers larger than L2): us and % of that copy.
+  --flat      the floors: a read, a write, a read then a write (what a kernel holding x on chip does,
+              less its grid barrier), a read then a read-again-and-write (any two-pass design), and a
+              read of NHWC tiles;
+  --l2        how much of a second read L2 saves, by size;
+  (default)   the looped kernel of kernels/group_norm_split_triton.py cut after pass 1, after the
+              rendezvous, and whole (--no-split skips it), checked against torch at the end."""
 
 from __future__ import annotations
 
@@ -239,7 +243,7 @@ def split_cuts(sets, n, hw, c, dtype, rec):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="2x64x1280,2x128x320")
     ap.add_argument("--dtypes", default="fp16,fp32")
     ap.add_argument("--flat", action="store_true", help="also time the flat and tiled reads")
