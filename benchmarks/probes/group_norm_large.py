@@ -16,7 +16,6 @@ buffers larger than L2): us and % of that copy.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -25,33 +24,21 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "kernels"))
 import group_norm_split_triton as gs  # noqa: E402
 from _grid_sync import arrive_and_wait, depart  # noqa: E402
+
+from benchmarks.gpu_common import torch_graph_ms  # noqa: E402
 
 DT = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def graph_us(fn, sets, reps=40):
-    """Median us per call of fn(set) cycling through sets, replayed from a CUDA graph."""
-    for s in sets[:2]:
-        fn(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=torch.cuda.Stream()):
-        for i in range(reps):
-            fn(sets[i % len(sets)])
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(7):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000 / reps)
-    return statistics.median(times)
+    """Median us per call of fn(set) cycling through sets, replayed from a CUDA graph (as the torch
+    baselines of the benchmarks are timed)."""
+    return 1000 * torch_graph_ms(fn, sets, reps)
 
 
 @triton.jit
