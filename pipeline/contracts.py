@@ -10,7 +10,10 @@ Cooperative kernels (programs that wait for one another) add `"cooperative": tru
 the runtime for a cooperative launch (every program resident at once), and may use `resident`, the
 number of programs of that kernel the device holds at once, in grid and requires. A contract may
 also ask for `"workspace": "<bytes expression>"`: a zeroed device buffer passed in the parameter
-whose role is `ws`, which the kernels must leave zeroed when they finish.
+whose role is `ws`, which the kernels must leave zeroed when they finish. Kernels whose programs
+share data through distributed shared memory add `"cluster": [x, y, z]`, the thread-block cluster
+each launch is made of (expressions like the grid's; each must divide the grid's, at most 8
+programs in all): a CUDA sm_90+ launch attribute that ORT's launcher does not set.
 
 Expressions use integers, the kernel's constants, `num_warps`, problem variables (any other name,
 e.g. `batch`), + - * // %, comparisons, `and`/`or`/`not`, and cdiv/min/max. ORT's own scripts carry
@@ -102,7 +105,7 @@ def validate_contract(group: str, contract, n_runtime_params: int, constant_name
 
     if not isinstance(contract, dict):
         fail("must be a dict")
-    unknown = set(contract) - {"params", "grid", "requires", "doc", "workspace", "cooperative"}
+    unknown = set(contract) - {"params", "grid", "requires", "doc", "workspace", "cooperative", "cluster"}
     if unknown:
         fail(f"unknown keys {sorted(unknown)}")
     params = contract.get("params")
@@ -119,13 +122,19 @@ def validate_contract(group: str, contract, n_runtime_params: int, constant_name
     cooperative = contract.get("cooperative", False)
     if not isinstance(cooperative, bool):
         fail("'cooperative' must be true or false")
+    cluster = contract.get("cluster")
+    if cluster is not None:
+        if not isinstance(cluster, list) or len(cluster) != 3:
+            fail("'cluster' must be a list of three expressions")
+        if cooperative:
+            fail("a kernel is either cooperative or launched in clusters, not both")
     workspace = contract.get("workspace")
     if workspace is not None and "ws" not in params:
         fail("'workspace' needs a parameter with the role 'ws'")
     if "ws" in params and workspace is None:
         fail("a parameter with the role 'ws' needs a 'workspace' size expression")
     problem = set()
-    for expr in [*grid, *requires, *([workspace] if workspace is not None else [])]:
+    for expr in [*grid, *requires, *(cluster or []), *([workspace] if workspace is not None else [])]:
         try:
             _, names = parse_expr(str(expr) if isinstance(expr, int) else expr)
         except ValueError as exc:
@@ -141,4 +150,5 @@ def validate_contract(group: str, contract, n_runtime_params: int, constant_name
         **({"doc": str(contract["doc"])} if "doc" in contract else {}),
         **({"workspace": str(workspace)} if workspace is not None else {}),
         **({"cooperative": True} if cooperative else {}),
+        **({"cluster": [str(d) for d in cluster]} if cluster is not None else {}),
     }

@@ -3,7 +3,8 @@
 A script is executed as a plain file (`module_<i>`), then `get_function_table()` must return a list of
 `{name, group, func, sig, kwargs}` dicts. Table order is kept: it becomes the archive, header and
 TunableOp order. A script may say which platforms it builds for (`PLATFORMS = ("cuda",)` when its
-kernels use inline PTX); its kernels are left out of other platforms' artifacts.
+kernels use inline PTX), and the lowest CUDA architecture its kernels run on (`MIN_SM = 90` for
+thread-block clusters); its kernels are left out of other targets' artifacts.
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ class KernelSpec:
     constants: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     platforms: tuple[str, ...] = PLATFORM_NAMES  # the script's PLATFORMS
+    min_sm: int = 0  # the script's MIN_SM (CUDA targets only)
 
     def builds_for(self, target: Target) -> bool:
-        return target.platform in self.platforms
+        if target.platform not in self.platforms:
+            return False
+        return target.platform != "cuda" or int(target.arch) >= self.min_sm
 
     @property
     def num_warps(self) -> int:
@@ -208,6 +212,15 @@ def script_platforms(module, path: Path) -> tuple[str, ...]:
     return tuple(declared)
 
 
+def script_min_sm(module, path: Path) -> int:
+    """The lowest CUDA compute capability a script's kernels run on: its MIN_SM (e.g. 90), else 0."""
+    declared = getattr(module, "MIN_SM", 0)
+    if type(declared) is not int or declared < 0:
+        raise PipelineError(f"MIN_SM must be a CUDA compute capability such as 90, got {declared!r}",
+                            script=str(path))
+    return declared
+
+
 def load_table(scripts: list[Path | str]) -> KernelTable:
     """Load and validate all scripts; names must be unique across them."""
     kernels: list[KernelSpec] = []
@@ -221,12 +234,13 @@ def load_table(scripts: list[Path | str]) -> KernelTable:
             raise PipelineError("no such kernel script", script=str(path))
         module = load_module(path, i)
         platforms = script_platforms(module, path)
+        min_sm = script_min_sm(module, path)
         table = call_table(module, path)
         if not table:
             raise PipelineError("get_function_table() returned no kernels", script=str(path))
         script_kernels = []
         for j, entry in enumerate(table):
-            spec = dataclasses.replace(validate_entry(entry, path, j), platforms=platforms)
+            spec = dataclasses.replace(validate_entry(entry, path, j), platforms=platforms, min_sm=min_sm)
             if spec.name in seen:
                 raise PipelineError(f"duplicate kernel name (first defined in {seen[spec.name]})",
                                     script=str(path), kernel=spec.name)

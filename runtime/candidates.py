@@ -38,7 +38,11 @@ def prepare(registry, name: str, roles: dict, env: dict, grid) -> PreparedLaunch
         nbytes = evaluate(contract["workspace"], _scope(registry, contract, loaded.info, env))
         roles = {**roles, "ws": registry.workspace(nbytes)}
     values = {p["name"]: roles[role] for p, role in zip(loaded.info.params, contract["params"])}
-    return loaded.prepare(values, grid, cooperative=contract.get("cooperative", False))
+    cluster = None
+    if "cluster" in contract:
+        scope = _scope(registry, contract, loaded.info, env)
+        cluster = tuple(evaluate(d, scope) for d in contract["cluster"])
+    return loaded.prepare(values, grid, cooperative=contract.get("cooperative", False), cluster=cluster)
 
 
 def prepare_choice(registry, cands: dict, kernel: str | None, tuned: str | None, roles: dict, env: dict,

@@ -66,6 +66,7 @@ class CudaBackend:
                    attr(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
             "sm_count": attr(a.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
             "l2_bytes": attr(a.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
+            "clusters": bool(attr(a.CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)),
         }
         self.device_name = check(cu.cuDeviceGetName(256, self.device), "cuDeviceGetName").split(b"\0")[0].decode()
         self.driver_version = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")
@@ -107,17 +108,20 @@ class CudaBackend:
         return int(per_sm) * self.limits["sm_count"]
 
     def launch(self, func, grid, block_x: int, shared: int, stream, params_addr: int, what: str,
-               cooperative: bool = False) -> None:
+               cooperative: bool = False, cluster: tuple[int, int, int] | None = None) -> None:
         """One launch, unprepared (see bind_launch for the repeated case)."""
-        self.bind_launch(func, grid, block_x, shared, params_addr, what, cooperative)(stream)
+        self.bind_launch(func, grid, block_x, shared, params_addr, what, cooperative, cluster)(stream)
 
     def bind_launch(self, func, grid, block_x: int, shared: int, params_addr: int, what: str,
-                    cooperative: bool = False):
+                    cooperative: bool = False, cluster: tuple[int, int, int] | None = None):
         """A closure that fires this exact launch: everything but the stream is bound once, so a call
         costs one cuda-python cuLaunchKernel (measured faster here than calling the driver via ctypes).
-        Cooperative launches guarantee every block is resident at once (the driver refuses otherwise)."""
+        Cooperative launches guarantee every block is resident at once (the driver refuses otherwise);
+        a cluster dimension makes each `cluster` of blocks run together, sharing shared memory."""
         ok, default_stream = cu.CUresult.CUDA_SUCCESS, cu.CUstream(0)
         gx, gy, gz = grid
+        if cluster is not None:
+            return self._bind_cluster_launch(func, grid, block_x, shared, params_addr, what, cluster)
         if cooperative:
             coop = cu.cuLaunchCooperativeKernel
 
@@ -135,6 +139,27 @@ class CudaBackend:
                           default_stream if stream is None else stream, params_addr, 0)
             if err != ok:
                 raise CudaError(f"cuLaunchKernel({what})", err)
+
+        return fire
+
+    @staticmethod
+    def _bind_cluster_launch(func, grid, block_x: int, shared: int, params_addr: int, what: str, cluster):
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block_x, 1, 1
+        config.sharedMemBytes = shared
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        config.attrs = [attr]
+        config.numAttrs = 1
+        ok, default_stream, launch = cu.CUresult.CUDA_SUCCESS, cu.CUstream(0), cu.cuLaunchKernelEx
+
+        def fire(stream=None):
+            config.hStream = default_stream if stream is None else stream
+            err, = launch(config, func, params_addr, 0)
+            if err != ok:
+                raise CudaError(f"cuLaunchKernelEx({what}, cluster {cluster})", err)
 
         return fire
 

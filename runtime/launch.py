@@ -18,7 +18,7 @@ class Unsupported(Exception):
 
 class PreparedLaunch:
     def __init__(self, kernel, values: dict, grid: tuple[int, int, int], hidden_values: dict,
-                 cooperative: bool = False):
+                 cooperative: bool = False, cluster: tuple[int, int, int] | None = None):
         info = kernel.info
         self.kernel = kernel
         self.grid = grid
@@ -34,7 +34,7 @@ class PreparedLaunch:
         for h in info.hidden_params:
             struct.pack_into("<Q", self.buffer, h["offset"], int(hidden_values.get(h["name"], 0)))
         self.fire = kernel.backend.bind_launch(kernel.function, grid, self.block_x, self.shared,
-                                               self.params_addr, info.name, cooperative)
+                                               self.params_addr, info.name, cooperative, cluster)
 
     def update(self, values: dict) -> None:
         """Change some argument values in place (e.g. new pointers) without re-preparing."""

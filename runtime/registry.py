@@ -10,6 +10,7 @@ from .artifacts import Artifacts, KernelInfo
 from .launch import PreparedLaunch, Unsupported
 
 DEFAULT_SHARED_LIMIT = 48 * 1024
+MAX_CLUSTER = 8  # programs in a thread-block cluster that every sm_90+ device can launch
 
 
 class LoadedKernel:
@@ -68,13 +69,26 @@ class LoadedKernel:
         align = max(1, hidden.get("scratch_align", 1))
         return (ptr + align - 1) // align * align
 
-    def prepare(self, values: dict, grid, cooperative: bool = False) -> PreparedLaunch:
+    def check_cluster(self, grid, cluster) -> None:
+        """Raise Unsupported when this device cannot launch `grid` in clusters of `cluster` programs."""
+        name = self.info.name
+        if not self.backend.limits.get("clusters", False):
+            raise Unsupported(f"{name}: launched in thread-block clusters, which this device does not have")
+        if any(d < 1 or g % d for g, d in zip(grid, cluster)):
+            raise Unsupported(f"{name}: clusters of {cluster} do not divide the grid {grid}")
+        if cluster[0] * cluster[1] * cluster[2] > MAX_CLUSTER:
+            raise Unsupported(f"{name}: clusters of {cluster} exceed the portable {MAX_CLUSTER} programs")
+
+    def prepare(self, values: dict, grid, cooperative: bool = False, cluster=None) -> PreparedLaunch:
         """Pack arguments by parameter name; raises Unsupported instead of launching what cannot run."""
         grid = tuple(int(g) for g in grid)
         self.check(grid)
         if cooperative and grid[0] * grid[1] * grid[2] > self.resident:
             raise Unsupported(f"{self.info.name}: a cooperative grid of {grid} exceeds the {self.resident} "
                               "programs the device holds at once")
+        if cluster is not None:
+            cluster = tuple(int(d) for d in cluster)
+            self.check_cluster(grid, cluster)
         for p in self.info.params:
             div = p.get("divisibility", 1)
             if div > 1 and int(values[p["name"]]) % div:
@@ -82,7 +96,7 @@ class LoadedKernel:
         self._ensure_dynamic_shared()
         programs = grid[0] * grid[1] * grid[2]
         hidden = {h["name"]: self._scratch_ptr(h, programs) for h in self.info.hidden_params}
-        return PreparedLaunch(self, values, grid, hidden, cooperative)
+        return PreparedLaunch(self, values, grid, hidden, cooperative, cluster)
 
     def launch(self, values: dict, grid, stream: int = 0) -> None:
         self.prepare(values, grid)(stream)

@@ -3,7 +3,8 @@
 power of two of channels per group, HW_SIZE divides H*W, the SiLU flag matches), of the whole-group
 kernels `GroupNormWhole_{Silu|Pass}_<dtype>` (small images, vector loads), their cooperative teams
 `GroupNormParts_{Silu|Pass}_<dtype>` (a group over PARTS programs) and teams with no exchange
-`GroupNormSpread_{Silu|Pass}_<dtype>` (each member reads the whole group), and of the
+`GroupNormSpread_{Silu|Pass}_<dtype>` (each member reads the whole group), the same teams as
+thread-block clusters `GroupNormCluster_{Silu|Pass}_<dtype>` (sums added in shared memory, sm_90+), and of the
 cooperative tiled groups `GroupNormSplit_{Silu|Pass}_<dtype>` (channels a multiple of 16, aligned pointers)
 and `GroupNormSplitAny_...` (any channels and pointers), up to 32 groups each."""
 
@@ -15,7 +16,7 @@ from .. import candidates as contract_launch
 from ..launch import PreparedLaunch
 from ..memory import DeviceArray
 
-FAMILIES = ("Whole", "Spread", "Parts", "Split", "SplitAny")  # groups GroupNorm<family>_..., after ORT's own
+FAMILIES = ("Whole", "Spread", "Cluster", "Parts", "Split", "SplitAny")  # groups GroupNorm<family>_..., after ORT's own
 
 
 class GroupNorm:

@@ -45,3 +45,18 @@ def test_cooperative_contract_with_workspace():
         validate_contract("g", {k: v for k, v in spec.items() if k != "workspace"}, 3, {"SPLIT"}, "s.py")
     with pytest.raises(PipelineError, match="'cooperative' must be true or false"):
         validate_contract("g", {**spec, "cooperative": "yes"}, 3, {"SPLIT"}, "s.py")
+
+
+def test_cluster_contract():
+    spec = {"params": ["out", "n"], "grid": ["n", "groups", "PARTS"], "cluster": ["1", 1, "PARTS"]}
+    c = validate_contract("g", spec, 2, {"PARTS"}, "s.py")
+    assert c["cluster"] == ["1", "1", "PARTS"] and c["problem"] == ["groups", "n"]
+    assert "cooperative" not in c
+    assert "cluster" not in validate_contract("g", {k: v for k, v in spec.items() if k != "cluster"}, 2, {"PARTS"},
+                                              "s.py")
+    with pytest.raises(PipelineError, match="'cluster' must be a list of three expressions"):
+        validate_contract("g", {**spec, "cluster": "PARTS"}, 2, {"PARTS"}, "s.py")
+    with pytest.raises(PipelineError, match="either cooperative or launched in clusters"):
+        validate_contract("g", {**spec, "cooperative": True}, 2, {"PARTS"}, "s.py")
+    with pytest.raises(PipelineError, match="s.py: launch contract of group 'g'"):
+        validate_contract("g", {**spec, "cluster": ["1", "1", "PARTS ** 2"]}, 2, {"PARTS"}, "s.py")

@@ -1,4 +1,5 @@
-"""Scripts that build for one platform only (PLATFORMS): left out of the other platform's artifacts."""
+"""Scripts that build for one platform only (PLATFORMS) or from one CUDA architecture up (MIN_SM): left out
+of the other targets' artifacts."""
 
 from __future__ import annotations
 
@@ -52,3 +53,23 @@ def test_bad_platforms_value_names_the_script(tmp_path, value):
     with pytest.raises(PipelineError) as err:
         build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
     assert "PLATFORMS" in str(err.value) and "odd.py" in str(err.value)
+
+
+def test_min_sm_script_is_left_out_of_older_cuda_artifacts(tmp_path):
+    (tmp_path / "a.py").write_text(table(GOOD))
+    (tmp_path / "b.py").write_text('MIN_SM = 90\n' + CUDA_ONLY)
+    out = tmp_path / "dist"
+    report = build_dist([tmp_path / "a.py", tmp_path / "b.py"], parse_targets("sm_80,sm_90,gfx942"), out,
+                        cache_dir=tmp_path / "cache", jobs=1)
+    assert {t.target.arch_name: t.kernels for t in report.targets} == {"sm_80": 1, "sm_90": 2, "gfx942": 1}
+    assert members(out / "cuda" / "sm_80" / "triton_kernel_infos.a") == ["copy_fp32.o"]
+    assert members(out / "cuda" / "sm_90" / "triton_kernel_infos.a") == ["copy_fp32.o", "copy_cuda_fp32.o"]
+
+
+@pytest.mark.parametrize("value", ['"90"', "-1", "9.0"])
+def test_bad_min_sm_value_names_the_script(tmp_path, value):
+    script = tmp_path / "odd.py"
+    script.write_text(f"MIN_SM = {value}\n" + table(GOOD))
+    with pytest.raises(PipelineError) as err:
+        build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
+    assert "MIN_SM" in str(err.value) and "odd.py" in str(err.value)

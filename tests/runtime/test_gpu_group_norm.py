@@ -128,7 +128,7 @@ def test_every_whole_kernel_runs(registry, rng):
     assert ran, "no GroupNormWhole kernels in the archive"
 
 
-@pytest.mark.parametrize("family", ["GroupNormParts", "GroupNormSpread"])
+@pytest.mark.parametrize("family", ["GroupNormParts", "GroupNormSpread", "GroupNormCluster"])
 def test_every_team_kernel_runs(registry, rng, family):
     """Each team kernel on a group that fills its members between half and all: three vectors per
     pixel and one pixel short of full members (the last member holds one pixel less), or, for every
