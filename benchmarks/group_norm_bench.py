@@ -1,12 +1,14 @@
 """GroupNorm + SiLU on Stable Diffusion UNet shapes (NHWC) against the memory-bandwidth limit.
 
     python benchmarks/group_norm_bench.py [--dist dist] [--dtypes fp16,fp32,bf16] [--shapes 2x16x640,2x8x1280]
+                                          [--no-silu]
 
 GPU time per launch by CUDA-graph replay over rotating buffers larger than L2; bytes = one read of x
 and one write of y (2 * n * h * w * c * sizeof(dtype)); ceilings, in the same run: a 1 GiB
 device-to-device copy (% copy) and a copy of the tensor's own size timed the same way as the kernels
 (% same-size copy: what launch and DRAM latency leave reachable at this size); baseline =
-torch.nn.functional.group_norm + silu (NCHW, as models call it). Every candidate is timed
+torch.nn.functional.group_norm + silu (NCHW, as models call it; with --no-silu, the Pass kernels against
+group_norm alone, written as benchmark `group_norm_pass_bandwidth`). Every candidate is timed
 (exhaustive) and checked against float64 first; it reports the best overall, the best in ORT's own
 group (one program per (image, group)) and the tuner's pick. Rows go to benchmarks/results/results.csv.
 """
@@ -33,7 +35,7 @@ SHAPES = [(2, 128, 128, 320), (2, 64, 64, 1280), (2, 64, 64, 320), (2, 64, 64, 6
 GROUPS = 32
 
 
-def torch_ms(n, h, w, c, dtype, reps=50) -> float | None:
+def torch_ms(n, h, w, c, dtype, silu: bool, reps=50) -> float | None:
     try:
         import torch
     except ImportError:
@@ -42,7 +44,8 @@ def torch_ms(n, h, w, c, dtype, reps=50) -> float | None:
     xs = [torch.randn(n, c, h, w, device="cuda", dtype=dt) for _ in range(8)]
     weight = torch.randn(c, device="cuda", dtype=dt)
     bias = torch.randn(c, device="cuda", dtype=dt)
-    fn = lambda x: torch.nn.functional.silu(torch.nn.functional.group_norm(x, GROUPS, weight, bias, 1e-5))
+    norm = lambda x: torch.nn.functional.group_norm(x, GROUPS, weight, bias, 1e-5)
+    fn = (lambda x: torch.nn.functional.silu(norm(x))) if silu else norm
     return torch_graph_ms(fn, xs, reps)
 
 
@@ -59,15 +62,19 @@ def main() -> None:
     ap.add_argument("--dtypes", default="fp16,fp32,bf16")
     ap.add_argument("--shapes", type=group_norm_shapes,
                     help="NxHxC,... (H = W); default: ten Stable Diffusion UNet shapes")
+    ap.add_argument("--no-silu", dest="silu", action="store_false",
+                    help="the Pass kernels (no SiLU) against torch group_norm alone")
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
+    act, torch_name = ("silu", "torch group_norm+silu") if args.silu else ("pass", "torch group_norm")
+    benchmark = "group_norm_bandwidth" if args.silu else "group_norm_pass_bandwidth"
     shapes = [(n, h, h, c) for n, h, c in args.shapes] if args.shapes else SHAPES
     backend, registry, timer, ceiling = open_gpu(args.dist)
     rows = [{"provider": "copy", "metric": "GB/s", "unit": "GB/s", "value": f"{ceiling:.1f}"}]
     rng = np.random.default_rng()
     for dtype in args.dtypes.split(","):
         for n, h, w, c in shapes:
-            p = GroupNormProblem(dtype, n, h * w, c, GROUPS, silu=True)
+            p = GroupNormProblem(dtype, n, h * w, c, GROUPS, silu=args.silu)
             setup = GroupNormSetup(registry, timer, p, rng)
             try:
                 found = tune_problem(setup, exhaustive=True)
@@ -79,23 +86,23 @@ def main() -> None:
             timed = found.timed
             best = min(timed, key=timed.get)
             ms = timed[best]
-            ref = torch_ms(n, h, w, c, dtype)
+            ref = torch_ms(n, h, w, c, dtype, args.silu)
             shape = f"{n}x{h}x{w}x{c}"
             copy_ms = timer.rotating_copy_ms(p.bytes_moved // 2)
             copy_gbps = gbps(p, copy_ms)
             print(f"{copy_ms * 1e3:8.2f} us {copy_gbps:8.1f} GB/s {100 * copy_gbps / ceiling:5.1f}% copy "
                   f"{dtype} n={n} {h}x{w}x{c} same-size device-to-device copy", flush=True)
             for tag, t, name in (("best ", ms, best), ("ORT  ", found.ort_ms, found.ort_best),
-                                 ("tune ", tuned.best_ms, tuned.best), ("ref  ", ref, "torch group_norm+silu")):
+                                 ("tune ", tuned.best_ms, tuned.best), ("ref  ", ref, torch_name)):
                 if t:
                     g = gbps(p, t)
                     speed = f"  speedup {ref / ms:.2f}x" if tag == "ref  " else ""
                     print(f"{t * 1e3:8.2f} us {g:8.1f} GB/s {100 * g / ceiling:5.1f}% copy "
                           f"{100 * copy_ms / t:5.1f}% same-size {dtype} n={n} {h}x{w}x{c} "
-                          f"groups={GROUPS} silu {tag}{name}{speed}", flush=True)
+                          f"groups={GROUPS} {act} {tag}{name}{speed}", flush=True)
             at = (shape, dtype)
             for provider, t, name in (("best", ms, best), ("ort_contract", found.ort_ms, found.ort_best),
-                                      ("tuned", tuned.best_ms, tuned.best), ("torch", ref, "group_norm+silu NCHW")):
+                                      ("tuned", tuned.best_ms, tuned.best), ("torch", ref, f"{torch_name[6:]} NCHW")):
                 if t and name:
                     rows += [result_row(at, provider, "us", "us", f"{t * 1e3:.3f}", name),
                              result_row(at, provider, "pct_copy", "%", f"{100 * gbps(p, t) / ceiling:.1f}", name),
@@ -104,7 +111,7 @@ def main() -> None:
                                 "cuMemcpyDtoDAsync, rotating"),
                      result_row(at, "tuned", "tuned_vs_best", "ratio", f"{tuned.best_ms / ms:.4f}",
                                 f"{len(timed)} candidates")]
-            write_rows("group_norm_bandwidth", backend.device_name, rows, args.results)
+            write_rows(benchmark, backend.device_name, rows, args.results)
     print("wrote", args.results)
 
 
