@@ -118,10 +118,10 @@ class CudaBackend:
         costs one cuda-python cuLaunchKernel (measured faster here than calling the driver via ctypes).
         Cooperative launches guarantee every block is resident at once (the driver refuses otherwise);
         a cluster dimension makes each `cluster` of blocks run together, sharing shared memory."""
-        ok, default_stream = cu.CUresult.CUDA_SUCCESS, cu.CUstream(0)
-        gx, gy, gz = grid
         if cluster is not None:
             return self._bind_cluster_launch(func, grid, block_x, shared, params_addr, what, cluster)
+        ok, default_stream = cu.CUresult.CUDA_SUCCESS, cu.CUstream(0)
+        gx, gy, gz = grid
         if cooperative:
             coop = cu.cuLaunchCooperativeKernel
 
@@ -143,7 +143,7 @@ class CudaBackend:
         return fire
 
     @staticmethod
-    def _bind_cluster_launch(func, grid, block_x: int, shared: int, params_addr: int, what: str, cluster):
+    def _cluster_config(grid, block_x: int, shared: int, cluster):
         config = cu.CUlaunchConfig()
         config.gridDimX, config.gridDimY, config.gridDimZ = grid
         config.blockDimX, config.blockDimY, config.blockDimZ = block_x, 1, 1
@@ -153,6 +153,15 @@ class CudaBackend:
         attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
         config.attrs = [attr]
         config.numAttrs = 1
+        return config
+
+    def resident_clusters(self, func, block_x: int, shared: int, cluster, what: str) -> int:
+        """How many clusters of this shape the whole device runs at once (0: one does not fit a GPC)."""
+        config = self._cluster_config(cluster, block_x, shared, cluster)
+        return int(check(cu.cuOccupancyMaxActiveClusters(func, config), f"cuOccupancyMaxActiveClusters({what})"))
+
+    def _bind_cluster_launch(self, func, grid, block_x: int, shared: int, params_addr: int, what: str, cluster):
+        config = self._cluster_config(grid, block_x, shared, cluster)
         ok, default_stream, launch = cu.CUresult.CUDA_SUCCESS, cu.CUstream(0), cu.cuLaunchKernelEx
 
         def fire(stream=None):

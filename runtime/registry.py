@@ -25,6 +25,7 @@ class LoadedKernel:
         self._dynamic_shared_set = False
         self._scratch: dict[str, tuple[int, int]] = {}  # name -> (ptr, bytes)
         self._resident: int | None = None
+        self._clusters: dict[tuple, int] = {}  # cluster shape -> how many the device runs at once
 
     @property
     def resident(self) -> int:
@@ -78,6 +79,12 @@ class LoadedKernel:
             raise Unsupported(f"{name}: clusters of {cluster} do not divide the grid {grid}")
         if cluster[0] * cluster[1] * cluster[2] > MAX_CLUSTER:
             raise Unsupported(f"{name}: clusters of {cluster} exceed the portable {MAX_CLUSTER} programs")
+        if cluster not in self._clusters:
+            self._ensure_dynamic_shared()
+            self._clusters[cluster] = self.backend.resident_clusters(self.function, self.info.threads_per_block,
+                                                                     self.info.shared, cluster, name)
+        if not self._clusters[cluster]:
+            raise Unsupported(f"{name}: a cluster of {cluster} programs does not fit on this device at once")
 
     def prepare(self, values: dict, grid, cooperative: bool = False, cluster=None) -> PreparedLaunch:
         """Pack arguments by parameter name; raises Unsupported instead of launching what cannot run."""

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from runtime.launch import Unsupported
 from runtime.memory import DeviceArray
 from runtime.ops.group_norm import GroupNorm, group_norm_numpy
 from runtime.reference import group_norm_mismatch, group_norm_ref, quantize
@@ -235,3 +236,18 @@ def test_split_kernels_loop_and_run_back_to_back(registry, rng, dtype):
                 check(registry, rng, n, h, h, c, 32, dtype, True, "full" if attempt == "first" else "none",
                       attempt == "second", kernel, attempt)
                 assert registry.workspace_nonzero_bytes() == 0, f"{kernel} left its workspace dirty"
+
+
+def test_cluster_kernels_check_their_launch(registry):
+    """The runtime refuses a cluster launch the device cannot make (clusters that do not divide the grid)
+    and finds room for the family's largest cluster."""
+    infos = registry.by_group.get("GroupNormCluster_Silu_fp16")
+    if not infos:
+        pytest.skip(f"no cluster kernels for sm_{registry.backend.arch} (they need sm_90+)")
+    info = max(infos, key=lambda k: (k.constants["PARTS"], k.num_warps))
+    kernel, parts = registry.kernel(info.name), info.constants["PARTS"]
+    with pytest.raises(Unsupported, match=f"{info.name}: clusters of .* do not divide the grid"):
+        kernel.check_cluster((2, 32, parts + 1), (1, 1, parts))
+    kernel.check_cluster((2, 32, parts), (1, 1, parts))
+    assert registry.backend.resident_clusters(kernel.function, info.threads_per_block, info.shared, (1, 1, parts),
+                                              info.name) >= registry.backend.limits["sm_count"] // 18
