@@ -34,14 +34,11 @@ def prepare(registry, name: str, roles: dict, env: dict, grid) -> PreparedLaunch
     """A launch of `name` with parameters filled by role (a workspace added when the contract asks)."""
     loaded = registry.kernel(name)
     contract = registry.artifacts.contract(loaded.info.group)
+    scope = _scope(registry, contract, loaded.info, env)
     if "workspace" in contract:
-        nbytes = evaluate(contract["workspace"], _scope(registry, contract, loaded.info, env))
-        roles = {**roles, "ws": registry.workspace(nbytes)}
+        roles = {**roles, "ws": registry.workspace(evaluate(contract["workspace"], scope))}
     values = {p["name"]: roles[role] for p, role in zip(loaded.info.params, contract["params"])}
-    cluster = None
-    if "cluster" in contract:
-        scope = _scope(registry, contract, loaded.info, env)
-        cluster = tuple(evaluate(d, scope) for d in contract["cluster"])
+    cluster = tuple(evaluate(d, scope) for d in contract["cluster"]) if "cluster" in contract else None
     return loaded.prepare(values, grid, cooperative=contract.get("cooperative", False), cluster=cluster)
 
 

@@ -12,8 +12,9 @@ constexpr, SYNC, picking how the members meet:
   7  pull: each member stores its sums locally, one barrier, reads every member's remotely, and waits
      on a second barrier phase at its very end so its shared memory outlives the others' reads;
   8  st.async pushes counted on the receiver's mbarrier (shipped).
-Measured on the H200 (benchmarks/results/group_norm_probes_h200.log, runs 7-10). To rebuild: copy this
-file beside kernels/group_norm_whole_triton.py and kernels/_grid_sync.py, compile that directory
+Measured on the H200 (benchmarks/results/group_norm_probes_h200.log, runs 7-10; SYNC 8 then had its own
+copy of the shipped exchange, which it now imports). To rebuild: copy this file beside
+kernels/group_norm_cluster_triton.py, group_norm_whole_triton.py and _grid_sync.py, compile that directory
 (INVOKE_TRITONFORGE_KERNELS_DIR=<dir> invoke compile --platform cuda --arch sm_90 -o build/gnp), add the
 groups' families (ClusterS0, PlainS0, ClusterS1, ...) to FAMILIES in runtime/ops/group_norm.py on the GPU
 machine, and time them with benchmarks/probes/time_families.py (the wrong-output modes fail the numerical
@@ -22,6 +23,8 @@ check that family_bench.py applies).
 
 import triton
 import triton.language as tl
+from group_norm_cluster_triton import _cluster_start
+from group_norm_cluster_triton import _cluster_sums as _async_push  # SYNC 8: the shipped exchange
 from group_norm_whole_triton import SIG, _add2, _mean_rstd, _member, _sums, _vectors, _write, part_variants
 
 PLATFORMS = ("cuda",)  # inline PTX
@@ -277,66 +280,6 @@ def _cluster_wait_end(x):
 
 
 @triton.jit
-def _init_mbarrier_and_arrive(members):
-    # probe S8: an mbarrier that completes when `members` 8-byte st.async pushes have landed here
-    tl.inline_asm_elementwise(
-        """.shared .align 8 .b64 tf_mbar;
-        .shared .align 16 .b32 tf_sums8[16];
-        {
-        .reg .u32 tid, mb, tx;
-        .reg .pred lead;
-        .reg .b64 state;
-        mov.u32 tid, %tid.x;
-        setp.eq.u32 lead, tid, 0;
-        mov.u32 mb, tf_mbar;
-        shl.b32 tx, $1, 3;
-        @lead mbarrier.init.shared::cta.b64 [mb], 1;
-        @lead mbarrier.arrive.expect_tx.shared::cta.b64 state, [mb], tx;
-        @lead fence.mbarrier_init.release.cluster;
-        barrier.cluster.arrive.relaxed.aligned;
-        mov.u32 $0, 0;
-        }""", "=r,r", [members], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _async_push(a, b, members):
-    return tl.inline_asm_elementwise(
-        """{
-        .reg .u32 base, mine, rem, rmb, mb, rank, tid;
-        .reg .pred pusher, in, done;
-        .reg .f32 x, y;
-        mov.u32 base, tf_sums8;
-        mov.u32 mb, tf_mbar;
-        mov.u32 rank, %cluster_ctarank;
-        mov.u32 tid, %tid.x;
-        setp.lt.u32 pusher, tid, $4;
-        mad.lo.u32 mine, rank, 8, base;
-        barrier.cluster.wait.aligned;
-        @pusher mapa.shared::cluster.u32 rem, mine, tid;
-        @pusher mapa.shared::cluster.u32 rmb, mb, tid;
-        @pusher st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [rem], {$2, $3}, [rmb];
-        tf_wait:
-        mbarrier.try_wait.parity.shared::cta.b64 done, [mb], 0;
-        @!done bra tf_wait;
-        ld.shared.v2.f32 {$0, $1}, [base];
-        setp.gt.u32 in, $4, 1; @in ld.shared.v2.f32 {x, y}, [base+8];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;
-        setp.gt.u32 in, $4, 2; @in ld.shared.v2.f32 {x, y}, [base+16];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;
-        setp.gt.u32 in, $4, 3; @in ld.shared.v2.f32 {x, y}, [base+24];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;
-        setp.gt.u32 in, $4, 4; @in ld.shared.v2.f32 {x, y}, [base+32];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;
-        setp.gt.u32 in, $4, 5; @in ld.shared.v2.f32 {x, y}, [base+40];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;
-        setp.gt.u32 in, $4, 6; @in ld.shared.v2.f32 {x, y}, [base+48];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;
-        setp.gt.u32 in, $4, 7; @in ld.shared.v2.f32 {x, y}, [base+56];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;
-        }""", "=f,=f,f,f,r", [a, b, members], dtype=(tl.float32, tl.float32), is_pure=False, pack=1)
-
-
-@triton.jit
 def group_norm_cluster_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                               img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                               VECTORS: tl.constexpr, TAIL: tl.constexpr, VEC: tl.constexpr, PARTS: tl.constexpr,
@@ -344,7 +287,7 @@ def group_norm_cluster_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out
     if SYNC == 1 or (SYNC >= 3 and SYNC < 8):
         _cluster_arrive()
     if SYNC == 8:
-        _init_mbarrier_and_arrive(PARTS)
+        _cluster_start(PARTS)
     if SYNC == 2:
         _zero_and_arrive()
     image = tl.program_id(0).to(tl.int64)
