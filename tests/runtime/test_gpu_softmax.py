@@ -138,9 +138,10 @@ def test_every_kernel_of_every_group_runs(registry, rng):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_long_rows_split_across_programs(registry, rng, dtype):
-    """Rows split over a team of programs that exchange partials, and (one program per row) streamed
-    twice by the aligned looped kernels: more rows than resident teams (so
-    teams loop), pieces that are all -inf or past the row's end, a row of equal huge values (where
+    """Rows split over a team of programs that exchange partials (cooperative teams, and thread-block
+    clusters where the device has them), and (one program per row) streamed twice by the aligned looped
+    kernels: more rows than resident teams (so teams loop) or clusters, pieces that are all -inf or past
+    the row's end, a row of equal huge values (where
     max + log(sum) would round the log away), and back-to-back launches (the
     workspace must come back zeroed, or the second launch reads stale counters)."""
     for n, batch in ((16400, 700), (40000, 300), (65552, 97), (131072, 33), (262128, 9)):
@@ -154,7 +155,11 @@ def test_long_rows_split_across_programs(registry, rng, dtype):
             names = [name for name in cands if "_split_" in name]
             assert names, f"no split kernel admits {batch}x{n}"
             streamed = [name for name in cands if "online_aligned" in name or "packed_online" in name]
-            picks = [names[0], names[len(names) // 2], names[-1]] + streamed[:1] + streamed[-1:]
+            clustered = [name for name in cands if "_cluster_" in name]
+            if registry.backend.limits.get("clusters") and n <= 262144:
+                assert clustered, f"no cluster kernel admits {batch}x{n}"
+            picks = ([names[0], names[len(names) // 2], names[-1]] + streamed[:1] + streamed[-1:]
+                     + clustered[:1] + clustered[len(clustered) // 2:][:1] + clustered[-1:])
             for kernel in dict.fromkeys(picks):
                 for attempt in ("first", "second"):
                     ref = softmax_ref(quantize(x, dtype), log)
