@@ -1,6 +1,7 @@
 """Softmax against the memory-bandwidth limit, on the GPU machine.
 
     python benchmarks/softmax_bench.py [--dist dist] [--dtypes fp32,fp16,bf16] [--quick | --sets long,...]
+                                      [--candidates]
 
 Every figure is GPU time per launch from CUDA-graph replay over rotating buffers larger than L2;
 bytes = one read + one write of the tensor (2 * batch * n_cols * sizeof(dtype)); the ceiling is a
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--dtypes", default="fp32,fp16,bf16")
     ap.add_argument("--quick", action="store_true", help="targets, long rows and latency: no sweep")
     ap.add_argument("--sets", help="comma list of targets,long,latency,sweep (default: all; --quick: no sweep)")
+    ap.add_argument("--candidates", action="store_true", help="also print every candidate's time, fastest first")
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
     backend, registry, timer, ceiling = open_gpu(args.dist)
@@ -93,6 +95,9 @@ def main() -> None:
             if ref:
                 print(line(ref, p, "torch.softmax", ceiling, "ref  ") + f"  speedup {ref / timed[best]:.2f}x",
                       flush=True)
+            if args.candidates:
+                for name in sorted(timed, key=timed.get):
+                    print(line(timed[name], p, name, ceiling, "  "))
             shape = f"{batch}x{n}"
             ort_ms = found.ort_ms if ort_best else None
             for provider, ms, name in (("best", timed[best], best), ("ort_contract", ort_ms, ort_best),

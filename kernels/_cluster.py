@@ -1,6 +1,7 @@
 """A thread-block cluster's members (sm_90+) swap two fp32 values each through their shared memories.
 
-Every member has a mailbox: 8 slots of two fp32 values and an mbarrier. `_cluster_start` readies it as
+Every member has a mailbox: 8 slots of two fp32 values (16 in clusters of more than 8, which are
+non-portable: the launch must allow them) and an mbarrier. `_cluster_start` readies it as
 the program starts. At the exchange, thread r of each member pushes the member's pair into its slot of
 member r's mailbox with `st.async`, which counts the 8 bytes on member r's mbarrier; each member then
 waits on its own mbarrier until all the cluster's pushes have landed. Every member reads the same slots,
@@ -21,7 +22,28 @@ One exchange per launch: the mbarrier's phase 0 is the only one waited on. Inlin
 import triton
 import triton.language as tl
 
-MAX_MEMBERS = 8  # mailbox slots: the largest portable cluster
+PORTABLE = tl.constexpr(8)  # the largest cluster every sm_90+ device launches
+MAX_MEMBERS = 16  # the largest an H100/H200 launches, once the function allows non-portable sizes
+
+# The mailbox (8 or 16 slots of two fp32) and its mbarrier, declared at the kernel's scope.
+_START = """.shared .align 8 .b64 tf_team_mbar;
+        .shared .align 16 .b32 tf_team_sums[SLOTS];
+        {
+        .reg .u32 tid, mbar, bytes;
+        .reg .pred lead;
+        .reg .b64 state;
+        mov.u32 tid, %tid.x;
+        setp.eq.u32 lead, tid, 0;
+        mov.u32 mbar, tf_team_mbar;
+        shl.b32 bytes, $1, 3;
+        @lead mbarrier.init.shared::cta.b64 [mbar], 1;
+        @lead mbarrier.arrive.expect_tx.shared::cta.b64 state, [mbar], bytes;
+        @lead fence.mbarrier_init.release.cluster;
+        barrier.cluster.arrive.relaxed.aligned;
+        mov.u32 $0, 0;
+        }"""
+_START_8 = tl.constexpr(_START.replace("SLOTS", "16"))
+_START_16 = tl.constexpr(_START.replace("SLOTS", "32"))
 
 # Push this program's pair ($a, $b) to every member (thread r pushes to member r), then wait until the
 # pairs of all $n members have landed in this program's mailbox (`base`).
@@ -47,7 +69,7 @@ _PUSH_2 = _PUSH.replace("$n", "$4").replace("$a", "$2").replace("$b", "$3")  # o
 # Slot k, added to ($0, $1) when member k exists.
 _ADD_SLOTS = "".join(f"""
         setp.gt.u32 in, $4, {k}; @in ld.shared.v2.f32 {{x, y}}, [base+{8 * k}];
-        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;""" for k in range(1, MAX_MEMBERS))
+        @in add.f32 $0, $0, x; @in add.f32 $1, $1, y;""" for k in range(1, 8))
 _SUMS = tl.constexpr("{\n        .reg .f32 x, y;" + _PUSH_2 + "        ld.shared.v2.f32 {$0, $1}, [base];"
                      + _ADD_SLOTS + "\n        }")
 
@@ -67,28 +89,14 @@ _MAX_SUM = tl.constexpr("{\n        .reg .f32 x, y;\n        .reg .pred live;" +
 
 
 @triton.jit
-def _cluster_start(members):
-    """Thread 0 readies this program's mailbox: an mbarrier whose phase 0 completes once `members`
+def _cluster_start(MEMBERS: tl.constexpr):
+    """Thread 0 readies this program's mailbox: an mbarrier whose phase 0 completes once MEMBERS
     8-byte pushes have landed. Then every thread arrives on the cluster barrier: this program has
     started and its mailbox may be written."""
-    tl.inline_asm_elementwise(
-        """.shared .align 8 .b64 tf_team_mbar;
-        .shared .align 16 .b32 tf_team_sums[16];
-        {
-        .reg .u32 tid, mbar, bytes;
-        .reg .pred lead;
-        .reg .b64 state;
-        mov.u32 tid, %tid.x;
-        setp.eq.u32 lead, tid, 0;
-        mov.u32 mbar, tf_team_mbar;
-        shl.b32 bytes, $1, 3;
-        @lead mbarrier.init.shared::cta.b64 [mbar], 1;
-        @lead mbarrier.arrive.expect_tx.shared::cta.b64 state, [mbar], bytes;
-        @lead fence.mbarrier_init.release.cluster;
-        barrier.cluster.arrive.relaxed.aligned;
-        mov.u32 $0, 0;
-        }""", "=r,r", [members], dtype=tl.int32, is_pure=False, pack=1)
-
+    if MEMBERS > PORTABLE:
+        tl.inline_asm_elementwise(_START_16, "=r,r", [MEMBERS], dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise(_START_8, "=r,r", [MEMBERS], dtype=tl.int32, is_pure=False, pack=1)
 
 @triton.jit
 def _cluster_sums(a, b, members):
@@ -99,7 +107,8 @@ def _cluster_sums(a, b, members):
 
 @triton.jit
 def _cluster_max_sum(m, s, members):
-    """Softmax statistics of a row spread over the cluster's `members` programs (at most 8): from each
-    member's max m and sum s of exp(x - m), the row's max and sum of exp(x - max), in rank order."""
+    """Softmax statistics of a row spread over the cluster's `members` programs: from each
+    member's max m and sum s of exp(x - m), the row's max and sum of exp(x - max), in rank order (up to
+    16 members)."""
     return tl.inline_asm_elementwise(_MAX_SUM, "=f,=f,f,f,r", [m, s, members], dtype=(tl.float32, tl.float32),
                                      is_pure=False, pack=1)

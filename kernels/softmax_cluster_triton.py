@@ -1,19 +1,22 @@
-"""Softmax and log-softmax of long rows (up to 256K columns) held in the registers of a thread-block
+"""Softmax and log-softmax of long rows (16K to 512K columns) held in the registers of a thread-block
 cluster: one row per cluster of SPLIT programs (sm_90+), each holding one BLOCK_SIZE piece of it.
 
 A row of 64K-256K columns is more than one SM's registers can hold well. Streamed twice from one
 program (softmax_packed_online) or split across a cooperative team that meets in global memory
-(softmax_split), it reaches 60-73% of an H200's copy bandwidth: the second pass reads DRAM again once
+(softmax_split), it reached 60-73% of an H200's copy bandwidth: the second pass reads DRAM again once
 a few hundred rows are in flight, and the team's meeting through L2 costs microseconds per row during
 which the team's SMs load nothing. Here the SPLIT pieces of a row load at once, each member reduces
 its piece to (max, sum of exp(x - max)), and the members swap those pairs through their shared memories
 (kernels/_cluster.py: st.async into each member's mailbox, well under a microsecond). Each member then
 combines the SPLIT pairs in rank order, so all of them scale by the same bits, and writes its piece.
-DRAM traffic is the minimum: 2 * batch * n_cols * sizeof(dtype) bytes, and no workspace.
+DRAM traffic is the minimum: 2 * batch * n_cols * sizeof(dtype) bytes, and no workspace. Launches are
+plain (not cooperative): the hardware schedules each cluster's programs together, and a cluster that
+finishes makes room for the next row.
 
 16-bit rows stay packed two to a 32-bit word, with the per-element PTX of kernels/softmax_packed_triton.py:
-a 32K-column piece is 64 values per thread of 16 warps in 64 registers, so two members share an SM and
-one loads while the other reduces or waits for its cluster.
+a 16K-column piece is 64 values per thread of 8 warps in 80 registers, so three members share an SM and
+some load while others reduce or wait for their cluster. Rows of 256K columns take clusters of 16
+programs, a size the H100 and H200 launch but that is not portable (the runtime asks for it).
 
 Group `<op>_cluster_<dtype>`: grid (batch * SPLIT, 1, 1) launched in clusters of (SPLIT, 1, 1), which
 the launch must carry (runtime/cuda.py); rows whose n_cols and strides are multiples of 16 elements
@@ -61,14 +64,16 @@ def softmax_cluster_kernel(output_ptr, input_ptr, input_row_stride, output_row_s
 
 
 OPS = {"softmax": 0, "log_softmax": 1}
-# A member's piece: (BLOCK_SIZE, num_warps, maxnreg). 32 values per thread in 64 registers fits two
-# members on an SM; 64 per thread (the largest pieces) one.
+# A member's piece: (BLOCK_SIZE, num_warps, maxnreg). Measured on an H200 (softmax_bench --candidates):
+# 16-bit pieces of 64 values per thread in 80 registers (three members per SM, no spills) beat 64
+# registers (four per SM, spilling) by 2-10% and 128 registers (two per SM) by 15-25%; pieces of 32K
+# columns, which spill at 64 registers, only serve 256K rows where clusters of 16 cannot launch.
 MEMBERS = {
-    "fp16": [(16384, 8, 64), (32768, 16, 64)],
-    "bf16": [(16384, 8, 64), (32768, 16, 64)],
-    "fp32": [(8192, 8, 64), (16384, 16, 64), (32768, 16, 128), (32768, 32, 64)],
+    "fp16": [(8192, 4, 80), (16384, 8, 80), (32768, 16, 64)],
+    "bf16": [(8192, 4, 80), (16384, 8, 80), (32768, 16, 64)],
+    "fp32": [(8192, 8, 64), (16384, 16, 64), (16384, 8, 128), (32768, 16, 128)],
 }
-SPLITS = (2, 4, 8)  # the portable cluster sizes (and the mailbox's 8 slots)
+SPLITS = (2, 4, 8, 16)  # 16: a non-portable cluster size, which the H100 and H200 launch
 
 
 def get_function_table():

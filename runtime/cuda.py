@@ -101,6 +101,12 @@ class CudaBackend:
         check(cu.cuFuncSetAttribute(func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     nbytes), f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {what})")
 
+    def allow_non_portable_clusters(self, func, what: str) -> None:
+        """Let this function launch in clusters of more than the 8 portable programs (up to 16 on an H100
+        or H200); a device that cannot raises CudaError."""
+        check(cu.cuFuncSetAttribute(func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                    1), f"cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED, {what})")
+
     def resident_blocks(self, func, block_x: int, shared: int, what: str) -> int:
         """How many blocks of this function the whole device runs at once (occupancy x SMs)."""
         per_sm = check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, block_x, shared),

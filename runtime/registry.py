@@ -10,7 +10,8 @@ from .artifacts import Artifacts, KernelInfo
 from .launch import PreparedLaunch, Unsupported
 
 DEFAULT_SHARED_LIMIT = 48 * 1024
-MAX_CLUSTER = 8  # programs in a thread-block cluster that every sm_90+ device can launch
+PORTABLE_CLUSTER = 8  # programs in a thread-block cluster that every sm_90+ device can launch
+MAX_CLUSTER = 16  # the most any device launches (H100, H200), once the function allows non-portable sizes
 
 
 class LoadedKernel:
@@ -26,6 +27,7 @@ class LoadedKernel:
         self._scratch: dict[str, tuple[int, int]] = {}  # name -> (ptr, bytes)
         self._resident: int | None = None
         self._clusters: dict[tuple, int] = {}  # cluster shape -> how many the device runs at once
+        self._non_portable = False  # clusters over 8 programs allowed on this function
 
     @property
     def resident(self) -> int:
@@ -77,12 +79,19 @@ class LoadedKernel:
             raise Unsupported(f"{name}: launched in thread-block clusters, which this device does not have")
         if any(d < 1 or g % d for g, d in zip(grid, cluster)):
             raise Unsupported(f"{name}: clusters of {cluster} do not divide the grid {grid}")
-        if cluster[0] * cluster[1] * cluster[2] > MAX_CLUSTER:
-            raise Unsupported(f"{name}: clusters of {cluster} exceed the portable {MAX_CLUSTER} programs")
+        size = cluster[0] * cluster[1] * cluster[2]
+        if size > MAX_CLUSTER:
+            raise Unsupported(f"{name}: clusters of {cluster} exceed the {MAX_CLUSTER} programs any device launches")
         if cluster not in self._clusters:
             self._ensure_dynamic_shared()
-            self._clusters[cluster] = self.backend.resident_clusters(self.function, self.info.threads_per_block,
-                                                                     self.info.shared, cluster, name)
+            try:
+                if size > PORTABLE_CLUSTER and not self._non_portable:
+                    self.backend.allow_non_portable_clusters(self.function, name)
+                    self._non_portable = True
+                self._clusters[cluster] = self.backend.resident_clusters(
+                    self.function, self.info.threads_per_block, self.info.shared, cluster, name)
+            except RuntimeError as why:  # the driver refuses the size (over 8 is not portable)
+                raise Unsupported(f"{name}: this device cannot launch clusters of {cluster} ({why})") from None
         if not self._clusters[cluster]:
             raise Unsupported(f"{name}: a cluster of {cluster} programs does not fit on this device at once")
 

@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pytest
 
+from runtime.launch import Unsupported
 from runtime.memory import DTYPES, DeviceArray
 from runtime.ops.softmax import Softmax, softmax_numpy
 from runtime.reference import assert_close, quantize, softmax_ref
@@ -246,3 +247,18 @@ def test_default_choice_falls_back_when_pointers_rule_a_kernel_out(registry, rng
     finally:
         cuda.free(src)
         cuda.free(dst)
+
+
+def test_cluster_sizes(registry, rng):
+    """Clusters of 16 programs are not portable: the runtime allows them on the function before it asks
+    the device for room, and refuses sizes no device launches."""
+    infos = [k for k in registry.by_group.get("softmax_cluster_fp16", []) if k.constants["SPLIT"] == 16]
+    if not infos:
+        pytest.skip(f"no cluster kernels for sm_{registry.backend.arch} (they need sm_90+)")
+    kernel = registry.kernel(infos[0].name)
+    with pytest.raises(Unsupported, match="exceed the 16 programs"):
+        kernel.check_cluster((64, 1, 1), (32, 1, 1))
+    kernel.check_cluster((32, 1, 1), (16, 1, 1))
+    n = 15 * infos[0].constants["BLOCK_SIZE"] + 16  # the last member holds one vector
+    x = rng.standard_normal((5, n)).astype(np.float32)
+    run_and_check(registry, infos[0].name, "fp16", False, x, what=f"5x{n}")
