@@ -15,8 +15,9 @@ finishes makes room for the next row.
 
 16-bit rows stay packed two to a 32-bit word, with the per-element PTX of kernels/softmax_packed_triton.py:
 a 16K-column piece is 64 values per thread of 8 warps in 80 registers, so three members share an SM and
-some load while others reduce or wait for their cluster. Rows of 256K columns take clusters of 16
-programs, a size the H100 and H200 launch but that is not portable (the runtime asks for it).
+some load while others reduce or wait for their cluster (a 32K piece: 128 values in 128 registers, two
+per SM). fp32 rows of 256K columns are fastest in clusters of 16 programs, a size the H100 and H200
+launch but that is not portable (the runtime asks for it).
 
 Group `<op>_cluster_<dtype>`: grid (batch * SPLIT, 1, 1) launched in clusters of (SPLIT, 1, 1), which
 the launch must carry (runtime/cuda.py); rows whose n_cols and strides are multiples of 16 elements
@@ -64,13 +65,13 @@ def softmax_cluster_kernel(output_ptr, input_ptr, input_row_stride, output_row_s
 
 
 OPS = {"softmax": 0, "log_softmax": 1}
-# A member's piece: (BLOCK_SIZE, num_warps, maxnreg). Measured on an H200 (softmax_bench --candidates):
-# 16-bit pieces of 64 values per thread in 80 registers (three members per SM, no spills) beat 64
-# registers (four per SM, spilling) by 2-10% and 128 registers (two per SM) by 15-25%; pieces of 32K
-# columns, which spill at 64 registers, only serve 256K rows where clusters of 16 cannot launch.
+# A member's piece: (BLOCK_SIZE, num_warps, maxnreg), chosen on an H200 (softmax_bench --candidates,
+# benchmarks/results/softmax_long_rows_h200.log). 16-bit pieces spill at 64 registers: 64 values per
+# thread in 80 registers (three members per SM) or 128 in 128 (two per SM) beat 64 registers by 2-10%
+# and the same pieces at one member per SM by 30-50%.
 MEMBERS = {
-    "fp16": [(8192, 4, 80), (16384, 8, 80), (32768, 16, 64)],
-    "bf16": [(8192, 4, 80), (16384, 8, 80), (32768, 16, 64)],
+    "fp16": [(8192, 4, 80), (16384, 8, 80), (32768, 8, 128)],
+    "bf16": [(8192, 4, 80), (16384, 8, 80), (32768, 8, 128)],
     "fp32": [(8192, 8, 64), (16384, 16, 64), (16384, 8, 128), (32768, 16, 128)],
 }
 SPLITS = (2, 4, 8, 16)  # 16: a non-portable cluster size, which the H100 and H200 launch

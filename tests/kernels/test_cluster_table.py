@@ -81,7 +81,7 @@ def _admits(table, k, n_cols, stride=None):
 
 def test_softmax_members_fill_their_pieces(softmax_table):
     """A row fills more than half its cluster's pieces, in 16-element steps (16-byte vectors)."""
-    k = next(k for k in softmax_table.kernels if k.name == "softmax_cluster_fp16_b32768_s4_w16")
+    k = next(k for k in softmax_table.kernels if k.name == "softmax_cluster_fp16_b32768_s4_w8")
     assert _admits(softmax_table, k, 131072) and _admits(softmax_table, k, 65552)
     assert _admits(softmax_table, k, 131056, stride=131072)  # padded rows
     assert not _admits(softmax_table, k, 131088)  # one vector past the pieces
