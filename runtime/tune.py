@@ -2,8 +2,9 @@
 
 Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's TunableOp adds:
   1. skip candidates the contract or device rejects (Unsupported);
-  2. numerical check against float64 on sampled rows before a candidate may win (it also warms up);
-  3. a quick estimate (3 launches); skip if over 2x the best so far;
+  2. a quick estimate (3 launches, after a warm-up); skip if over 2x the best so far;
+  3. numerical check against float64 on sampled rows of every candidate still in the running, before
+     it may win (one that was skipped cannot win, so it is not checked);
   4. iterations = clamp(budget / estimate, 1, 100), timed by graph replay over rotating buffers
      larger than L2.
 
@@ -54,14 +55,14 @@ def tune_problem(setup: SoftmaxSetup | GroupNormSetup, budget_ms: float = 10.0, 
         except Unsupported as why:
             out.rejected[name] = str(why)
             continue
-        problem = setup.check(name)
-        if problem:
-            out.rejected[name] = f"numerical check failed: {problem}"
-            continue
         ort = setup.is_ort(name)
         approx = setup.time_ms(name, 3)
         if not exhaustive and approx > 2 * out.best_ms and not (ort and approx <= 2 * out.ort_ms):
             out.skipped += 1
+            continue
+        problem = setup.check(name)
+        if problem:
+            out.rejected[name] = f"numerical check failed: {problem}"
             continue
         iters = int(max(1, min(100, budget_ms / max(approx, 1e-6))))
         ms = setup.time_ms(name, max(iters, 3)) if not exhaustive else setup.time_ms(name, 100)
