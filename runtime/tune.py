@@ -5,8 +5,8 @@ Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's 
   2. a quick estimate (3 launches, after a warm-up); skip if over 2x the best so far;
   3. numerical check against float64 on sampled rows of every candidate still in the running, before
      it may win (one that was skipped cannot win, so it is not checked);
-  4. iterations = clamp(budget / estimate, 1, 100), timed by graph replay over rotating buffers
-     larger than L2.
+  4. iterations = clamp(budget / (6 x estimate), 1, 100), timed by graph replay (one warm-up replay,
+     the median of five timed) over rotating buffers larger than L2.
 
     python -m runtime.tune --dist dist --out tune/cuda/sm_90/NVIDIA_H200.json [--shapes FILE]
         [--ops softmax,log_softmax,group_norm_silu,group_norm_pass]
@@ -64,7 +64,8 @@ def tune_problem(setup: SoftmaxSetup | GroupNormSetup, budget_ms: float = 10.0, 
         if problem:
             out.rejected[name] = f"numerical check failed: {problem}"
             continue
-        iters = int(max(1, min(100, budget_ms / max(approx, 1e-6))))
+        # The budget covers the whole measurement: a warm-up replay and five timed ones.
+        iters = int(max(1, min(100, budget_ms / (6 * max(approx, 1e-6)))))
         ms = setup.time_ms(name, max(iters, 3)) if not exhaustive else setup.time_ms(name, 100)
         out.timed[name] = ms
         if ms < out.best_ms:
