@@ -98,6 +98,7 @@ def _cluster_start(MEMBERS: tl.constexpr):
     else:
         tl.inline_asm_elementwise(_START_8, "=r,r", [MEMBERS], dtype=tl.int32, is_pure=False, pack=1)
 
+
 @triton.jit
 def _cluster_sums(a, b, members):
     """(sum of a, sum of b) over the cluster's `members` programs (at most 8), in rank order."""
