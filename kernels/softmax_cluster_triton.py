@@ -67,8 +67,8 @@ def softmax_cluster_kernel(output_ptr, input_ptr, input_row_stride, output_row_s
 OPS = {"softmax": 0, "log_softmax": 1}
 # A member's piece: (BLOCK_SIZE, num_warps, maxnreg), chosen on an H200 (softmax_bench --candidates,
 # benchmarks/results/softmax_long_rows_h200.log). 16-bit pieces spill at 64 registers: 64 values per
-# thread in 80 registers (three members per SM) or 128 in 128 (two per SM) beat 64 registers by 2-10%
-# and the same pieces at one member per SM by 30-50%.
+# thread in 80 registers (three members per SM) or 128 in 128 (two per SM) win; at 64 registers they
+# take 3-14% longer, and at one member per SM 43-62% longer.
 MEMBERS = {
     "fp16": [(8192, 4, 80), (16384, 8, 80), (32768, 8, 128)],
     "bf16": [(8192, 4, 80), (16384, 8, 80), (32768, 8, 128)],
