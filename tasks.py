@@ -25,17 +25,15 @@ def _targets(c: Context, platform: str, arch: str | None):
     return parse_targets(arch if arch else list(_cfg(c).archs[platform]), platform=platform)
 
 
-def _compile(c: Context, platform: str, arch: str | None, out: str | None, jobs: int,
-             allow_unpinned_triton: bool, quiet: bool):
-    from pipeline.build import build_dist, discover_scripts
+def _compile(c: Context, targets, out: str | None, jobs: int, allow_unpinned_triton: bool, quiet: bool):
+    """Compile in this Python, with a progress bar."""
     from pipeline.report import compile_progress, print_summary
+    from pipeline.runners import run_local
 
     cfg = _cfg(c)
-    targets = _targets(c, platform, arch)
     with compile_progress(not quiet) as progress:
-        report = build_dist(discover_scripts(cfg.kernels_dir), targets, out or cfg.out,
-                            cache_dir=cfg.cache_dir, jobs=jobs or cfg.jobs,
-                            allow_unpinned=allow_unpinned_triton, progress=progress, host=cfg.host)
+        report = run_local(cfg.kernels_dir, targets, out or cfg.out, cfg.cache_dir, jobs or cfg.jobs, cfg.host,
+                           progress, allow_unpinned_triton)
     if not quiet:
         print_summary(report)
     return report
@@ -69,7 +67,7 @@ def _fail_on_pipeline_error(fn):
 def compile(c: Context, platform: str, arch: str | None = None, out: str | None = None,
             jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False):
     """Compile every kernel in kernels/ for each arch into ORT's archive + header + kernels.json."""
-    _compile(c, platform, arch, out, jobs, allow_unpinned_triton, quiet)
+    _compile(c, _targets(c, platform, arch), out, jobs, allow_unpinned_triton, quiet)
 
 
 @task(help={
@@ -92,19 +90,20 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
     cfg = _cfg(c)
     targets = _targets(c, platform, arch)
     log = (lambda line: None) if quiet else (lambda line: console.print(line, highlight=False, markup=False))
-    if choose_runner(runner, log) == "docker":
+    if choose_runner(runner, log) == "local":
+        report = _compile(c, targets, out, jobs, allow_unpinned_triton, quiet)
+    elif allow_unpinned_triton:
+        raise Exit("error: --allow-unpinned-triton is for the local runner: the image holds the pinned triton",
+                   code=2)
+    else:
         report = run_docker(cfg.kernels_dir, targets, out or cfg.out, cfg.cache_dir, jobs or cfg.jobs, log,
                             cfg.host, platform)
         if not quiet:
             print_summary(report)
-    else:
-        report = _compile(c, platform, arch, out, jobs, allow_unpinned_triton, quiet)
-        for t in report.targets:  # no image built these bytes: drop a stale record of one
-            Path(out or cfg.out, t.platform, f"{t.arch_name}.image.json").unlink(missing_ok=True)
     for t in report.targets:
-        result = check_artifacts(Path(t.paths["archive"]).parent)
+        result = check_artifacts(t.paths["archive"].parent)
         console.print(f"consumer check {t.target.arch_name}: {result.kernels} kernels resolved by dlsym, "
-                      f"blobs match kernels.json, stack {result.stack_flags}")
+                      f"blobs match kernels.json, stack {result.stack_flags}", highlight=False)
 
 
 @task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists"})

@@ -43,8 +43,14 @@ class TargetReport:
     compile_seconds: float = 0.0  # summed over kernels (work, not wall time)
     binary_bytes: int = 0
     archive_bytes: int = 0
-    not_ort_launchable: list[str] = field(default_factory=list)
+    # {group: [kernel names]} of kernels ORT's plain launch cannot run (kernels.json says why)
+    not_ort_launchable: dict[str, list[str]] = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
+
+    COUNTS = ("kernels", "compiled", "cached", "compile_seconds", "binary_bytes")
+
+    def counts(self) -> dict:
+        return {"target": self.target.spec(), **{k: getattr(self, k) for k in self.COUNTS}}
 
 
 @dataclass
@@ -52,6 +58,20 @@ class BuildReport:
     targets: list[TargetReport]
     seconds: float
     triton_version: str
+
+    def to_json(self) -> str:
+        """What a build in a container hands back to the host (the paths are the container's own)."""
+        return json.dumps({"seconds": self.seconds, "triton_version": self.triton_version,
+                           "targets": [t.counts() for t in self.targets]}, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> BuildReport:
+        from .targets import parse_target
+
+        doc = json.loads(text)
+        targets = [TargetReport(parse_target(t["target"]), **{k: t[k] for k in TargetReport.COUNTS})
+                   for t in doc["targets"]]
+        return cls(targets, doc["seconds"], doc["triton_version"])
 
     @property
     def compiled(self) -> int:
@@ -94,6 +114,12 @@ def _default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+def kernel_key(spec, target: Target, triton_version: str) -> str:
+    """The compile-cache key of one kernel for one target: a pure function of the inputs."""
+    return compile_key(source_key=spec.source_key, sig=spec.sig_string(), constants=spec.constants,
+                       options=spec.options, target=target.spec(), triton_version=triton_version)
+
+
 def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache, triton_version: str,
                   jobs: int = 0, progress: Progress | None = None):
     """Compile every (target, kernel) the kernel's script builds for; returns {target: [(spec, binary, record,
@@ -114,9 +140,7 @@ def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache
         for i, spec in enumerate(table.kernels):
             if not spec.builds_for(t):
                 continue
-            key = compile_key(source_key=spec.func.cache_key, sig=spec.sig_string(),
-                              constants=spec.constants, options=spec.options, target=t.spec(),
-                              triton_version=triton_version)
+            key = kernel_key(spec, t, triton_version)
             hit = cache.get(key)
             if hit is not None:
                 results[t][i] = (spec, hit[0], hit[1], True)
@@ -179,7 +203,7 @@ def write_artifacts(table: KernelTable, target: Target, compiled: list, out_dir:
         entries.append({"symbol": f"{symbol}_start", "func_name": record["func_name"], "group": spec.group,
                         "name": spec.name, "num_warps": record["num_warps"], "shared": record["shared"],
                         "constants": spec.constants})
-        kernels.append(manifest.kernel_entry(index, spec, target, record, symbol))
+        kernels.append(manifest.kernel_entry(index, spec, target, record, symbol, table.contracts.get(spec.group)))
     archive_path = embed.archive(objects, work, ARCHIVE_NAME)
     final_archive = out_dir / ARCHIVE_NAME
     os.replace(archive_path, final_archive)
@@ -240,10 +264,7 @@ def install_targets(staged_root: Path, targets: list[Target], out: Path, reports
         os.replace(staged_root / t.platform / t.arch_name, final)
         rep.paths = {k: final / n for k, n in
                      (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
-        rep.archive_bytes = rep.paths["archive"].stat().st_size
-        rep.not_ort_launchable = _not_launchable(rep.paths["manifest"])
-        doc = json.loads(rep.paths["manifest"].read_text())
-        rep.kernels = rep.kernels or len(doc["kernels"])
+        _read_installed(rep)
     for t in targets:  # old copies were moved under staged_root; drop them now
         shutil.rmtree(staged_root / f".old-{t.platform}-{t.arch_name}", ignore_errors=True)
 
@@ -276,11 +297,16 @@ def build_ort(scripts: list[Path], target: Target, header_path: Path | str, obj_
                 stray.unlink()
     rep = reports[target]
     rep.paths = dests
-    rep.archive_bytes = obj_file.stat().st_size
-    rep.not_ort_launchable = _not_launchable(dests["manifest"])
+    _read_installed(rep)
     return BuildReport([rep], time.perf_counter() - t0, version)
 
 
-def _not_launchable(manifest_path: Path) -> list[str]:
-    doc = json.loads(manifest_path.read_text())
-    return [f"{k['name']}: {'; '.join(k['ort_notes'])}" for k in doc["kernels"] if not k["ort_launchable"]]
+def _read_installed(rep: TargetReport) -> None:
+    """Fill a report's archive size and ORT warnings from the files installed at rep.paths."""
+    rep.archive_bytes = rep.paths["archive"].stat().st_size
+    doc = json.loads(rep.paths["manifest"].read_text())
+    rep.kernels = rep.kernels or len(doc["kernels"])
+    rep.not_ort_launchable = {}
+    for k in doc["kernels"]:
+        if not k["ort_launchable"]:
+            rep.not_ort_launchable.setdefault(k["group"], []).append(k["name"])

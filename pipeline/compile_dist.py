@@ -1,19 +1,51 @@
 """Compile entry point inside a build container (the image's ENTRYPOINT).
 
     python -m pipeline.compile_dist --platform cuda --arch sm_90,sm_80 --kernels-dir /src/kernels \
-        --out /out --cache-dir /cache
+        --out /out --cache-dir /cache --report /out/report.json
 
-Writes <out>/<platform>/<arch>/ exactly as `invoke compile` does on the host.
+Writes <out>/<platform>/<arch>/ exactly as `invoke compile` does on the host, and the build report
+(counts and compile seconds per target) as JSON for the host to read back.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
 from .build import build_dist, discover_scripts
 from .errors import PipelineError
 from .targets import parse_targets
+
+
+class LineProgress:
+    """Progress as plain lines (a container log has no terminal for a bar): one per tenth of the work,
+    or every 30 s, whichever comes first."""
+
+    def __init__(self, out=sys.stdout, every_s: float = 30.0):
+        self.out, self.every_s = out, every_s
+        self.total = self.done = 0
+        self.next_at = 0
+        self.last = time.monotonic()
+
+    def __call__(self, event, **info):
+        if event == "plan":
+            self.total = info["total"] - info["cached"]
+            self._say(f"compile: {info['total']} kernels, {info['cached']} cached, {self.total} to compile")
+            self.next_at = max(1, self.total // 10)
+        elif event == "done":
+            self.done += 1
+            if not info["ok"]:
+                self._say(f"compile: FAILED {info['target']}/{info['name']}")
+            now = time.monotonic()
+            if self.done >= self.next_at or now - self.last >= self.every_s:
+                self._say(f"compile: {self.done}/{self.total} compiled")
+                self.next_at = self.done + max(1, self.total // 10)
+
+    def _say(self, line):
+        print(line, file=self.out, flush=True)
+        self.last = time.monotonic()
 
 
 def main(argv=None) -> int:
@@ -25,21 +57,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir")
     ap.add_argument("--jobs", type=int, default=0)
     ap.add_argument("--host", default="x86_64")
+    ap.add_argument("--report", help="write the build report (JSON) here")
     args = ap.parse_args(argv)
     try:
         targets = parse_targets(args.arch, platform=args.platform)
-
-        def progress(event, **info):  # plain lines: a container log has no terminal for a bar
-            if event == "plan":
-                print(f"compile: {info['total']} kernels, {info['cached']} cached", flush=True)
-            elif event == "done" and not info["ok"]:
-                print(f"compile: FAILED {info['target']}/{info['name']}", flush=True)
-
         report = build_dist(discover_scripts(args.kernels_dir), targets, args.out, cache_dir=args.cache_dir,
-                            jobs=args.jobs, progress=progress, host=args.host)
-        for t in report.targets:
-            print(f"compile: {t.target.platform}/{t.target.arch_name}: {t.kernels} kernels, {t.compiled} compiled, "
-                  f"{t.cached} cached, {t.archive_bytes} archive bytes", flush=True)
+                            jobs=args.jobs, progress=LineProgress(), host=args.host)
+        if args.report:
+            Path(args.report).write_text(report.to_json())
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -40,12 +40,13 @@ def client():
                             "(scripts/setup does) or use --runner local") from None
 
 
-def engine_available() -> bool:
+def engine_unavailable() -> str | None:
+    """Why no Docker engine can be used here (None: one answers)."""
     try:
         client()
-        return True
-    except PipelineError:
-        return False
+    except PipelineError as exc:
+        return exc.detail
+    return None
 
 
 def _input_files(root: Path = ROOT) -> list[Path]:
@@ -166,6 +167,15 @@ def build_image(platform: str, log: Log = print, force: bool = False) -> str:
     if image_exists(c, tag) and not force:
         log(f"image {tag} exists (inputs unchanged): build skipped")
         return tag
+    import docker
+
+    try:
+        return _build(c, platform, tag, log)
+    except docker.errors.DockerException as exc:
+        raise PipelineError(f"building {tag} failed: {exc}") from None
+
+
+def _build(c, platform: str, tag: str, log: Log) -> str:
     base = base_image(c, platform, log)
     with tempfile.TemporaryDirectory(prefix="tf-image-") as tmp:
         ctx = _context(Path(tmp))

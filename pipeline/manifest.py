@@ -15,9 +15,22 @@ def tool_version() -> str:
     return __version__
 
 
-def ort_notes(target, record: dict) -> list[str]:
-    """Why an unmodified ORT build could not launch this kernel correctly (empty: it can)."""
+def ort_notes(target, record: dict, contract: dict | None = None) -> list[str]:
+    """Why an unmodified ORT build could not launch this kernel correctly (empty: it can).
+
+    ORT launches every kernel with a plain cuLaunchKernel / hipModuleLaunchKernel: one CTA per program,
+    no cluster attribute, no residency guarantee, no workspace.
+    """
     notes = []
+    contract = contract or {}
+    if contract.get("cluster"):
+        notes.append("launched in thread-block clusters; ORT's plain launch sets no cluster dimension, "
+                     "and the kernel's distributed shared memory accesses fault without one")
+    if contract.get("cooperative"):
+        notes.append("cooperative grid: its programs wait for one another, which a plain launch does not "
+                     "keep resident (it can hang)")
+    if contract.get("workspace"):
+        notes.append("needs a zeroed workspace buffer that ORT does not allocate")
     if target.backend == "cuda" and record["shared"] > ORT_MAX_SHARED:
         notes.append(f"needs {record['shared']} B of shared memory; ORT launches without raising the "
                      f"{ORT_MAX_SHARED} B default limit")
@@ -26,13 +39,13 @@ def ort_notes(target, record: dict) -> list[str]:
     return notes
 
 
-def kernel_entry(index: int, spec, target, record: dict, symbol: str) -> dict:
+def kernel_entry(index: int, spec, target, record: dict, symbol: str, contract: dict | None = None) -> dict:
     layout = record["layout"]
     params = [
         {"name": n, "type": p.type, "divisibility": p.divisibility or 1, "c_type": p.c_type, **slot}
         for n, p, slot in zip(spec.param_names, spec.params, layout["runtime"])
     ]
-    notes = ort_notes(target, record)
+    notes = ort_notes(target, record, contract)
     return {
         "index": index,
         "name": spec.name,

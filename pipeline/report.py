@@ -50,5 +50,9 @@ def print_summary(report: BuildReport) -> None:
     console.print(summary_table(report))
     for t in report.targets:
         console.print(f"{t.target.arch_name}: {t.paths['archive'].parent}", highlight=False)
-        for line in t.not_ort_launchable:
-            console.print(f"[yellow]warning[/]: {t.target.arch_name}: {line}")
+        groups = t.not_ort_launchable
+        if groups:
+            n = sum(map(len, groups.values()))
+            console.print(f"[yellow]warning[/]: {t.target.arch_name}: {n} kernels that ORT's plain launch cannot "
+                          f"run (ort_notes in kernels.json says why), in {len(groups)} groups: "
+                          f"{', '.join(groups)}", highlight=False)

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from .build import BuildReport, TargetReport, build_dist, discover_scripts, install_targets
+from .build import BuildReport, build_dist, discover_scripts, install_targets
 from .errors import PipelineError
-from .images import build_image, client, engine_available
+from .images import build_image, client, engine_unavailable
 
 CONTAINER_UID = 10001  # the image's non-root user
+RUNNERS = ("auto", "docker", "local")
 
 
 def container_user() -> str:
@@ -26,17 +26,28 @@ def container_user() -> str:
 
 
 def choose_runner(runner: str, log) -> str:
-    if runner not in ("auto", "docker", "local"):
-        raise PipelineError(f"--runner must be auto, docker or local, not '{runner}'")
+    if runner not in RUNNERS:
+        raise PipelineError(f"--runner must be one of {', '.join(RUNNERS)}, not '{runner}'")
     if runner == "auto":
-        runner = "docker" if engine_available() else "local"
-        log(f"runner: {runner} ({'a Docker engine answered' if runner == 'docker' else 'no Docker engine reachable'})")
+        why = engine_unavailable()
+        runner = "local" if why else "docker"
+        log(f"runner: {runner} ({why or 'a Docker engine answered'})")
     return runner
 
 
-def run_local(kernels_dir, targets, out, cache_dir, jobs, progress, host) -> BuildReport:
-    return build_dist(discover_scripts(kernels_dir), targets, out, cache_dir=cache_dir, jobs=jobs,
-                      progress=progress, host=host)
+def run_local(kernels_dir, targets, out, cache_dir, jobs, host, progress=None,
+              allow_unpinned: bool = False) -> BuildReport:
+    """Compile in this Python; no image built these bytes, so a stale record of one is dropped."""
+    report = build_dist(discover_scripts(kernels_dir), targets, out, cache_dir=cache_dir, jobs=jobs,
+                        allow_unpinned=allow_unpinned, progress=progress, host=host)
+    for t in targets:
+        image_record(Path(out), t).unlink(missing_ok=True)
+    return report
+
+
+def image_record(out: Path, target) -> Path:
+    """`<out>/<platform>/<arch>.image.json`: which image built that target's bytes (docker runner)."""
+    return out / target.platform / f"{target.arch_name}.image.json"
 
 
 def _shared_dir(path: Path) -> Path:
@@ -46,69 +57,74 @@ def _shared_dir(path: Path) -> Path:
 
 
 def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: str) -> BuildReport:
-    import time
+    """Compile in the platform's image: kernels mounted read-only, no network, a non-root user; the
+    results are swapped into `out` only when every target built."""
+    import docker
 
-    t0 = time.perf_counter()
     image = build_image(platform, log)
     c = client()
+    # Docker takes bind mounts as absolute host paths only (a relative one reads as a volume name).
     kernels_dir = Path(kernels_dir).resolve()
     if not kernels_dir.is_dir():
         raise PipelineError(f"kernels directory '{kernels_dir}' does not exist")
-    out = Path(out)
+    discover_scripts(kernels_dir)  # no scripts: say so before starting a container
+    out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".docker-", dir=out))  # same file system as out: renames work
     try:
         _shared_dir(work / "out")
         volumes = {str(kernels_dir): {"bind": "/src/kernels", "mode": "ro"},
                    str(work / "out"): {"bind": "/out", "mode": "rw"}}
-        if cache_dir:  # a cache of its own: entries are written by the container's user
-            cache = Path(f"{Path(cache_dir).resolve()}-docker")
-            volumes[str(_shared_dir(cache))] = {"bind": "/cache", "mode": "rw"}
         cmd = ["--platform", platform, "--arch", ",".join(t.arch_name for t in targets),
-               "--kernels-dir", "/src/kernels", "--out", "/out", "--jobs", str(jobs), "--host", host]
-        if cache_dir:
+               "--kernels-dir", "/src/kernels", "--out", "/out", "--jobs", str(jobs), "--host", host,
+               "--report", "/out/report.json"]
+        if cache_dir:  # a cache of its own: entries are written by the container's user
+            cache = _shared_dir(Path(f"{Path(cache_dir).resolve()}-docker"))
+            volumes[str(cache)] = {"bind": "/cache", "mode": "rw"}
             cmd += ["--cache-dir", "/cache"]
         user = container_user()
         log(f"docker run {image} (network none, user {user}, kernels read-only)")
-        container = c.containers.run(image, cmd, volumes=volumes, network_mode="none", detach=True,
-                                     user=user, working_dir="/src")
         try:
-            lines = []
-            for chunk in container.logs(stream=True, follow=True):
-                for line in chunk.decode(errors="replace").splitlines():
-                    lines.append(line)
-                    log(f"  | {line}")
-            code = container.wait()["StatusCode"]
-        finally:
-            container.remove(force=True)
+            code, lines = _run_container(c, image, cmd, volumes, user, log)
+        except docker.errors.DockerException as exc:
+            raise PipelineError(f"running {image} failed: {exc}") from None
         if code != 0:
             errors = [line for line in lines if line.startswith("error:")] or lines[-20:]
             raise PipelineError(f"compile in {image} failed (exit {code}):\n" + "\n".join(errors))
-        reports = []
+        report_file = work / "out" / "report.json"
+        if not report_file.is_file():
+            raise PipelineError(f"the compile in {image} wrote no build report")
+        report = BuildReport.from_json(report_file.read_text())
         for t in targets:
-            staged = work / "out" / t.platform / t.arch_name
-            if not (staged / "kernels.json").is_file():
+            if not (work / "out" / t.platform / t.arch_name / "kernels.json").is_file():
                 raise PipelineError(f"the container produced no {t.platform}/{t.arch_name}")
-            rep = TargetReport(t)
-            # compile_dist prints "compile: <platform>/<arch>: N kernels, C compiled, H cached, ..."
-            for line in lines:
-                m = re.match(rf"compile: {t.platform}/{t.arch_name}: (\d+) kernels, (\d+) compiled, (\d+) cached", line)
-                if m:
-                    rep.kernels, rep.compiled, rep.cached = map(int, m.groups())
-            reports.append(rep)
-        install_targets(work / "out", targets, out, reports)
-        info = {"tag": image, "id": c.images.get(image).id}
+        install_targets(work / "out", targets, out, report.targets)
+        record = json.dumps({"tag": image, "id": c.images.get(image).id}) + "\n"
         for t in targets:  # which image built it, for the release manifest
-            (out / t.platform / f"{t.arch_name}.image.json").write_text(json.dumps(info) + "\n")
-        return BuildReport(reports, time.perf_counter() - t0, _triton_of(out, targets[0]))
+            _write_atomic(image_record(out, t), record)
+        return report
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _triton_of(out: Path, target) -> str:
-    import json
+def _run_container(c, image, cmd, volumes, user, log) -> tuple[int, list[str]]:
+    container = c.containers.run(image, cmd, volumes=volumes, network_mode="none", detach=True,
+                                 user=user, working_dir="/src")
+    try:
+        lines = []
+        for chunk in container.logs(stream=True, follow=True):
+            for line in chunk.decode(errors="replace").splitlines():
+                lines.append(line)
+                log(f"  | {line}")
+        return container.wait()["StatusCode"], lines
+    finally:
+        container.remove(force=True)
 
-    return json.loads((out / target.platform / target.arch_name / "kernels.json").read_text())["triton_version"]
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def run_gpu_tests(image: str, platform: str, dist: Path, repo: Path, log) -> int:

@@ -9,8 +9,11 @@ thread-block clusters); its kernels are left out of other targets' artifacts.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import hashlib
 import importlib.util
+import json
 import re
 import sys
 import traceback
@@ -43,6 +46,7 @@ class KernelSpec:
     options: dict = field(default_factory=dict)
     platforms: tuple[str, ...] = PLATFORM_NAMES  # the script's PLATFORMS
     min_sm: int = 0  # the script's MIN_SM (CUDA targets only)
+    source_key: str = ""  # the jit function and every source file it can depend on (see source_key)
 
     def builds_for(self, target: Target) -> bool:
         if target.platform not in self.platforms:
@@ -93,6 +97,46 @@ def load_module(path: Path, index: int):
     finally:
         sys.path.remove(here)
     return module
+
+
+def local_sources(path: Path) -> dict[str, str]:
+    """{file name: sha256} of a script and of every file beside it that it imports, transitively.
+
+    Read from the files, never from loaded modules: Triton's own JIT cache key depends on the order in
+    which modules were loaded in this process, so the same inputs could get two keys.
+    """
+    here = Path(path).resolve().parent
+    found: dict[str, str] = {}
+    todo = [Path(path).resolve()]
+    while todo:
+        f = todo.pop()
+        if f.name in found:
+            continue
+        data = f.read_bytes()
+        found[f.name] = hashlib.sha256(data).hexdigest()
+        try:
+            tree = ast.parse(data, filename=str(f))
+        except SyntaxError:
+            continue  # loading the script reports it
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                sibling = here / f"{name.split('.')[0]}.py"
+                if sibling.is_file():
+                    todo.append(sibling)
+    return dict(sorted(found.items()))
+
+
+def source_key(func, sources: dict[str, str]) -> str:
+    """What a kernel's code depends on: its jit function (file and name) and the sources it can reach."""
+    fn = getattr(func, "fn", func)
+    where = f"{Path(fn.__code__.co_filename).name}:{fn.__qualname__}"
+    return hashlib.sha256(json.dumps([where, sources], sort_keys=True).encode()).hexdigest()
 
 
 def _short_tb(exc: BaseException) -> str:
@@ -238,9 +282,12 @@ def load_table(scripts: list[Path | str]) -> KernelTable:
         table = call_table(module, path)
         if not table:
             raise PipelineError("get_function_table() returned no kernels", script=str(path))
+        sources = local_sources(path)
         script_kernels = []
         for j, entry in enumerate(table):
-            spec = dataclasses.replace(validate_entry(entry, path, j), platforms=platforms, min_sm=min_sm)
+            spec = validate_entry(entry, path, j)
+            spec = dataclasses.replace(spec, platforms=platforms, min_sm=min_sm,
+                                       source_key=source_key(spec.func, sources))
             if spec.name in seen:
                 raise PipelineError(f"duplicate kernel name (first defined in {seen[spec.name]})",
                                     script=str(path), kernel=spec.name)
