@@ -39,6 +39,14 @@ def _compile(c: Context, targets, out: str | None, jobs: int, allow_unpinned_tri
     return report
 
 
+def _require_gpu(platform: str, task_name: str) -> None:
+    from pipeline.runners import gpu_unavailable
+
+    why = gpu_unavailable(platform)
+    if why:
+        raise Exit(f"error: invoke {task_name} runs on a GPU runner: this machine has {why}", code=1)
+
+
 def _fail_on_pipeline_error(fn):
     """Turn pipeline errors into a one-line message and exit code 1 instead of a traceback."""
     import functools
@@ -146,9 +154,14 @@ def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
     from pipeline.runners import run_gpu_tests
 
     if platform not in PLATFORMS:
-        raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}", code=2)
+        raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}, not '{platform}'", code=2)
+    root = Path(dist or _cfg(c).out)
+    if not any((root / platform).glob("*/kernels.json")):
+        raise Exit(f"error: no {platform} artifacts under {root / platform}: run `invoke build --platform "
+                   f"{platform}` first, or pass --dist", code=2)
+    _require_gpu(platform, "gpu-test")
     image_tag = build_image(platform, print)
-    code = run_gpu_tests(image_tag, platform, Path(dist or _cfg(c).out).resolve(), Path.cwd(), print)
+    code = run_gpu_tests(image_tag, platform, root.resolve(), Path.cwd(), print)
     if code:
         raise Exit(f"GPU tests failed in {image_tag} (exit {code})", code=code)
 
@@ -181,6 +194,7 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     """Benchmark every candidate on this machine's GPU (TunableOp's method) and write a tune cache."""
     if platform != "cuda":
         raise Exit(f"error: tuning runs on CUDA GPUs only for now, not '{platform}'", code=2)
+    _require_gpu(platform, "tune")
     from runtime.tune import main
 
     argv = ["--dist", dist or _cfg(c).out, "--ops", ops, "--dtypes", dtypes, "--budget-ms", str(budget_ms)]
@@ -215,6 +229,7 @@ def bench(c: Context, op: str = "softmax", dtypes: str = "fp32,fp16,bf16", quick
     scripts = {"softmax": "benchmarks/softmax_bench.py", "group_norm": "benchmarks/group_norm_bench.py"}
     if op not in scripts:
         raise Exit(f"error: --op must be one of {sorted(scripts)}, not '{op}'", code=2)
+    _require_gpu("cuda", "bench")
     flags = " --quick" if quick and op == "softmax" else ""
     c.run(f"{sys.executable} {scripts[op]} --dist {dist or _cfg(c).out} --dtypes {dtypes}{flags}", pty=False)
 

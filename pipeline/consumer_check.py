@@ -36,7 +36,13 @@ def _run(argv, cwd, what):
 def check_artifacts(artifact_dir: Path | str, workdir: Path | str | None = None) -> ConsumerResult:
     """Link and run the consumer against `<dir>/triton_kernel_infos.{a,h}` + kernels.json."""
     d = Path(artifact_dir).resolve()
-    doc = json.loads((d / "kernels.json").read_text())
+    missing = [n for n in ("kernels.json", "triton_kernel_infos.a", "triton_kernel_infos.h") if not (d / n).is_file()]
+    if missing:
+        raise PipelineError(f"{artifact_dir}: not an artifact directory (no {', '.join(missing)})")
+    try:
+        doc = json.loads((d / "kernels.json").read_text())
+    except ValueError as exc:
+        raise PipelineError(f"{d / 'kernels.json'}: not JSON ({exc})") from None
     machine = 190 if doc["target"]["backend"] == "cuda" else 224
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
@@ -60,14 +66,37 @@ def check_artifacts(artifact_dir: Path | str, workdir: Path | str | None = None)
         if "E" in stack:
             raise PipelineError(f"the consumer library got an executable stack ({stack})")
         out = _run([str(w / "consumer"), str(machine), str(dump)], w, "running the consumer")
-        mismatched = []
-        for k in doc["kernels"]:
-            blob = dump / f"{k['name']}.bin"
-            if not blob.is_file() or hashlib.sha256(blob.read_bytes()).hexdigest() != k["binary"]["sha256"]:
-                mismatched.append(k["name"])
-        if mismatched:
-            raise PipelineError(f"{d}: blobs differ from kernels.json for {mismatched[:5]}")
-        return ConsumerResult(len(doc["kernels"]), link, stack, out)
+        seen = _read_index(dump / "index.tsv")
+        _compare(d, doc["kernels"], seen, dump)
+        return ConsumerResult(len(seen), link, stack, out)
+
+
+def _read_index(path: Path) -> list[dict]:
+    """The consumer's index.tsv: what the C++ side found for each header entry, in header order."""
+    rows = []
+    for line in path.read_text().splitlines():
+        name, group, func, warps, shared, size, machine, constants = line.split("\t")
+        rows.append({"name": name, "group": group, "func_name": func, "num_warps": int(warps),
+                     "shared": int(shared), "size": int(size), "machine": int(machine),
+                     "constants": dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in constants.split(",") if kv)})
+    return rows
+
+
+def _compare(d: Path, kernels: list[dict], seen: list[dict], dump: Path) -> None:
+    """The header and archive, as the consumer saw them, must say what kernels.json says, in its order."""
+    if [r["name"] for r in seen] != [k["name"] for k in kernels]:
+        raise PipelineError(f"{d}: the header lists {len(seen)} kernels and kernels.json {len(kernels)}, or in "
+                            "another order")
+    mismatched = []
+    for k, r in zip(kernels, seen):
+        blob = dump / f"{k['name']}.bin"
+        digest = hashlib.sha256(blob.read_bytes()).hexdigest() if blob.is_file() else None
+        same = (digest == k["binary"]["sha256"] and r["size"] == k["binary"]["size"]
+                and all(r[f] == k[f] for f in ("group", "func_name", "num_warps", "shared", "constants")))
+        if not same:
+            mismatched.append(k["name"])
+    if mismatched:
+        raise PipelineError(f"{d}: the archive or header differs from kernels.json for {mismatched[:5]}")
 
 
 def _gnu_stack_flags(lib: Path) -> str:

@@ -20,6 +20,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,11 +43,28 @@ def manifest_key(version: str) -> str:
     return f"versions/{check_version(version)}/manifest.json"
 
 
+VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
 def check_version(version: str) -> str:
-    check_key(version)
-    if "/" in version or len(version) > 64:
-        raise PipelineError(f"bad version {version!r}: one path part of [A-Za-z0-9._+-], at most 64 characters")
-    return version
+    """A version names one directory of the store: 1 to 64 of [A-Za-z0-9._+-], not starting with . + -."""
+    if not isinstance(version, str) or not VERSION_RE.fullmatch(version):
+        raise PipelineError(f"bad version {version!r}: a version is 1 to 64 characters of [A-Za-z0-9._+-] "
+                            "starting with a letter or digit (e.g. 1.4.0, v1.4.0-rc1)")
+    return check_key(version)
+
+
+def _read_build_manifest(path: Path) -> dict:
+    """A kernels.json with what publishing reads from it, or an error naming the file."""
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError:
+        doc = None
+    ok = (isinstance(doc, dict) and "triton_version" in doc and isinstance(doc.get("kernels"), list)
+          and all(isinstance(doc.get(p), dict) and {"file", "sha256"} <= doc[p].keys() for p in ("archive", "header")))
+    if not ok:
+        raise PipelineError(f"{path}: not a kernels.json written by a build; rebuild")
+    return doc
 
 
 def collect(dist: Path, tune: Path | None) -> tuple[dict[str, bytes], dict]:
@@ -57,7 +75,7 @@ def collect(dist: Path, tune: Path | None) -> tuple[dict[str, bytes], dict]:
     for kj in sorted(dist.glob("*/*/kernels.json")):
         d = kj.parent
         rel = f"{d.parent.name}/{d.name}"
-        doc = json.loads(kj.read_text())
+        doc = _read_build_manifest(kj)
         for name in ARTIFACT_FILES:
             if not (d / name).is_file():
                 raise PipelineError(f"{d}: missing {name}")

@@ -61,13 +61,11 @@ def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: 
     results are swapped into `out` only when every target built."""
     import docker
 
+    discover_scripts(kernels_dir)  # no kernels directory or scripts: say so before building an image
     image = build_image(platform, log)
     c = client()
     # Docker takes bind mounts as absolute host paths only (a relative one reads as a volume name).
     kernels_dir = Path(kernels_dir).resolve()
-    if not kernels_dir.is_dir():
-        raise PipelineError(f"kernels directory '{kernels_dir}' does not exist")
-    discover_scripts(kernels_dir)  # no scripts: say so before starting a container
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".docker-", dir=out))  # same file system as out: renames work
@@ -127,11 +125,32 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def gpu_unavailable(platform: str) -> str | None:
+    """Why this machine has no GPU of the platform to test on (None: it has one)."""
+    if platform == "cuda":
+        from runtime.cuda import driver_available
+
+        ok, why = driver_available()
+        return None if ok else f"no usable NVIDIA GPU ({why})"
+    if not Path("/dev/kfd").exists():
+        return "no ROCm GPU (/dev/kfd does not exist)"
+    return None
+
+
 def run_gpu_tests(image: str, platform: str, dist: Path, repo: Path, log) -> int:
     """pytest -m gpu inside the image: the repository and dist/ mounted read-only, the GPU passed in."""
     import docker
 
     c = client()
+    try:
+        return _run_gpu_container(c, image, platform, dist, repo, log)
+    except docker.errors.DockerException as exc:
+        raise PipelineError(f"running the GPU tests in {image} failed: {exc}") from None
+
+
+def _run_gpu_container(c, image: str, platform: str, dist: Path, repo: Path, log) -> int:
+    import docker
+
     if platform == "cuda":
         devices = {"device_requests": [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]}
     else:
@@ -139,7 +158,8 @@ def run_gpu_tests(image: str, platform: str, dist: Path, repo: Path, log) -> int
     container = c.containers.run(
         image, ["-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q", "tests/runtime"],
         entrypoint=["python3"], working_dir="/src", detach=True, network_mode="none", user=container_user(),
-        environment={"PYTHONPATH": "/src", "TRITONFORGE_DIST": "/dist", "CI": os.environ.get("CI", "")},
+        environment={"PYTHONPATH": "/src", "TRITONFORGE_DIST": "/dist", "CI": os.environ.get("CI", ""),
+                     "TRITONFORGE_REQUIRE_GPU": "1"},
         volumes={str(repo.resolve()): {"bind": "/src", "mode": "ro"}, str(dist): {"bind": "/dist", "mode": "ro"}},
         **devices)
     try:

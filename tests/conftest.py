@@ -32,11 +32,13 @@ def root() -> Path:
     return ROOT
 
 
-TEST_TARGETS = "sm_90,gfx942"
+# sm_80 and sm_90 are the default CUDA archs (MIN_SM = 90 scripts are left out of sm_80); gfx942 is ROCm.
+TEST_TARGETS = "sm_80,sm_90,gfx942"
 
 
 @pytest.fixture(scope="session")
 def kernel_scripts(root):
+    """Every real kernel script, whole (the `full` tests compile them all)."""
     pytest.importorskip("triton", reason="compiling needs triton (pip install -r pins/triton.txt)")
     from pipeline.build import discover_scripts
 
@@ -44,14 +46,31 @@ def kernel_scripts(root):
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory, kernel_scripts):
-    """kernels/ compiled cold for sm_90 and gfx942 with its own cache; returns (report, out, cache)."""
+def small_kernels(root, tmp_path_factory) -> Path:
+    """A kernels directory of every real script and helper, each table cut to a few kernels per group
+    (tests/kernel_subset.py)."""
+    from .kernel_subset import write_subset
+
+    return write_subset(root / "kernels", tmp_path_factory.mktemp("small") / "kernels")
+
+
+@pytest.fixture(scope="session")
+def small_scripts(small_kernels):
+    pytest.importorskip("triton", reason="compiling needs triton (pip install -r pins/triton.txt)")
+    from pipeline.build import discover_scripts
+
+    return discover_scripts(small_kernels)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory, small_scripts):
+    """The small kernel set compiled cold for TEST_TARGETS with its own cache; (report, out, cache)."""
     from pipeline.build import build_dist
     from pipeline.targets import parse_targets
 
     base = tmp_path_factory.mktemp("built")
     out, cache = base / "dist", base / "cache"
-    report = build_dist(kernel_scripts, parse_targets(TEST_TARGETS), out, cache_dir=cache, jobs=2)
+    report = build_dist(small_scripts, parse_targets(TEST_TARGETS), out, cache_dir=cache, jobs=2)
     return report, out, cache
 
 
@@ -68,6 +87,21 @@ def docker_engine():
         if IN_CI:
             pytest.fail(f"CI needs a Docker engine (scripts/setup starts one): {exc}")
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def docker_builds(docker_engine, small_kernels, tmp_path_factory):
+    """The README's main command as typed, in a fresh copy, with a Docker engine up (so `auto` picks
+    docker): `invoke build --platform cuda` (default archs, out and cache, all relative), and
+    `invoke build --platform rocm --arch gfx942 --runner docker`. Both compile cold in the images.
+
+    Returns {"repo", "env", "cuda", "rocm"} (the last two: the finished processes)."""
+    from .cli import invoke, user_repo
+
+    repo, env = user_repo(tmp_path_factory.mktemp("docker") / "repo", small_kernels)
+    cuda = invoke(repo, "build", "--platform", "cuda", env=env)
+    rocm = invoke(repo, "build", "--platform", "rocm", "--arch", "gfx942", "--runner", "docker", env=env)
+    return {"repo": repo, "env": env, "cuda": cuda, "rocm": rocm}
 
 
 def _free_port() -> int:

@@ -24,11 +24,21 @@ const void* Resolve(const std::string& symbol, std::string* error) {
 
 }  // namespace
 
-// Checks every kernel_infos[] entry; writes each blob to <dump_dir>/<name>.bin when dump_dir is set.
+// Checks every kernel_infos[] entry; when dump_dir is set, writes each blob to <dump_dir>/<name>.bin and
+// one line per entry, in header order, to <dump_dir>/index.tsv:
+//   name \t group \t func_name \t num_warps \t shared \t bytes \t machine \t constants (K=V,...)
 // Returns the number of failures.
 extern "C" int tf_check_kernels(int expected_machine, const char* dump_dir) {
   int failures = 0;
   const size_t count = sizeof(kernel_infos) / sizeof(kernel_infos[0]);
+  FILE* index = nullptr;
+  if (dump_dir != nullptr) {
+    index = std::fopen((std::string(dump_dir) + "/index.tsv").c_str(), "w");
+    if (index == nullptr) {
+      std::printf("FAIL cannot write %s/index.tsv\n", dump_dir);
+      return 1;
+    }
+  }
   for (size_t i = 0; i < count; ++i) {
     const _TritonKernelInfo& info = kernel_infos[i];
     std::string start = info.name_start;
@@ -62,6 +72,14 @@ extern "C" int tf_check_kernels(int expected_machine, const char* dump_dir) {
                 ok ? "OK" : "FAIL", info.name, info.group_name, info.func_name, size,
                 static_cast<unsigned>(machine), info.num_warps, info.shared, info.constants.size());
     if (!ok) ++failures;
+    if (index != nullptr) {
+      std::string constants;
+      for (const auto& kv : info.constants) {
+        constants += (constants.empty() ? "" : ",") + kv.first + "=" + std::to_string(kv.second);
+      }
+      std::fprintf(index, "%s\t%s\t%s\t%d\t%d\t%zu\t%u\t%s\n", info.name, info.group_name, info.func_name,
+                   info.num_warps, info.shared, size, static_cast<unsigned>(machine), constants.c_str());
+    }
     if (dump_dir != nullptr) {
       std::string path = std::string(dump_dir) + "/" + info.name + ".bin";
       FILE* f = std::fopen(path.c_str(), "wb");
@@ -72,6 +90,7 @@ extern "C" int tf_check_kernels(int expected_machine, const char* dump_dir) {
       if (f != nullptr) std::fclose(f);
     }
   }
+  if (index != nullptr) std::fclose(index);
   std::printf("checked %zu kernels, %d failures\n", count, failures);
   return failures;
 }

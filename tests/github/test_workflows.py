@@ -1,36 +1,80 @@
-"""Workflows lint clean and only call real invoke tasks with real flags."""
+"""Workflows lint clean, keep least privilege, and every `invoke` line they run works: each is run here as
+the workflow types it (matrix values and the store filled in), in workflow order, in a fresh copy on
+the small kernel set. Lines that need a GPU runner must stop with the no-GPU error on a machine without
+one, never with a usage error or a traceback."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
+import shutil
 import subprocess
-import sys
 
 import pytest
 
+from ..cli import invoke, user_repo
 from ..conftest import require_tool
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is a dev dependency")
+
+ORDER = ("ci.yml", "gpu.yml", "publish.yml")  # how the workflows follow one another
+GPU_TASKS = ("gpu-test", "tune", "bench")
+# Write permissions a job may hold, and why: OIDC for S3 credentials, and the provenance attestation.
+ALLOWED_WRITES = {("publish.yml", "publish"): {"id-token", "attestations"}}
 
 
 def workflow_files(root):
     return sorted((root / ".github" / "workflows").glob("*.yml"))
 
 
-def invoke_commands(root):
-    """(workflow, tokens) for every `invoke ...` a run step executes."""
+def matrix_values(job) -> list[dict]:
+    """Every combination a job's strategy.matrix runs (lists multiplied out, or the include entries)."""
+    matrix = (job.get("strategy") or {}).get("matrix")
+    if not matrix:
+        return [{}]
+    if "include" in matrix:
+        return list(matrix["include"])
+    keys = list(matrix)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(matrix[k] for k in keys))]
+
+
+def expand(text: str, values: dict, where: str) -> str:
+    def sub(m):
+        expr = m.group(1).strip()
+        if expr not in values:
+            raise AssertionError(f"{where}: this test does not know how to fill in ${{{{ {expr} }}}}: teach it")
+        return str(values[expr])
+
+    return re.sub(r"\$\{\{([^}]*)\}\}", sub, text)
+
+
+def runs_under(condition, matrix: dict, where: str) -> bool:
+    if condition is None:
+        return True
+    m = re.fullmatch(r"\s*matrix\.(\w+)\s*==\s*'([^']*)'\s*", str(condition))
+    if not m:
+        raise AssertionError(f"{where}: this test does not know the condition {condition!r}: teach it")
+    return str(matrix.get(m.group(1))) == m.group(2)
+
+
+def invoke_lines(root, values: dict) -> list[tuple[str, list[str]]]:
+    """(where, invoke arguments) of every run-step line calling invoke, in workflow and matrix order."""
     out = []
-    for wf in workflow_files(root):
-        doc = yaml.safe_load(wf.read_text())
-        for job in doc["jobs"].values():
-            for step in job.get("steps", []):
-                script = re.sub(r"\$\{\{[^}]*\}\}", "EXPR", step.get("run", ""))
-                for line in script.splitlines():
-                    tokens = shlex.split(line)
-                    for i, tok in enumerate(tokens):
-                        if tok.endswith("invoke"):
-                            out.append((wf.name, tokens[i + 1:]))
+    for name in ORDER:
+        doc = yaml.safe_load((root / ".github" / "workflows" / name).read_text())
+        for job_name, job in doc["jobs"].items():
+            for combo in matrix_values(job):
+                filled = {**values, **{f"matrix.{k}": v for k, v in combo.items()}}
+                for step in job.get("steps", []):
+                    where = f"{name} {job_name} {combo or ''}".strip()
+                    if "run" not in step or not runs_under(step.get("if"), combo, where):
+                        continue
+                    for line in expand(step["run"], filled, where).splitlines():
+                        tokens = shlex.split(line)
+                        if tokens and tokens[0].endswith("invoke"):
+                            assert tokens[0] == ".venv/bin/invoke", f"{where}: call invoke as the README does"
+                            out.append((where, tokens[1:]))
     return out
 
 
@@ -47,20 +91,8 @@ def test_shellcheck_is_clean(root):
     assert proc.returncode == 0, proc.stdout
 
 
-def test_workflows_call_real_tasks_with_real_flags(root):
-    pytest.importorskip("invoke")
-    listing = subprocess.run([sys.executable, "-m", "invoke", "--list"], cwd=root, capture_output=True,
-                             text=True, check=True).stdout
-    tasks = {line.split()[0] for line in listing.splitlines()[1:] if line.strip()}
-    commands = invoke_commands(root)
-    assert {name for name, _ in commands} >= {"ci.yml", "gpu.yml", "publish.yml"}
-    for wf, tokens in commands:
-        task = tokens[0]
-        assert task in tasks, f"{wf}: invoke {task} is not a task ({sorted(tasks)})"
-        help_text = subprocess.run([sys.executable, "-m", "invoke", "--help", task], cwd=root, capture_output=True,
-                                   text=True, check=True).stdout
-        for flag in (t.split("=")[0] for t in tokens[1:] if t.startswith("--")):
-            assert re.search(rf"{re.escape(flag)}(?:[=\s]|$)", help_text, re.M), f"{wf}: invoke {task} has no {flag}"
+def test_every_workflow_is_ordered_here(root):
+    assert sorted(ORDER) == [wf.name for wf in workflow_files(root)]
 
 
 def test_actions_are_pinned_and_permissions_least(root):
@@ -69,7 +101,58 @@ def test_actions_are_pinned_and_permissions_least(root):
         for ref in re.findall(r"uses:\s*(\S+)", text):
             assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{wf.name}: {ref} is not pinned to a commit"
         doc = yaml.safe_load(text)
-        assert doc["permissions"] == {"contents": "read"} or set(doc["permissions"]) <= {"contents", "actions"}
-        for job in doc["jobs"].values():
-            assert "timeout-minutes" in job, f"{wf.name}: a job without a timeout"
+        assert doc["permissions"].get("contents") == "read", wf.name
+        assert set(doc["permissions"].values()) == {"read"}, f"{wf.name}: workflow-level write permission"
+        for name, job in doc["jobs"].items():
+            assert "timeout-minutes" in job, f"{wf.name}: job {name} has no timeout"
+            perms = job.get("permissions", {})
+            assert isinstance(perms, dict), f"{wf.name}: job {name} permissions must be listed one by one"
+            writes = {k for k, v in perms.items() if v != "read"}
+            assert writes <= ALLOWED_WRITES.get((wf.name, name), set()), f"{wf.name}: job {name} writes {writes}"
         assert "concurrency" in doc
+
+
+def test_full_matrix_runs_in_its_own_ci_job(root):
+    doc = yaml.safe_load((root / ".github/workflows/ci.yml").read_text())
+    runs = {name: [s.get("run", "") for s in job["steps"]] for name, job in doc["jobs"].items()}
+    assert any("pytest -m full" in r for r in runs["full"])
+    assert not any("pytest -m full" in r for name, rs in runs.items() if name != "full" for r in rs)
+
+
+def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
+    """ci.yml's lint and container builds, gpu.yml's GPU steps on the artifacts they built, then
+    publish.yml's builds and S3 publish, each run as typed."""
+    from pipeline.runners import gpu_unavailable
+
+    import boto3
+
+    repo, env = user_repo(tmp_path / "repo", docker_builds["repo"] / "small-kernels")
+    # The container's compile cache from the README-command build: the same kernels are not compiled twice.
+    shutil.copytree(docker_builds["repo"] / ".cache", repo / ".cache", symlinks=True)
+    bucket = "workflows"
+    boto3.client("s3", endpoint_url=s3_server["endpoint"], aws_access_key_id=s3_server["access_key"],
+                 aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1").create_bucket(Bucket=bucket)
+    env.update({"AWS_ACCESS_KEY_ID": s3_server["access_key"], "AWS_SECRET_ACCESS_KEY": s3_server["secret_key"],
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3_server["endpoint"]})
+    values = {"github.ref_name": "v0.0.1", "vars.TRITONFORGE_STORE": f"s3://{bucket}/releases"}
+    lines = invoke_lines(root, values)
+    tasks = {args[0] for _, args in lines}
+    assert {"lint", "build", "gpu-test", "tune", "bench", "publish"} <= tasks
+    ran = []
+    for where, args in lines:
+        needs_gpu = args[0] in GPU_TASKS
+        if needs_gpu and not gpu_unavailable("cuda" if "rocm" not in args else "rocm"):
+            continue  # a GPU runner: gpu.yml runs these itself
+        proc = invoke(repo, *args, env=env)
+        said = f"{where}: invoke {' '.join(args)} (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
+        assert "Traceback" not in proc.stdout, said
+        if needs_gpu:
+            assert proc.returncode == 1 and f"invoke {args[0]} runs on a GPU runner: this machine has no" in \
+                proc.stdout, said
+        else:
+            assert proc.returncode == 0, said
+        ran.append(args[0])
+    assert ran.count("build") == 4 and "publish" in ran
+    assert (repo / "release-manifest.json").is_file()
+    assert sorted(p.name for p in (repo / "dist").glob("*/*") if p.is_dir()) == ["gfx90a", "gfx942", "sm_80",
+                                                                                   "sm_90"]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from pipeline.build import build_dist
 from pipeline.targets import parse_targets
@@ -23,25 +25,47 @@ def test_layout_and_counts(built):
         d = out / t.target.platform / t.target.arch_name
         assert sorted(p.name for p in d.iterdir()) == ["kernels.json", "triton_kernel_infos.a",
                                                        "triton_kernel_infos.h"]
-        assert t.compiled == t.kernels and t.cached == 0
+        assert t.compiled == t.kernels and t.cached == 0 and t.compile_seconds > 0
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging left over
 
 
-def test_manifest_describes_every_kernel(built, kernel_scripts):
+def test_every_script_group_and_exclusion_of_the_small_set(built, small_scripts, kernel_scripts):
+    """The small set keeps every script and group of kernels/, and each target leaves out exactly the
+    scripts whose PLATFORMS or MIN_SM exclude it."""
+    from pipeline.table import load_table
+
+    report, out, _ = built
+    small, full = load_table(small_scripts), load_table(kernel_scripts)
+    assert [Path(s).name for s in small.scripts] == [Path(s).name for s in full.scripts]
+    assert {k.group for k in small.kernels} == {k.group for k in full.kernels}
+    assert len(small.kernels) < len(full.kernels) / 4
+    for t in report.targets:
+        doc = json.loads((out / t.target.platform / t.target.arch_name / "kernels.json").read_text())
+        assert [k["name"] for k in doc["kernels"]] == [s.name for s in small.kernels if s.builds_for(t.target)]
+        left_out = {Path(s.script).name for s in small.kernels if not s.builds_for(t.target)}
+        expected = {Path(s.script).name for s in small.kernels
+                    if t.target.platform not in s.platforms or (t.target.platform == "cuda" and
+                                                                int(t.target.arch) < s.min_sm)}
+        assert left_out == expected
+        assert bool(left_out) == (t.target.arch_name != "sm_90"), t.target  # sm_80: MIN_SM, gfx942: PLATFORMS
+
+
+def test_manifest_describes_every_kernel(built, small_scripts):
     import hashlib
 
     from pipeline.abi import c_layout
     from pipeline.table import load_table
 
     report, out, _ = built
-    table = load_table(kernel_scripts)
+    table = load_table(small_scripts)
     for t in report.targets:
         d = out / t.target.platform / t.target.arch_name
         doc = json.loads((d / "kernels.json").read_text())
         assert doc["triton_version"] == "3.5.0"
         assert doc["target"]["warp_size"] == (32 if t.target.backend == "cuda" else 64)
         assert doc["archive"]["sha256"] == hashlib.sha256(read(d / "triton_kernel_infos.a")).hexdigest()
-        # Table order, less the kernels whose script does not build for this platform (inline PTX).
+        assert doc["header"]["sha256"] == hashlib.sha256(read(d / "triton_kernel_infos.h")).hexdigest()
+        # Table order, less the kernels whose script does not build for this target.
         assert [k["name"] for k in doc["kernels"]] == [s.name for s in table.kernels if s.builds_for(t.target)]
         assert any("_packed_" in k["name"] for k in doc["kernels"]) == (t.target.platform == "cuda")
         for k in doc["kernels"]:
@@ -55,18 +79,49 @@ def test_manifest_describes_every_kernel(built, kernel_scripts):
             assert [(h["name"], h["offset"]) for h in k["hidden_params"]] == [
                 ("global_scratch", first_hidden), ("profile_scratch", first_hidden + 8)]
             assert k["args_size"] == first_hidden + 16
-            assert k["ort_launchable"], k["ort_notes"]
         ort_groups = {f"{op}_{dt}" for op in ("softmax", "log_softmax") for dt in ("fp32", "fp16", "bf16")}
         assert ort_groups <= set(doc["groups"])
         assert all(g["contract"] for g in doc["groups"].values())
         assert doc["groups"]["softmax_fp16"]["contract"]["grid"] == ["batch", "1", "1"]
         by_name = {k["name"]: k for k in doc["kernels"]}
-        assert by_name["softmax_fp16_1024"]["args_size"] == 48  # ORT's 32-byte softmax struct + 2 hidden pointers
+        assert by_name["softmax_fp16_32_w1"]["args_size"] == 48  # ORT's 32-byte struct + 2 hidden pointers
         gn = next(k for k in doc["kernels"] if k["group"] == "GroupNormTriton_Silu_fp16")
         assert gn["args_size"] == 96  # ORT's 80-byte GroupNorm struct (75 B of fields) + 2 hidden pointers
 
 
-def test_archive_members_in_table_order_and_deterministic(built):
+ORT_GROUP = re.compile(r"(softmax|GroupNormTriton_(Silu|Pass))_(fp32|fp16|bf16|fp64)")  # what ORT's ops launch
+
+
+def test_ort_launchable_says_what_a_plain_launch_can_run(built):
+    """ORT launches every kernel with a plain cuLaunchKernel / hipModuleLaunchKernel: kernels launched in
+    clusters or as cooperative grids are flagged with the reason; ORT's own groups are launchable."""
+    report, out, _ = built
+    kinds = set()
+    for t in report.targets:
+        doc = json.loads((out / t.target.platform / t.target.arch_name / "kernels.json").read_text())
+        for k in doc["kernels"]:
+            contract = doc["groups"][k["group"]]["contract"] or {}
+            reasons = []
+            if contract.get("cluster"):
+                reasons.append("thread-block clusters")
+            if contract.get("cooperative"):
+                reasons.append("cooperative grid")
+            if t.target.backend == "cuda" and k["shared"] > 48 * 1024:
+                reasons.append("shared memory")
+            assert k["ort_launchable"] == (not reasons), (k["name"], k["ort_notes"])
+            assert all(any(r in note for note in k["ort_notes"]) for r in reasons), (k["name"], k["ort_notes"])
+            kinds.update(reasons)
+            if ORT_GROUP.fullmatch(k["group"]):
+                assert k["ort_launchable"], k["name"]
+        flagged = {}  # what the build's summary warns about
+        for k in doc["kernels"]:
+            if not k["ort_launchable"]:
+                flagged.setdefault(k["group"], []).append(k["name"])
+        assert t.not_ort_launchable == flagged
+    assert {"thread-block clusters", "cooperative grid"} <= kinds
+
+
+def test_archive_members_in_table_order_without_owner_or_time(built):
     report, out, _ = built
     a = out / "cuda" / "sm_90" / "triton_kernel_infos.a"
     members = subprocess.run(["ar", "tv", str(a)], capture_output=True, text=True, check=True).stdout.splitlines()
@@ -75,24 +130,70 @@ def test_archive_members_in_table_order_and_deterministic(built):
     assert all(" 0/0 " in m and "1970" in m for m in members)  # ar D: no uid/gid/mtime
 
 
-def test_clean_rebuild_is_byte_identical_and_warm_rebuild_compiles_nothing(built, kernel_scripts, tmp_path):
-    """A second clean build, with its own empty cache and from another directory, compiles the same
-    bytes. Two scripts stand for the rest here (every kernel of kernels/ is rebuilt clean, in a
-    container, by tests/pipeline/test_images.py, and compared archive for archive)."""
-    report, out, cache = built
-    some = [s for s in kernel_scripts if s.name in ("softmax_split_triton.py", "group_norm_split_triton.py")]
+def test_clean_rebuild_elsewhere_is_byte_identical(built, small_scripts, tmp_path, monkeypatch):
+    """Two scripts compiled again from scratch (own empty cache, another directory, another working
+    directory, a second later) give the same binaries. Every kernel of the small set is compiled again
+    in a container by tests/test_tasks.py and compared file for file."""
+    report, out, _ = built
+    some = [s for s in small_scripts if s.name in ("softmax_cluster_triton.py", "softmax_online_triton.py")]
     assert len(some) == 2
-    other = tmp_path / "dist2"
-    again = build_dist(some, parse_targets(TEST_TARGETS), other, cache_dir=tmp_path / "cache2", jobs=2)
+    monkeypatch.chdir(tmp_path)
+    again = build_dist(some, parse_targets("sm_90,gfx942"), tmp_path / "dist2", cache_dir=tmp_path / "c2", jobs=2)
     assert again.compiled == sum(t.kernels for t in again.targets) > 0
     for sub in ("cuda/sm_90", "rocm/gfx942"):
         full = {k["name"]: k for k in json.loads(read(out / sub / "kernels.json"))["kernels"]}
-        subset = json.loads(read(other / sub / "kernels.json"))["kernels"]
+        subset = json.loads(read(tmp_path / "dist2" / sub / "kernels.json"))["kernels"]
         assert subset and all(k["binary"] == full[k["name"]]["binary"] for k in subset), f"{sub} differs"
-    # Warm: the first build's cache serves every kernel, and the output is the same again.
-    warm = build_dist(kernel_scripts, parse_targets(TEST_TARGETS), tmp_path / "dist3", cache_dir=cache, jobs=2)
+
+
+def test_warm_rebuild_compiles_nothing_and_writes_the_same_bytes(built, small_scripts, tmp_path):
+    report, out, cache = built
+    warm = build_dist(small_scripts, parse_targets(TEST_TARGETS), tmp_path / "dist3", cache_dir=cache, jobs=2)
     assert warm.compiled == 0 and warm.cached == sum(t.kernels for t in warm.targets)
-    assert read(tmp_path / "dist3/cuda/sm_90/triton_kernel_infos.a") == read(out / "cuda/sm_90/triton_kernel_infos.a")
+    for t in warm.targets:
+        sub = f"{t.target.platform}/{t.target.arch_name}"
+        for name in ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json"):
+            assert read(tmp_path / "dist3" / sub / name) == read(out / sub / name), f"{sub}/{name}"
+
+
+KEYS = """
+import json, sys
+from pipeline.build import discover_scripts, kernel_key
+from pipeline.table import load_table
+from pipeline.targets import parse_target
+
+target = parse_target("sm_90")
+scripts = discover_scripts(sys.argv[1])
+print(json.dumps([[kernel_key(k, target, "3.5.0") for k in load_table(scripts).kernels] for _ in range(2)]))
+"""
+
+
+def test_compile_keys_are_a_pure_function_of_the_inputs(root, small_kernels, tmp_path):
+    """The first load of the scripts in a process, every later load, another process and another directory
+    give each kernel the same compile-cache key (Triton's own JIT key depends on the load order)."""
+    import shutil
+
+    def keys(kernels):
+        proc = subprocess.run([sys.executable, "-c", KEYS, str(kernels)], cwd=root, capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    first, later = keys(small_kernels)
+    assert first == later
+    assert keys(shutil.copytree(small_kernels, tmp_path / "elsewhere")) == [first, first]
+    assert len(set(first)) == len(first)  # one key per kernel
+    # A change to a helper that a script imports changes that script's keys, and only those.
+    moved = tmp_path / "changed"
+    shutil.copytree(small_kernels, moved)
+    (moved / "_cluster.py").write_text((moved / "_cluster.py").read_text() + "\n# changed\n")
+    changed, _ = keys(moved)
+    from pipeline.build import discover_scripts
+    from pipeline.table import load_table
+
+    table = load_table(discover_scripts(small_kernels))
+    differ = {Path(k.script).name for k, a, b in zip(table.kernels, first, changed) if a != b}
+    assert differ == {"softmax_cluster_triton.py", "group_norm_cluster_triton.py"}
 
 
 def test_corrupt_cache_entry_is_recompiled_not_shipped(tmp_path, root):
@@ -111,11 +212,11 @@ def test_corrupt_cache_entry_is_recompiled_not_shipped(tmp_path, root):
     assert read(tmp_path / "a" / archive) == read(tmp_path / "b" / archive)
 
 
-def test_ort_drop_in_cli(root, tmp_path, built):
+def test_ort_drop_in_cli(root, tmp_path, built, small_scripts):
     """ORT's flags: header and archive where asked, --ort_root ignored, kernels.json beside the archive."""
     _, out, cache = built
     env = {**os.environ, "PYTHONPATH": str(root)}
-    scripts = [str(p) for p in sorted((root / "kernels").glob("*.py")) if not p.name.startswith("_")]
+    scripts = [str(p) for p in small_scripts]
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline.compile_triton", "--header", "inc/triton_kernel_infos.h",
          "--ort_root", "/nonexistent", "--script_files", *scripts, "--cache_dir", str(cache),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -55,12 +56,24 @@ def s3(s3_server, monkeypatch):
     return store
 
 
-@pytest.mark.parametrize("bad", ["../x", "/abs", "a b", "v1/../../etc", ".hidden", "", "x\\y"])
-def test_keys_and_versions_cannot_escape(bad, tmp_path):
-    with pytest.raises(PipelineError, match="refusing object key"):
-        check_key(bad)
-    with pytest.raises(PipelineError):
-        publish(FileStore(tmp_path / "store"), bad, tmp_path)
+@pytest.mark.parametrize("bad", ["../x", "/abs", "a b", "v1/../../etc", ".hidden", "", "x\\y", "v" * 65, "-rc"])
+def test_keys_and_versions_cannot_escape(bad, dist_copy, tmp_path):
+    if bad not in ("v" * 65, "-rc"):  # a valid key, but not a valid version
+        with pytest.raises(PipelineError, match="refusing object key"):
+            check_key(bad)
+    store = FileStore(tmp_path / "store")
+    for attempt in (lambda: publish(store, bad, dist_copy, None, lambda _: None),
+                    lambda: fetch(store, bad, "cuda", "sm_90", tmp_path / "dest", lambda _: None)):
+        with pytest.raises(PipelineError, match=f"bad version {re.escape(repr(bad))}: a version is 1 to 64"):
+            attempt()
+    assert not (tmp_path / "store").exists() and not (tmp_path / "dest").exists()
+
+
+@pytest.mark.parametrize("good", ["1.0.0", "v1.4.0-rc1", "2026.12.01+cuda", "0"])
+def test_good_versions_are_taken(good):
+    from pipeline.release import check_version
+
+    assert check_version(good) == good
 
 
 def test_file_store_round_trip(dist_copy, tmp_path):

@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
 import pytest
 
+from ..conftest import IN_CI
+
+
+def gpu_required(config) -> bool:
+    """A missing GPU fails the run (instead of skipping) on a GPU runner: under `invoke gpu-test`
+    (TRITONFORGE_REQUIRE_GPU=1), or in CI when the run selects the GPU tests (`-m gpu`)."""
+    if os.environ.get("TRITONFORGE_REQUIRE_GPU") == "1":
+        return True
+    if not IN_CI or not config.option.markexpr:
+        return False
+    from _pytest.mark.expression import Expression
+
+    selects = Expression.compile(config.option.markexpr)
+    return selects.evaluate(lambda name: name == "gpu") and not selects.evaluate(lambda name: False)
+
 
 @pytest.fixture(scope="session")
-def cuda():
-    pytest.importorskip("cuda.bindings", reason="cuda-python is not installed")
+def cuda(request):
+    required = gpu_required(request.config)
+    if required:
+        importlib.import_module("cuda.bindings")  # a GPU runner without cuda-python is broken: fail
+    else:
+        pytest.importorskip("cuda.bindings", reason="cuda-python is not installed")
     from runtime.cuda import CudaBackend, driver_available
 
     ok, why = driver_available()
     if not ok:
+        if required:
+            pytest.fail(f"this GPU run needs an NVIDIA GPU and has none: {why}")
         pytest.skip(f"no usable NVIDIA GPU: {why}")
     return CudaBackend(0)
 

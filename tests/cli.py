@@ -1,0 +1,61 @@
+"""Run `invoke` the way a user does: in a fresh copy of the repository, with the README's command line,
+invoke.yaml's defaults and relative paths. Only the kernels directory (and where a test needs it, the
+compile cache) is pointed elsewhere, through the documented INVOKE_TRITONFORGE_* overrides."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE = Path(".cache/tritonforge/compile")  # invoke.yaml's cache_dir
+
+
+def repo_files(root: Path = ROOT) -> list[str]:
+    """What a fresh clone holds: tracked files, plus new files not yet committed (not ignored ones)."""
+    proc = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                          capture_output=True, check=True)
+    return sorted({f for f in proc.stdout.decode().split("\0") if f and (root / f).is_file()})
+
+
+def fresh_copy(dest: Path, root: Path = ROOT) -> Path:
+    """A copy of the repository's files at `dest`, sharing this checkout's .venv (as scripts/setup made it)."""
+    for rel in repo_files(root):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, target)
+    if (root / ".venv").is_dir():
+        (dest / ".venv").symlink_to(root / ".venv")
+    return dest
+
+
+def seed_cache(repo: Path, cache: Path) -> None:
+    """Fill the copy's default compile cache from a test build's cache, so a build finds its kernels there."""
+    shutil.copytree(cache, repo / DEFAULT_CACHE, dirs_exist_ok=True)
+
+
+def invoke_argv(repo: Path) -> list[str]:
+    """`.venv/bin/invoke`, as the README types it; `python -m invoke` where there is no .venv."""
+    exe = repo / ".venv" / "bin" / "invoke"
+    return [".venv/bin/invoke"] if exe.exists() else [sys.executable, "-m", "invoke"]
+
+
+def invoke(repo: Path, *args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run `invoke ARGS` in `repo`; stdout and stderr together in .stdout."""
+    return subprocess.run([*invoke_argv(repo), *args], cwd=repo, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+SMALL = "small-kernels"  # where a copy keeps the small kernel set, named relative to the copy
+
+
+def user_repo(dest: Path, kernels: Path, root: Path = ROOT) -> tuple[Path, dict]:
+    """A fresh copy with the small kernel set at ./small-kernels; returns (copy, env) where env points
+    invoke.yaml's kernels_dir there (a relative path, as a user's own config would)."""
+    repo = fresh_copy(dest, root)
+    shutil.copytree(kernels, repo / SMALL)
+    return repo, {"INVOKE_TRITONFORGE_KERNELS_DIR": SMALL}

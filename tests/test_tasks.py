@@ -1,0 +1,260 @@
+"""Acceptance tests: every task the README, `invoke --help` and the workflows show, run as a user types
+it (`.venv/bin/invoke ...` in a fresh copy, invoke.yaml's defaults, relative paths), on the small kernel
+set (tests/kernel_subset.py) named through INVOKE_TRITONFORGE_KERNELS_DIR."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from .cli import invoke, seed_cache, user_repo
+
+pytest.importorskip("invoke", reason="the tasks need invoke (scripts/setup installs it)")
+
+FILES = ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json")
+NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+
+
+def same_bytes(a, b) -> list[str]:
+    """The artifact files that differ between two target directories."""
+    return [name for name in FILES if (a / name).read_bytes() != (b / name).read_bytes()]
+
+
+def summary_rows(output: str) -> dict[str, tuple[int, int, int, float]]:
+    """{platform/arch: (kernels, compiled, cached, cpu s)} from the build's summary table."""
+    rows = {}
+    for m in re.finditer(r"(\w+/\w+)\s*│\s*(\d+)\s*│\s*(\d+)\s*│\s*(\d+)\s*│\s*([\d.]+)\s*│", output):
+        rows[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)), float(m.group(5)))
+    return rows
+
+
+@pytest.fixture
+def repo(tmp_path, small_kernels):
+    """(fresh copy, env) with the small kernel set as its kernels_dir."""
+    return user_repo(tmp_path / "repo", small_kernels)
+
+
+@pytest.fixture
+def warm_repo(repo, built):
+    """A fresh copy whose default compile cache already holds the small set (as after an earlier build)."""
+    seed_cache(repo[0], built[2])
+    return repo
+
+
+# --- invoke build: auto, docker, local, and auto with no engine answering ---------------------------------------
+
+
+def test_readme_main_command_builds_in_docker_with_default_paths(docker_builds, built):
+    proc = docker_builds["cuda"]
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    out = proc.stdout
+    assert "runner: docker (a Docker engine answered)" in out
+    repo, (report, local, _) = docker_builds["repo"], built
+    for arch in ("sm_80", "sm_90"):  # invoke.yaml's default CUDA archs, under the default relative out dir
+        assert not same_bytes(repo / "dist" / "cuda" / arch, local / "cuda" / arch), arch
+        image = json.loads((repo / "dist" / "cuda" / f"{arch}.image.json").read_text())
+        assert image["tag"].startswith("tritonforge/cuda:")
+        assert f"consumer check {arch}: " in out
+    rows = summary_rows(out)
+    for t in report.targets:
+        if t.target.platform == "cuda":
+            kernels, compiled, cached, cpu_s = rows[f"cuda/{t.target.arch_name}"]
+            assert (kernels, compiled, cached) == (t.kernels, t.kernels, 0)  # cold: the container compiled
+            assert cpu_s > 0
+    assert "bytes" not in out.replace("archive B", "")
+    assert sorted(p.name for p in (repo / "dist").iterdir()) == ["cuda", "rocm"]  # no work dirs left
+    assert (repo / ".cache/tritonforge/compile-docker").is_dir()  # relative cache dir, the container's own
+
+
+def test_docker_runner_rocm_matches_local_bytes(docker_builds, built):
+    proc = docker_builds["rocm"]
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "runner:" not in proc.stdout  # asked for docker by name
+    assert not same_bytes(docker_builds["repo"] / "dist/rocm/gfx942", built[1] / "rocm/gfx942")
+
+
+def test_local_runner_default_archs_and_out(warm_repo, built):
+    repo, env = warm_repo
+    proc = invoke(repo, "build", "--platform", "cuda", "--runner", "local", env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for arch in ("sm_80", "sm_90"):
+        assert not same_bytes(repo / "dist/cuda" / arch, built[1] / "cuda" / arch), arch
+        assert f"consumer check {arch}: " in proc.stdout
+        assert summary_rows(proc.stdout)[f"cuda/{arch}"][1] == 0  # every kernel from the default cache
+
+
+def test_local_runner_rocm_with_a_relative_out(warm_repo, built):
+    repo, env = warm_repo
+    proc = invoke(repo, "build", "--platform", "rocm", "--arch", "gfx942", "--runner", "local", "--out", "out/x",
+                  env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert not same_bytes(repo / "out/x/rocm/gfx942", built[1] / "rocm/gfx942")
+    assert not (repo / "dist").exists()
+
+
+def test_auto_runner_without_an_engine_builds_locally(warm_repo, built):
+    repo, env = warm_repo
+    stale = repo / "dist/cuda/sm_90.image.json"  # left by an earlier docker build
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"tag": "tritonforge/cuda:old"}\n')
+    proc = invoke(repo, "build", "--platform", "cuda", "--arch", "sm_90", env={**env, **NO_ENGINE})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "runner: local (no Docker engine reachable" in proc.stdout
+    assert not same_bytes(repo / "dist/cuda/sm_90", built[1] / "cuda/sm_90")
+    assert not stale.exists()  # no image built these bytes
+
+
+def test_docker_runner_without_an_engine_is_a_clear_error(repo):
+    repo, env = repo
+    proc = invoke(repo, "build", "--platform", "cuda", "--runner", "docker", env={**env, **NO_ENGINE})
+    assert proc.returncode == 1
+    assert "error: no Docker engine reachable" in proc.stdout and "--runner local" in proc.stdout
+    assert "Traceback" not in proc.stdout
+    assert not (repo / "dist").exists()
+
+
+def test_build_argument_errors(repo):
+    repo, env = repo
+    for args, message in ((["--platform", "metal"], "--platform must be one of cuda, rocm, not 'metal'"),
+                          (["--platform", "cuda", "--arch", "gfx942"], "'gfx942' is not a cuda target"),
+                          (["--platform", "cuda", "--arch", "sm_91"], "unknown CUDA target 'sm_91'"),
+                          (["--platform", "cuda", "--runner", "podman"],
+                           "--runner must be one of auto, docker, local")):
+        proc = invoke(repo, "build", *args, env=env)
+        assert proc.returncode != 0 and message in proc.stdout, (args, proc.stdout)
+        assert "Traceback" not in proc.stdout
+    proc = invoke(repo, "build", "--platform", "cuda", env={"INVOKE_TRITONFORGE_KERNELS_DIR": "no-such-dir"})
+    assert proc.returncode == 1 and "kernels directory 'no-such-dir' does not exist" in proc.stdout
+    assert not (repo / "dist").exists()
+
+
+# --- compile, check ----------------------------------------------------------------------------------------------
+
+
+def test_compile_then_check(warm_repo, built):
+    repo, env = warm_repo
+    proc = invoke(repo, "compile", "--platform", "rocm", "--arch", "gfx942", env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert not same_bytes(repo / "dist/rocm/gfx942", built[1] / "rocm/gfx942")
+    n = len(json.loads((repo / "dist/rocm/gfx942/kernels.json").read_text())["kernels"])
+    for path in ("dist/rocm/gfx942", "dist/rocm/gfx942/kernels.json"):
+        proc = invoke(repo, "check", path, env=env)
+        assert proc.returncode == 0, proc.stdout
+        assert proc.stdout.strip().endswith(f"checked {n} kernels, 0 failures")
+    proc = invoke(repo, "check", "dist/rocm/nothing", env=env)
+    assert proc.returncode == 1 and "dist/rocm/nothing" in proc.stdout and "Traceback" not in proc.stdout
+
+
+# --- image, base-image --------------------------------------------------------------------------------------------
+
+
+def test_image_and_base_image(docker_builds):
+    repo, env = docker_builds["repo"], docker_builds["env"]
+    proc = invoke(repo, "base-image", env=env)
+    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "tritonforge/debian-base:bookworm"
+    tag = json.loads((repo / "dist/cuda/sm_90.image.json").read_text())["tag"]
+    proc = invoke(repo, "image", "--platform", "cuda", env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert "build skipped" in proc.stdout and proc.stdout.strip().splitlines()[-1] == tag
+    proc = invoke(repo, "image", "--platform", "metal", env=env)
+    assert proc.returncode == 1 and "unknown platform 'metal'" in proc.stdout
+
+
+# --- publish, versions, fetch ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def repo_with_dist(repo, built):
+    copy, env = repo
+    shutil.copytree(built[1], copy / "dist")
+    return copy, env
+
+
+def test_publish_versions_fetch_on_the_default_store(repo_with_dist):
+    repo, env = repo_with_dist
+    proc = invoke(repo, "publish", "--version", "1.0.0", "--manifest-out", "release-manifest.json", env=env)
+    assert proc.returncode == 0, proc.stdout
+    stored = repo / "artifacts/versions/1.0.0/manifest.json"  # invoke.yaml's store: file://artifacts
+    assert (repo / "release-manifest.json").read_bytes() == stored.read_bytes()
+    assert json.loads(stored.read_text())["builds"].keys() == {"cuda/sm_80", "cuda/sm_90", "rocm/gfx942"}
+    proc = invoke(repo, "versions", env=env)
+    assert proc.returncode == 0 and proc.stdout.split() == ["1.0.0"]
+    proc = invoke(repo, "fetch", "--version", "1.0.0", "--platform", "cuda", "--arch", "sm_90",
+                  "--dest", "third_party/tritonforge", env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert not same_bytes(repo / "third_party/tritonforge", repo / "dist/cuda/sm_90")
+    assert (repo / "third_party/tritonforge/tritonforge-kernels.cmake").is_file()
+    proc = invoke(repo, "publish", "--version", "1.0.0", env=env)
+    assert proc.returncode == 0 and "already published with identical content" in proc.stdout
+    (repo / "dist/cuda/sm_90/kernels.json").write_text("{}")
+    proc = invoke(repo, "publish", "--version", "1.0.0", env=env)
+    assert proc.returncode == 1 and "cuda/sm_90" in proc.stdout and "Traceback" not in proc.stdout
+    assert stored.read_bytes() == (repo / "release-manifest.json").read_bytes()  # never overwritten
+    proc = invoke(repo, "fetch", "--version", "2.0.0", "--platform", "cuda", "--arch", "sm_90", "--dest", "x",
+                  env=env)
+    assert proc.returncode == 1 and "2.0.0 is not published" in proc.stdout and not (repo / "x").exists()
+
+
+def test_publish_versions_fetch_on_s3(repo_with_dist, s3_server):
+    import boto3
+
+    repo, env = repo_with_dist
+    env = {**env, "AWS_ACCESS_KEY_ID": s3_server["access_key"], "AWS_SECRET_ACCESS_KEY": s3_server["secret_key"],
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3_server["endpoint"]}
+    boto3.client("s3", endpoint_url=s3_server["endpoint"], aws_access_key_id=s3_server["access_key"],
+                 aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1").create_bucket(Bucket="tasks")
+    store = "s3://tasks/releases"
+    proc = invoke(repo, "publish", "--version", "v1.2.3", "--store", store, "--manifest-out", "m.json", env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert s3_server["secret_key"] not in proc.stdout
+    proc = invoke(repo, "versions", "--store", store, env=env)
+    assert proc.returncode == 0 and proc.stdout.split() == ["v1.2.3"]
+    proc = invoke(repo, "fetch", "--version", "v1.2.3", "--platform", "rocm", "--arch", "gfx942", "--dest", "got",
+                  "--store", store, env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert not same_bytes(repo / "got", repo / "dist/rocm/gfx942")
+
+
+# --- GPU tasks on a machine without a GPU, lint, help ------------------------------------------------------------
+
+
+def test_gpu_tasks_say_what_is_wrong_without_a_gpu(repo_with_dist):
+    from pipeline.runners import gpu_unavailable
+
+    repo, env = repo_with_dist
+    usage = [(["tune", "--platform", "rocm"], "tuning runs on CUDA GPUs only for now, not 'rocm'"),
+             (["bench", "--op", "layer_norm"], "--op must be one of ['group_norm', 'softmax'], not 'layer_norm'"),
+             (["gpu-test", "--platform", "metal"], "--platform must be one of cuda, rocm, not 'metal'"),
+             (["gpu-test", "--platform", "cuda", "--dist", "nowhere"], "no cuda artifacts under nowhere/cuda")]
+    for args, message in usage:
+        proc = invoke(repo, *args, env=env)
+        assert proc.returncode == 2 and message in proc.stdout, (args, proc.stdout)
+    if gpu_unavailable("cuda") is None:
+        pytest.skip("this machine has an NVIDIA GPU: the no-GPU errors cannot be seen here")
+    for args in (["tune", "--platform", "cuda"], ["bench", "--quick"], ["bench", "--op", "group_norm"],
+                 ["gpu-test", "--platform", "cuda"]):
+        proc = invoke(repo, *args, env=env)
+        assert proc.returncode == 1, (args, proc.stdout)
+        assert f"invoke {args[0]} runs on a GPU runner: this machine has no usable NVIDIA GPU" in proc.stdout
+        assert "Traceback" not in proc.stdout
+    proc = invoke(repo, "gpu-test", "--platform", "rocm", env=env)
+    assert proc.returncode == 1 and "no ROCm GPU (/dev/kfd does not exist)" in proc.stdout
+
+
+def test_lint_is_clean(repo):
+    proc = invoke(repo[0], "lint")
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_every_task_has_help(repo):
+    proc = invoke(repo[0], "--list")
+    assert proc.returncode == 0
+    tasks = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()]
+    assert {"build", "compile", "check", "image", "base-image", "gpu-test", "tune", "bench", "publish", "fetch",
+            "versions", "lint"} <= set(tasks)
+    for name in tasks:
+        proc = invoke(repo[0], "--help", name)
+        assert proc.returncode == 0 and "Docstring:\n  none" not in proc.stdout, name
