@@ -16,10 +16,11 @@ COPY pins/ /src/pins/
 RUN python3 -m venv /opt/tritonforge \
  && /opt/tritonforge/bin/pip install -r /src/pins/triton.txt -r /src/pins/image.txt \
  && mkdir /opt/tritonforge/pins && cp /src/pins/triton.txt /opt/tritonforge/pins/
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml /src/
 COPY pipeline/ /src/pipeline/
 COPY runtime/ /src/runtime/
-RUN /opt/tritonforge/bin/pip install --no-deps /src
+# pyproject names README.md as the long description; the image needs none (docs do not change the tag).
+RUN touch /src/README.md && /opt/tritonforge/bin/pip install --no-deps /src
 
 FROM ${BASE_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive

@@ -19,7 +19,7 @@ from .errors import PipelineError
 from .pin import pinned_version
 
 ROOT = Path(__file__).resolve().parent.parent
-IMAGE_INPUTS = ("docker", "pins", "pyproject.toml", "README.md", "pipeline", "runtime")
+IMAGE_INPUTS = ("docker", "pins", "pyproject.toml", "pipeline", "runtime")
 LOCAL_BASE = "tritonforge/debian-base:bookworm"
 HOST_CA_DIRS = ("/usr/local/share/ca-certificates",)
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
