@@ -122,9 +122,9 @@ def test_full_matrix_runs_in_its_own_ci_job(root):
 def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
     """ci.yml's lint and container builds, gpu.yml's GPU steps on the artifacts they built, then
     publish.yml's builds and S3 publish, each run as typed."""
-    from pipeline.runners import gpu_unavailable
-
     import boto3
+
+    from pipeline.runners import gpu_unavailable
 
     repo, env = user_repo(tmp_path / "repo", docker_builds["repo"] / "small-kernels")
     # The container's compile cache from the README-command build: the same kernels are not compiled twice.
