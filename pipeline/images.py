@@ -27,26 +27,30 @@ HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 Log = Callable[[str], None]
 
 
-def client():
-    """A Docker client that answers, or a PipelineError saying why not."""
+def _connect():
+    """(client, None) when a Docker engine answers, else (None, why not)."""
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
         import docker
 
         c = docker.from_env(timeout=600)
         c.ping()
-        return c
+        return c, None
     except Exception as exc:
-        raise PipelineError(f"no Docker engine reachable ({type(exc).__name__}: {exc}); start dockerd "
-                            "(scripts/setup does) or use --runner local") from None
+        return None, f"no Docker engine reachable at {where} ({type(exc).__name__})"
+
+
+def client():
+    """A Docker client that answers, or a PipelineError saying why not."""
+    c, why = _connect()
+    if c is None:
+        raise PipelineError(f"{why}; start dockerd (scripts/setup does) or use --runner local")
+    return c
 
 
 def engine_unavailable() -> str | None:
     """Why no Docker engine can be used here (None: one answers)."""
-    try:
-        client()
-    except PipelineError as exc:
-        return exc.detail
-    return None
+    return _connect()[1]
 
 
 def _input_files(root: Path = ROOT) -> list[Path]:

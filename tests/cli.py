@@ -27,6 +27,9 @@ def fresh_copy(dest: Path, root: Path = ROOT) -> Path:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / rel, target)
+    git = ["git", "-c", "user.name=tritonforge tests", "-c", "user.email=tests@tritonforge.invalid"]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "fresh copy"]):  # a clone is a git repo
+        subprocess.run([*git, *argv], cwd=dest, check=True, capture_output=True)
     if (root / ".venv").is_dir():
         (dest / ".venv").symlink_to(root / ".venv")
     return dest

@@ -74,6 +74,8 @@ def test_docker_runner_rocm_matches_local_bytes(docker_builds, built):
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "runner:" not in proc.stdout  # asked for docker by name
     assert not same_bytes(docker_builds["repo"] / "dist/rocm/gfx942", built[1] / "rocm/gfx942")
+    for arch in ("gfx90a", "gfx942"):  # invoke.yaml's default ROCm archs
+        assert f"consumer check {arch}: " in proc.stdout
 
 
 def test_local_runner_default_archs_and_out(warm_repo, built):
@@ -250,11 +252,13 @@ def test_lint_is_clean(repo):
 
 
 def test_every_task_has_help(repo):
-    proc = invoke(repo[0], "--list")
+    proc = invoke(repo[0], "--list", "--list-format", "json")
     assert proc.returncode == 0
-    tasks = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()]
+    listed = json.loads(proc.stdout)["tasks"]
+    assert all(t["help"] for t in listed)
+    tasks = [t["name"] for t in listed]
     assert {"build", "compile", "check", "image", "base-image", "gpu-test", "tune", "bench", "publish", "fetch",
             "versions", "lint"} <= set(tasks)
     for name in tasks:
         proc = invoke(repo[0], "--help", name)
-        assert proc.returncode == 0 and "Docstring:\n  none" not in proc.stdout, name
+        assert proc.returncode == 0 and f"Usage: inv[oke] [--core-opts] {name}" in proc.stdout, name

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
-import shutil
 import subprocess
 
 import pytest
@@ -127,8 +126,9 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
     from pipeline.runners import gpu_unavailable
 
     repo, env = user_repo(tmp_path / "repo", docker_builds["repo"] / "small-kernels")
-    # The container's compile cache from the README-command build: the same kernels are not compiled twice.
-    shutil.copytree(docker_builds["repo"] / ".cache", repo / ".cache", symlinks=True)
+    # The container's compile cache from the README-command build (owners kept: the container's user
+    # writes there): the same kernels are not compiled twice.
+    subprocess.run(["cp", "-a", str(docker_builds["repo"] / ".cache"), str(repo / ".cache")], check=True)
     bucket = "workflows"
     boto3.client("s3", endpoint_url=s3_server["endpoint"], aws_access_key_id=s3_server["access_key"],
                  aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1").create_bucket(Bucket=bucket)

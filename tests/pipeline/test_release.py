@@ -83,7 +83,7 @@ def test_file_store_round_trip(dist_copy, tmp_path):
     assert publish(store, "1.0.0", dist_copy, tune, lambda _: None) == "identical"
     assert versions(store) == ["1.0.0"]
     doc = read_manifest(store, "1.0.0")
-    assert doc["triton_version"] == "3.5.0" and set(doc["builds"]) == {"cuda/sm_90", "rocm/gfx942"}
+    assert doc["triton_version"] == "3.5.0" and set(doc["builds"]) == {"cuda/sm_80", "cuda/sm_90", "rocm/gfx942"}
     got = fetch(store, "1.0.0", "cuda", "sm_90", tmp_path / "ort" / "kernels", lambda _: None)
     for name in ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json"):
         assert (got / name).read_bytes() == (dist_copy / "cuda/sm_90" / name).read_bytes()
@@ -119,8 +119,8 @@ def test_s3_round_trip_refusal_and_idempotence(s3, dist_copy, tmp_path):
     got = fetch(s3, "2.0.0", "rocm", "gfx942", tmp_path / "got", lambda _: None)
     want = (dist_copy / "rocm/gfx942/triton_kernel_infos.a").read_bytes()
     assert (got / "triton_kernel_infos.a").read_bytes() == want
-    with pytest.raises(PipelineError, match="has no cuda/sm_80"):
-        fetch(s3, "2.0.0", "cuda", "sm_80", tmp_path / "none", lambda _: None)
+    with pytest.raises(PipelineError, match="has no cuda/sm_86"):
+        fetch(s3, "2.0.0", "cuda", "sm_86", tmp_path / "none", lambda _: None)
     with pytest.raises(PipelineError, match=r"9.9.9 is not published .*\(published: 2.0.0\)"):
         fetch(s3, "9.9.9", "cuda", "sm_90", tmp_path / "none", lambda _: None)
 

@@ -27,8 +27,39 @@ def test_every_problem_gets_a_viable_choice(cache, registry):
             batch, n = map(int, sig.split("_"))
             op = Softmax(registry, "fp16", op_key.startswith("log"))
             assert e["kernel"] in dict(op.candidates(batch, n))
-            assert registry.by_name[e["ort_kernel"]].group == op_key
-            assert 0 < e["us"] <= e["ort_us"]
+            ort = registry.by_name[e["ort_kernel"]]
+            assert ort.group == op_key and n <= ort.constants["BLOCK_SIZE"]  # a kernel ORT's op would admit
+            assert e["us"] > 0 and e["ort_us"] > 0 and e["timed"] >= 1
+
+
+def test_the_choice_is_the_fastest_checked_candidate(registry):
+    """tune_problem's bookkeeping: every candidate is timed, skipped or rejected with a reason; the
+    choice is the fastest of those timed, the ORT pick the fastest timed one of ORT's group; the choice
+    gives the right answer on another input."""
+    import numpy as np
+
+    from runtime.problem import Problem, SoftmaxSetup
+    from runtime.timing import GraphTimer
+    from runtime.tune import tune_problem
+
+    rng = np.random.default_rng(7)
+    setup = SoftmaxSetup(registry, GraphTimer(registry.backend), Problem("softmax", "fp16", 512, 4096), rng)
+    try:
+        out = tune_problem(setup, 2.0)
+        names = setup.candidates()
+        assert len(out.timed) + out.skipped + len(out.rejected) == len(names)
+        assert set(out.timed) | set(out.rejected) <= set(names) and all(out.rejected.values())
+        assert out.best == min(out.timed, key=out.timed.get) and out.best_ms == out.timed[out.best]
+        ort = {k: v for k, v in out.timed.items() if setup.is_ort(k)}
+        assert ort and out.ort_best == min(ort, key=ort.get)
+    finally:
+        setup.free()
+    again = SoftmaxSetup(registry, GraphTimer(registry.backend), Problem("softmax", "fp16", 512, 4096),
+                         np.random.default_rng(8))
+    try:
+        assert again.check(out.best) is None
+    finally:
+        again.free()
 
 
 def test_op_follows_the_cache(cache, registry, tmp_path):
@@ -78,8 +109,10 @@ def test_group_norm_tuning_and_cache(registry, tmp_path):
     for (n, hw, c, g) in shapes:
         e = entries[f"{n}_{hw}_{c}_{g}_silu_noskip_nobroadcast_nobias"]
         assert e["kernel"] in dict(op.candidates(n, hw, c, g))
-        assert registry.by_name[e["ort_kernel"]].group == "GroupNormTriton_Silu_fp16"
-        assert 0 < e["us"] <= e["ort_us"]
+        ort = registry.by_name[e["ort_kernel"]]
+        cpg = c // g
+        assert ort.group == "GroupNormTriton_Silu_fp16"  # and one ORT's rules admit:
+        assert cpg <= ort.constants["BLOCK_SIZE"] < 2 * cpg and hw % ort.constants["HW_SIZE"] == 0
     path = tmp_path / "gn.json"
     path.write_text(json.dumps(cache))
     tuned = GroupNorm(registry, "fp16", silu=True, tune_cache=load_cache(path, registry))

@@ -19,7 +19,7 @@ class OrtSoftmaxArgs(ctypes.Structure):
 def test_pack_equals_c_struct(built):
     _, out, _ = built
     kernels = json.loads((out / "cuda/sm_90/kernels.json").read_text())["kernels"]
-    k = next(k for k in kernels if k["name"] == "softmax_fp32_1024")
+    k = next(k for k in kernels if k["group"] == "softmax_fp32")
     values = {"output_ptr": 0x7F0000001000, "input_ptr": 0x7F0000002000, "input_row_stride": 4099,
               "output_row_stride": 4097, "n_cols": 4093}
     got = pack(k["args_size"], k["params"], values, k["hidden_params"], {"profile_scratch": 0x1234})
