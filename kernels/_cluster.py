@@ -1,20 +1,15 @@
 """A thread-block cluster's members (sm_90+) swap two fp32 values each through their shared memories.
 
 Every member has a mailbox: 8 slots of two fp32 values (16 in clusters of more than 8, which are
-non-portable: the launch must allow them) and an mbarrier. `_cluster_start` readies it as
+non-portable: the launch must allow them) and an mbarrier. `cluster_start` readies it as
 the program starts. At the exchange, thread r of each member pushes the member's pair into its slot of
 member r's mailbox with `st.async`, which counts the 8 bytes on member r's mbarrier; each member then
 waits on its own mbarrier until all the cluster's pushes have landed. Every member reads the same slots,
 so whatever it computes from them in rank order has the same bits in all of them.
 
 A program may write into another's shared memory only once that one runs and has set up its mbarrier:
-`_cluster_start` arrives on the cluster barrier after the set-up, and the exchange waits on that barrier
+`cluster_start` arrives on the cluster barrier after the set-up, and the exchange waits on that barrier
 just before pushing. By then every member has long started, and the wait costs nothing.
-
-What an exchange costs on an H200 (GroupNorm, fp16, 2 x 16x16 x 640, best of each way; the same kernel
-with no exchange at all takes 3.03 us): these pushes 3.33 us; pushes with `st.shared::cluster` and a
-cluster barrier to publish them 3.71 us (the barrier alone 3.50 us); a line in global memory polled
-through L2 (kernels/_grid_sync.py) 4.34 us.
 
 One exchange per launch: the mbarrier's phase 0 is the only one waited on. Inline PTX: CUDA only.
 """
@@ -89,7 +84,7 @@ _MAX_SUM = tl.constexpr("{\n        .reg .f32 x, y;\n        .reg .pred live;" +
 
 
 @triton.jit
-def _cluster_start(MEMBERS: tl.constexpr):
+def cluster_start(MEMBERS: tl.constexpr):
     """Thread 0 readies this program's mailbox: an mbarrier whose phase 0 completes once MEMBERS
     8-byte pushes have landed. Then every thread arrives on the cluster barrier: this program has
     started and its mailbox may be written."""
@@ -100,14 +95,14 @@ def _cluster_start(MEMBERS: tl.constexpr):
 
 
 @triton.jit
-def _cluster_sums(a, b, members):
+def cluster_sums(a, b, members):
     """(sum of a, sum of b) over the cluster's `members` programs (at most 8), in rank order."""
     return tl.inline_asm_elementwise(_SUMS, "=f,=f,f,f,r", [a, b, members], dtype=(tl.float32, tl.float32),
                                      is_pure=False, pack=1)
 
 
 @triton.jit
-def _cluster_max_sum(m, s, members):
+def cluster_max_sum(m, s, members):
     """Softmax statistics of a row spread over the cluster's `members` programs: from each
     member's max m and sum s of exp(x - m), the row's max and sum of exp(x - max), in rank order (up to
     16 members)."""

@@ -1,24 +1,25 @@
-"""GroupNorm over NHWC activations with each image split across a team of programs (cooperative).
+"""GroupNorm of large NHWC images, each image split across a cooperative team of programs.
 
-ORT's kernel gives one program to each (image, group): 64 programs for a batch of two with 32 groups,
-too few to draw the H200's bandwidth on a 5 MB activation. Here an image is cut into tiles of
-TILE_HW pixels x BLOCK_C channels (in group GroupNormSplit BLOCK_C divides c, so no lane is wasted on
-padding: Stable Diffusion's 320/640/1280 channels are not powers of two; the two kernels of group
-GroupNormSplitAny mask the last chunk and take any c and pointer alignment). A program owns one
-channel chunk and strides over the image's pixel tiles twice:
+One program per (image, group) gives 64 programs for a batch of two with 32 groups: too few to draw an
+H100/H200's bandwidth. Here an image is cut into tiles of TILE_HW pixels x BLOCK_C channels (BLOCK_C
+divides c, so no lane is wasted on padding). A program owns one channel chunk and strides over the
+image's pixel tiles twice:
 
   pass 1  reads its tiles (+ skip + bias, writing add_out), sums x and x^2 per channel in registers,
           folds channels into groups and adds them to the image's accumulators in a workspace;
   sync    waits for the image's whole team (kernels/_grid_sync.py);
   pass 2  normalises and writes its tiles, newest first: the last is still in registers (when each
-          member has a single tile, nothing is read twice), the others are read again, from L2
-          if it kept them. At 20 MB on the H200 it mostly does not (pass 2 then costs a DRAM copy),
-          so the `_l2` kernels add cache hints: evict-last on the input, evict-first in pass 2.
+          member has a single tile, nothing is read twice), the others are read again, from L2 if it
+          kept them. The `_l2` kernels add cache hints: evict-last on the input, evict-first in pass 2.
 
 Nothing has to stay on chip between passes, so any image size runs; the grid is as many programs as
 are resident. The `_one` kernels are for images whose tiles all fit at once (one tile per member).
-Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias, add_out, SiLU,
-variance as E[x^2] - E[x]^2 in fp32), different launch: grid (team, cdiv(c, BLOCK_C), n).
+Same semantics as kernels/group_norm_triton.py (skip full or broadcast, bias, add_out, SiLU, variance
+as E[x^2] - E[x]^2 in fp32).
+
+Group `GroupNormSplit_{Silu|Pass}_<dtype>`: ORT's arguments plus the workspace and the group count,
+grid (team, cdiv(c, BLOCK_C), n), cooperative; up to 32 groups, BLOCK_C dividing c, 16-byte aligned
+tensors.
 """
 
 import triton
@@ -158,16 +159,13 @@ def group_norm_split_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
 
 
 DTYPES = ("fp32", "fp16", "bf16")
-CHUNKS = (16, 32, 64, 128)  # channels per program; must divide c
-TILES = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]  # (elements per tile, num_warps)
-L2_CHUNKS = (32, 64)  # KEEP_IN_L2 variants: 4-8% faster than plain looped ones at 20 MB (H200), slower below
-# Group GroupNormSplitAny: any c and any pointer alignment (scalar loads), the fallback.
-ANY = [(16, 2048, 4), (64, 2048, 4)]  # (BLOCK_C, elements per tile, num_warps)
+# (BLOCK_C, elements per tile, num_warps, ONE_TILE, KEEP_IN_L2): the points that are the fastest
+# somewhere on the benchmark grids.
+VARIANTS = [(32, 4096, 4, 0, 0), (32, 4096, 4, 0, 1), (32, 4096, 4, 1, 0), (64, 4096, 4, 0, 1)]
 GROUPS_P = 32  # up to 32 groups (Stable Diffusion uses 32)
 LANES = 16  # accumulator lines per image (see the kernel)
 # ORT's arguments plus the workspace and the group count; c a multiple of 16 for 16-byte vectors.
 SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,*i32:16,i32,i32:16,i32,i32,fp32,i1,i1,i1"
-SIG_ANY = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,*i32:16,i32,i32,i32,i32,fp32,i1,i1,i1"
 
 
 def fold_rows(dtype: str, elems: int, warps: int) -> int:
@@ -176,32 +174,23 @@ def fold_rows(dtype: str, elems: int, warps: int) -> int:
     return max(1, elems // (32 * warps * vector))
 
 
-def variants() -> list[tuple[int, int, int, int, int, int]]:
-    """(BLOCK_C, elements per tile, num_warps, aligned, ONE_TILE, KEEP_IN_L2) of a group pair's kernels."""
-    looped = [(b, e, w, 1, 0, 0) for b in CHUNKS for e, w in TILES]
-    kept = [(b, e, w, 1, 0, 1) for b in L2_CHUNKS for e, w in TILES]
-    one = [(b, e, w, 1, 1, 0) for b in CHUNKS for e, w in TILES]
-    return looped + kept + one + [(b, e, w, 0, 0, 0) for b, e, w in ANY]
-
-
 def get_function_table():
     table = []
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            for block, elems, warps, aligned, one, l2 in variants():
+            for block, elems, warps, one, l2 in VARIANTS:
                 tile_hw = elems // block
-                fold = fold_rows(dtype, elems, warps) if aligned and not one else 1
-                family = "GroupNormSplit" if aligned else "GroupNormSplitAny"
                 suffix = "_one" if one else "_l2" if l2 else ""
                 table.append({
-                    "name": f"{family}_{act}_{dtype}_c{block}_t{tile_hw}_w{warps}{suffix}",
-                    "group": f"{family}_{act}_{dtype}",
+                    "name": f"GroupNormSplit_{act}_{dtype}_c{block}_t{tile_hw}_w{warps}{suffix}",
+                    "group": f"GroupNormSplit_{act}_{dtype}",
                     "func": group_norm_split_kernel,
-                    "sig": (SIG if aligned else SIG_ANY).format(t=dtype),
+                    "sig": SIG.format(t=dtype),
                     "kwargs": {"num_warps": warps, "constants": {
                         "BLOCK_C": block, "TILE_HW": tile_hw, "GROUPS_P": GROUPS_P, "LANES": LANES,
-                        "ONE_TILE": one, "FOLD": fold, "KEEP_IN_L2": l2, "ACTIVATION_SILU": int(silu)}},
+                        "ONE_TILE": one, "FOLD": 1 if one else fold_rows(dtype, elems, warps), "KEEP_IN_L2": l2,
+                        "ACTIVATION_SILU": int(silu)}},
                 })
     return table
 
@@ -211,19 +200,12 @@ def get_launch_contracts():
         "params": ["in", "skip", "bias", "out", "add_out", "gamma", "beta", "ws", "hw", "c", "c_per_group", "groups",
                    "eps", "has_skip", "has_bias", "broadcast_skip"],
         "grid": ["min(cdiv(hw, TILE_HW), resident // (n * cdiv(c, BLOCK_C)))", "cdiv(c, BLOCK_C)", "n"],
-        "requires": ["groups <= GROUPS_P", "n * cdiv(c, BLOCK_C) <= resident", "ACTIVATION_SILU == silu",
+        "requires": ["c % BLOCK_C == 0", "groups <= GROUPS_P", "n * cdiv(c, BLOCK_C) <= resident",
+                     "ACTIVATION_SILU == silu",
                      "ONE_TILE == 0 or n * cdiv(c, BLOCK_C) * cdiv(hw, TILE_HW) <= resident"],
         "workspace": "4 * n * (32 + LANES * 2 * GROUPS_P)",
         "cooperative": True,
         "doc": "NHWC; a team of programs per image strides over TILE_HW x BLOCK_C tiles twice, cooperative; "
-               "any c and pointer alignment",
+               "BLOCK_C divides c, 16-byte aligned pointers",
     }
-    aligned = {**contract, "requires": ["c % BLOCK_C == 0", *contract["requires"]],
-               "doc": contract["doc"].replace("any c and pointer alignment",
-                                              "BLOCK_C divides c, 16-byte aligned pointers")}
-    contracts = {}
-    for act in ("Silu", "Pass"):
-        for dt in DTYPES:
-            contracts[f"GroupNormSplit_{act}_{dt}"] = aligned
-            contracts[f"GroupNormSplitAny_{act}_{dt}"] = contract
-    return contracts
+    return {f"GroupNormSplit_{act}_{dt}": contract for act in ("Silu", "Pass") for dt in DTYPES}

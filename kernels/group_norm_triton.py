@@ -14,6 +14,9 @@ read once, with one load, one reduction and one store per program.
 ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_<dtype>` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
 HW_SIZE divides H*W. Variance is E[x^2] - E[x]^2 in fp32, as ORT's kernel computes it.
+
+Group `GroupNormAny_{Silu|Pass}_<dtype>` holds the same kernel for every shape ORT's rules leave out:
+any H*W, up to 512 channels per group, any alignment. It is the runtime's correctness fallback.
 """
 
 import triton
@@ -117,32 +120,27 @@ def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, ga
 
 DTYPES = ("fp32", "fp16", "bf16")
 BLOCKS = (4, 8, 16, 32, 64, 128)  # c_per_group up to 128
-HW_SIZES = (16, 32, 64)  # looped, per-element accumulators
-# First tile kept in registers (KEEP_FIRST): the whole group when HW_SIZE is H*W; 2K to 16K values
-# (32K-value tiles spill 2-8 KB per thread at 16 warps, and were never the fastest on the H200).
-KEEP_HW_SIZES = (128, 256, 512, 1024)
-KEEP_ELEMENTS = (2048, 16384)
+# ORT's group, (BLOCK_SIZE, HW_SIZE, num_warps, KEEP_FIRST): for every block a looped kernel of 16-pixel
+# tiles (any H*W that is a multiple of 16), and the points that are the fastest somewhere on the
+# benchmark grids: 64-pixel tiles for 33 to 64 channels per group, and kernels that keep their first tile
+# in registers (KEEP_FIRST: the whole group of a small UNet level).
+LOOPED_64 = [(64, 64, 8), (64, 64, 16)]
+KEPT = [(16, 256, 4), (16, 512, 8), (16, 1024, 16), (32, 256, 8), (32, 512, 16)]
+# Group GroupNormAny: (BLOCK_SIZE, HW_SIZE, num_warps).
+ANY = [(64, 16, 4), (512, 4, 4)]
 # ORT's 14 arguments: 5 tensors of the storage type, gamma/beta in fp32, hw, c, c_per_group, eps, 3 flags.
 SIG = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,i32,i32,i32,fp32,i1,i1,i1"
 
 
-def warp_choices(block: int, hw_size: int) -> list[int]:
-    """About 256 values per warp, and half of that: 1 to 16 warps."""
-    base = max(1, min(16, block * hw_size // 256))
-    return sorted({base, max(1, base // 2)})
-
-
-def keep_warps(block: int, hw_size: int) -> int:
-    """Whole-tile programs: about 32 values per thread (4 to 16 warps)."""
-    return max(4, min(16, block * hw_size // 1024))
+def warps(block: int, hw_size: int) -> int:
+    """About 256 values per warp: 1 to 16 warps."""
+    return max(1, min(16, block * hw_size // 256))
 
 
 def variants() -> list[tuple[int, int, int, int]]:
-    """(BLOCK_SIZE, HW_SIZE, num_warps, KEEP_FIRST) of every kernel of a group."""
-    looped = [(b, hw, w, 0) for b in BLOCKS for hw in HW_SIZES for w in warp_choices(b, hw)]
-    low, high = KEEP_ELEMENTS
-    kept = [(b, hw, keep_warps(b, hw), 1) for b in BLOCKS for hw in KEEP_HW_SIZES if low <= b * hw <= high]
-    return looped + kept
+    """(BLOCK_SIZE, HW_SIZE, num_warps, KEEP_FIRST) of every kernel of ORT's group."""
+    looped = [(b, 16, warps(b, 16), 0) for b in BLOCKS] + [(b, hw, w, 0) for b, hw, w in LOOPED_64]
+    return looped + [(b, hw, w, 1) for b, hw, w in KEPT]
 
 
 def get_function_table():
@@ -150,16 +148,19 @@ def get_function_table():
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            for block, hw_size, warps, keep in variants():
-                table.append({
-                    "name": f"GroupNormTriton_{act}_{dtype}_b{block}_hw{hw_size}_w{warps}{'_keep' if keep else ''}",
-                    "group": f"GroupNormTriton_{act}_{dtype}",
-                    "func": group_norm_kernel,
-                    "sig": SIG.format(t=dtype),
-                    "kwargs": {"num_warps": warps, "constants": {
-                        "BLOCK_SIZE": block, "HW_SIZE": hw_size, "ACTIVATION_SILU": int(silu),
-                        "KEEP_FIRST": keep}},
-                })
+            groups = ((f"GroupNormTriton_{act}_{dtype}", variants()),
+                      (f"GroupNormAny_{act}_{dtype}", [(b, hw, w, 0) for b, hw, w in ANY]))
+            for group, configs in groups:
+                for block, hw_size, warps, keep in configs:
+                    table.append({
+                        "name": f"{group}_b{block}_hw{hw_size}_w{warps}{'_keep' if keep else ''}",
+                        "group": group,
+                        "func": group_norm_kernel,
+                        "sig": SIG.format(t=dtype),
+                        "kwargs": {"num_warps": warps, "constants": {
+                            "BLOCK_SIZE": block, "HW_SIZE": hw_size, "ACTIVATION_SILU": int(silu),
+                            "KEEP_FIRST": keep}},
+                    })
     return table
 
 
@@ -172,4 +173,8 @@ def get_launch_contracts():
                      "ACTIVATION_SILU == silu"],
         "doc": "NHWC; one program per (image, group); skip is [n, hw, c] or, broadcast, [n, c]",
     }
-    return {f"GroupNormTriton_{act}_{dt}": contract for act in ("Silu", "Pass") for dt in DTYPES}
+    any_shape = {**contract, "requires": ["c_per_group <= BLOCK_SIZE", "ACTIVATION_SILU == silu"], "fallback": True,
+                 "doc": "NHWC; one program per (image, group), any H*W and alignment; skip is [n, hw, c] or, "
+                        "broadcast, [n, c]"}
+    return {f"GroupNorm{kind}_{act}_{dt}": spec for kind, spec in (("Triton", contract), ("Any", any_shape))
+            for act in ("Silu", "Pass") for dt in DTYPES}

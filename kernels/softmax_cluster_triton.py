@@ -1,33 +1,23 @@
-"""Softmax and log-softmax of long rows (16K to 512K columns) held in the registers of a thread-block
+"""Softmax and log-softmax of long rows (16K to 256K columns) held in the registers of a thread-block
 cluster: one row per cluster of SPLIT programs (sm_90+), each holding one BLOCK_SIZE piece of it.
 
-A row of 64K-256K columns is more than one SM's registers can hold well. Streamed twice from one
-program (softmax_packed_online) or split across a cooperative team that meets in global memory
-(softmax_split), it reached 60-73% of an H200's copy bandwidth: the second pass reads DRAM again once
-a few hundred rows are in flight, and the team's meeting through L2 costs microseconds per row during
-which the team's SMs load nothing. Here the SPLIT pieces of a row load at once, each member reduces
-its piece to (max, sum of exp(x - max)), and the members swap those pairs through their shared memories
-(kernels/_cluster.py: st.async into each member's mailbox, well under a microsecond). Each member then
-combines the SPLIT pairs in rank order, so all of them scale by the same bits, and writes its piece.
-DRAM traffic is the minimum: 2 * batch * n_cols * sizeof(dtype) bytes, and no workspace. Launches are
-plain (not cooperative): the hardware schedules each cluster's programs together, and a cluster that
-finishes makes room for the next row.
+The SPLIT pieces of a row load at once; each member reduces its piece to (max, sum of exp(x - max)),
+the members swap those pairs through their shared memories (kernels/_cluster.py), and each combines
+the SPLIT pairs in rank order, so all of them scale by the same bits, then writes its piece. Traffic
+is the minimum, 2 * batch * n_cols * sizeof(dtype) bytes, with no workspace; launches are plain (not
+cooperative): the hardware schedules a cluster's programs together. 16-bit pieces stay packed two to
+a word (kernels/_packed16.py). Clusters of 16 are not portable: the runtime allows them on the function.
 
-16-bit rows stay packed two to a 32-bit word, with the per-element PTX of kernels/softmax_packed_triton.py:
-a 16K-column piece is 64 values per thread of 8 warps in 80 registers, so three members share an SM and
-some load while others reduce or wait for their cluster (a 32K piece: 128 values in 128 registers, two
-per SM). fp32 rows of 256K columns are fastest in clusters of 16 programs, a size the H100 and H200
-launch but that is not portable (the runtime asks for it).
-
-Group `<op>_cluster_<dtype>`: grid (batch * SPLIT, 1, 1) launched in clusters of (SPLIT, 1, 1), which
-the launch must carry (runtime/cuda.py); rows whose n_cols and strides are multiples of 16 elements
-(16-byte vectors). Inline PTX: CUDA only, sm_90+.
+Group `<op>_cluster_<dtype>`: ORT's five arguments, grid (batch * SPLIT, 1, 1) launched in clusters of
+(SPLIT, 1, 1), which the launch must carry (ORT's launcher does not); a candidate when
+SPLIT * BLOCK_SIZE / 2 < n_cols <= SPLIT * BLOCK_SIZE, and n_cols and the strides are multiples of 16
+elements with 16-byte aligned pointers. Inline PTX: CUDA only, sm_90+.
 """
 
 import triton
 import triton.language as tl
-from _cluster import _cluster_max_sum, _cluster_start
-from softmax_packed_triton import LOG2E, _exp2, _load_words, _max_and_sum, _normalized
+from _cluster import cluster_max_sum, cluster_start
+from _packed16 import LOG2E, exp2, load_words, max_and_sum, normalized
 
 PLATFORMS = ("cuda",)  # inline PTX
 MIN_SM = 90  # thread-block clusters and distributed shared memory
@@ -36,7 +26,7 @@ MIN_SM = 90  # thread-block clusters and distributed shared memory
 @triton.jit
 def softmax_cluster_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
                            BLOCK_SIZE: tl.constexpr, SPLIT: tl.constexpr, LOG: tl.constexpr):
-    _cluster_start(SPLIT)
+    cluster_start(SPLIT)
     DT: tl.constexpr = input_ptr.dtype.element_ty
     row = (tl.program_id(0) // SPLIT).to(tl.int64)
     part = tl.program_id(0) % SPLIT  # the rank in the cluster: clusters run along x
@@ -45,52 +35,51 @@ def softmax_cluster_kernel(output_ptr, input_ptr, input_row_stride, output_row_s
         mask = cols < n_cols
         x = tl.load(input_ptr + row * input_row_stride + cols, mask=mask, other=-float("inf"))
         m = tl.max(x, axis=0)
-        s = tl.where(m > -float("inf"), tl.sum(_exp2((x - m) * LOG2E), axis=0), 0.0)
-        row_max, row_sum = _cluster_max_sum(m, s, SPLIT)
+        s = tl.where(m > -float("inf"), tl.sum(exp2((x - m) * LOG2E), axis=0), 0.0)
+        row_max, row_sum = cluster_max_sum(m, s, SPLIT)
         if LOG:
             y = (x - row_max) - tl.log(row_sum)  # row_max + log(sum) would round the log away at 1e30
         else:
-            y = _exp2((x - row_max) * LOG2E) * (1.0 / row_sum)
+            y = exp2((x - row_max) * LOG2E) * (1.0 / row_sum)
         tl.store(output_ptr + row * output_row_stride + cols, y, mask=mask)
     else:
         half: tl.constexpr = BLOCK_SIZE // 2
         words = part * half + tl.max_contiguous(tl.multiple_of(tl.arange(0, half), 8), 8)  # columns 2i, 2i+1
         mask = words < n_cols // 2
-        packed = _load_words(input_ptr, input_row_stride, row, words, mask, DT, "")
-        m, s = _max_and_sum(packed, DT)
-        row_max, row_sum = _cluster_max_sum(m, s, SPLIT)
+        packed = load_words(input_ptr, input_row_stride, row, words, mask, DT, "")
+        m, s = max_and_sum(packed, DT)
+        row_max, row_sum = cluster_max_sum(m, s, SPLIT)
         dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (output_row_stride // 2),
                                                                                       8)
-        tl.store(dst + words, _normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
+        tl.store(dst + words, normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
 
 
 OPS = {"softmax": 0, "log_softmax": 1}
-# A member's piece: (BLOCK_SIZE, num_warps, maxnreg), chosen on an H200 (softmax_bench --candidates,
-# benchmarks/results/softmax_long_rows_h200.log). 16-bit pieces spill at 64 registers: 64 values per
-# thread in 80 registers (three members per SM) or 128 in 128 (two per SM) win; at 64 registers they
-# take 3-14% longer, and at one member per SM 43-62% longer.
+# A member's piece and the cluster: (BLOCK_SIZE, num_warps, maxnreg, SPLIT), each member holding 64 or 128
+# values per thread (16-bit: packed words). Each dtype's shapes cover 16K to 256K columns; the larger
+# clusters of smaller pieces are the fastest for a few long rows (more SMs per row).
+WIDE = [(8192, 4, 80, 2), (8192, 4, 80, 4), (8192, 4, 80, 8), (8192, 4, 80, 16), (16384, 8, 80, 8),
+        (16384, 8, 80, 16), (32768, 8, 128, 4), (32768, 8, 128, 8)]
 MEMBERS = {
-    "fp16": [(8192, 4, 80), (16384, 8, 80), (32768, 8, 128)],
-    "bf16": [(8192, 4, 80), (16384, 8, 80), (32768, 8, 128)],
-    "fp32": [(8192, 8, 64), (16384, 16, 64), (16384, 8, 128), (32768, 16, 128)],
+    "fp16": WIDE,
+    "bf16": WIDE,
+    "fp32": [(8192, 8, 64, 4), (8192, 8, 64, 8), (16384, 16, 64, 8), (16384, 8, 128, 16)],
 }
-SPLITS = (2, 4, 8, 16)  # 16: a non-portable cluster size, which the H100 and H200 launch
 
 
 def get_function_table():
     table = []
     for op, log in OPS.items():
         for dtype, members in MEMBERS.items():
-            for block, warps, maxnreg in members:
-                for split in SPLITS:
-                    table.append({
-                        "name": f"{op}_cluster_{dtype}_b{block}_s{split}_w{warps}",
-                        "group": f"{op}_cluster_{dtype}",
-                        "func": softmax_cluster_kernel,
-                        "sig": f"*{dtype}:16,*{dtype}:16,i32:16,i32:16,i32:16",
-                        "kwargs": {"num_warps": warps, "maxnreg": maxnreg,
-                                   "constants": {"BLOCK_SIZE": block, "SPLIT": split, "LOG": log}},
-                    })
+            for block, warps, maxnreg, split in members:
+                table.append({
+                    "name": f"{op}_cluster_{dtype}_b{block}_s{split}_w{warps}",
+                    "group": f"{op}_cluster_{dtype}",
+                    "func": softmax_cluster_kernel,
+                    "sig": f"*{dtype}:16,*{dtype}:16,i32:16,i32:16,i32:16",
+                    "kwargs": {"num_warps": warps, "maxnreg": maxnreg,
+                               "constants": {"BLOCK_SIZE": block, "SPLIT": split, "LOG": log}},
+                })
     return table
 
 

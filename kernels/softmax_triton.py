@@ -8,9 +8,12 @@ read once and written once: 2 * batch * n_cols * sizeof(dtype) bytes of traffic,
 Maths in fp32 whatever the storage type; masked lanes load -inf so they vanish from max and sum.
 Rows of -inf give NaN, as torch.softmax does.
 
-Tuning space: BLOCK_SIZE from 32 to 16384 and, per block, several num_warps. The entry named
-`softmax_<dtype>_<block>` carries ORT's own num_warps choice (4, 8 from 2048, 16 from 4096) so
-ORT-parity names exist; `_w<N>` entries are the alternatives TunableOp chooses among.
+Groups `softmax_<dtype>` (ORT's) and `log_softmax_<dtype>`: ORT's five arguments, grid (batch, 1, 1),
+a candidate when n_cols <= BLOCK_SIZE; any strides and alignment. BLOCK_SIZE runs from 32 to 16384.
+The entry named `softmax_<dtype>_<block>` carries ORT's own num_warps choice (4, 8 from 2048, 16 from
+4096) so ORT-parity names exist; softmax's `_w<N>` entries are the alternatives TunableOp chooses
+among. ORT never launches log-softmax, so its group holds ORT's choice alone: the one-program-per-row
+fallback of the runtime's log-softmax.
 """
 
 import triton
@@ -45,12 +48,12 @@ def ort_num_warps(block: int) -> int:
 
 
 def warp_choices(block: int) -> list[int]:
-    """Candidates for tuning: ORT's choice and its neighbours, at most 16 warps (16 x 64 = 1024 threads,
-    the most a wave64 GPU can launch). Short rows also get one- and two-warp programs."""
+    """Candidates for tuning: ORT's choice and the neighbours that win somewhere (at most 16 warps:
+    16 x 64 = 1024 threads, the most a wave64 GPU can launch). Short rows also get one-warp programs."""
     if block <= 128:
-        return [1, 2, 4]
+        return [1, 4]
     base = ort_num_warps(block)
-    return sorted({base, max(1, base // 2), min(16, base * 2)})
+    return sorted({base, max(2, base // 2), *([min(16, base * 2)] if block in (1024, 2048) else [])})
 
 
 def get_function_table():
@@ -59,7 +62,7 @@ def get_function_table():
         for dtype in DTYPES:
             for block in BLOCKS:
                 base = ort_num_warps(block)
-                for warps in warp_choices(block):
+                for warps in warp_choices(block) if not log else [base]:
                     suffix = "" if warps == base else f"_w{warps}"
                     table.append({
                         "name": f"{op}_{dtype}_{block}{suffix}",

@@ -7,9 +7,23 @@ kernels and the zeroed workspace a contract asks for.
 
 from __future__ import annotations
 
-from pipeline.contracts import evaluate
+import re
 
+from .expressions import evaluate
 from .launch import PreparedLaunch, Unsupported
+
+
+def groups_of(registry, pattern: str, roles: set[str], problem: set[str], first: str | None = None) -> list[str]:
+    """The groups an op can launch: named by `pattern` (a regular expression), with a contract that speaks
+    only of the op's argument roles and problem variables. In table order, except that `first` (ORT's
+    own group) comes first and a correctness fallback (`"fallback": true`) after the rest."""
+    known = []
+    for group in registry.by_group:
+        contract = registry.artifacts.contract(group)
+        if (re.fullmatch(pattern, group) and contract and set(contract["params"]) <= roles
+                and set(contract["problem"]) <= problem):
+            known.append((group != first, bool(contract.get("fallback")), group))
+    return [group for *_, group in sorted(known, key=lambda k: k[:2])]
 
 
 def _scope(registry, contract: dict, info, env: dict) -> dict:
@@ -63,4 +77,4 @@ def prepare_choice(registry, cands: dict, kernel: str | None, tuned: str | None,
     raise Unsupported(f"no kernel can run {what}: {'; '.join(reasons[:3])}")
 
 
-__all__ = ["admitted", "prepare", "prepare_choice", "Unsupported"]
+__all__ = ["admitted", "groups_of", "prepare", "prepare_choice", "Unsupported"]

@@ -1,12 +1,9 @@
-"""GroupNorm (NHWC, optional skip / bias / add_out / SiLU) choosing among the kernels of ORT's groups
-`GroupNormTriton_{Silu|Pass}_<dtype>` by their launch contract (ORT's rules: BLOCK_SIZE is the next
-power of two of channels per group, HW_SIZE divides H*W, the SiLU flag matches), of the whole-group
-kernels `GroupNormWhole_{Silu|Pass}_<dtype>` (small images, vector loads), their cooperative teams
-`GroupNormParts_{Silu|Pass}_<dtype>` (a group over PARTS programs) and teams with no exchange
-`GroupNormSpread_{Silu|Pass}_<dtype>` (each member reads the whole group), the same teams as
-thread-block clusters `GroupNormCluster_{Silu|Pass}_<dtype>` (sums added in shared memory, sm_90+), and of the
-cooperative tiled groups `GroupNormSplit_{Silu|Pass}_<dtype>` (channels a multiple of 16, aligned pointers)
-and `GroupNormSplitAny_...` (any channels and pointers), up to 32 groups each."""
+"""GroupNorm (NHWC, optional skip / bias / add_out / SiLU) choosing among every kernel whose group
+contract it knows: ORT's own groups `GroupNormTriton_{Silu|Pass}_<dtype>` first (ORT's rules:
+BLOCK_SIZE is the next power of two of channels per group, HW_SIZE divides H*W, the SiLU flag
+matches), then any group named `GroupNorm<Family>_{Silu|Pass}_<dtype>` whose contract speaks only of
+these roles and problem variables, in table order, a correctness fallback (`"fallback": true`) last. A
+new family needs no change here."""
 
 from __future__ import annotations
 
@@ -15,18 +12,21 @@ import numpy as np
 from .. import candidates as contract_launch
 from ..launch import PreparedLaunch
 from ..memory import DeviceArray
+from ..tune_cache import lookup_signature
 
-FAMILIES = ("Whole", "Spread", "Cluster", "Parts", "Split", "SplitAny")  # groups GroupNorm<family>_..., after ORT's own
+ROLES = {"in", "skip", "bias", "out", "add_out", "gamma", "beta", "ws", "hw", "c", "c_per_group", "groups", "eps",
+         "has_skip", "has_bias", "broadcast_skip"}
+PROBLEM = {"n", "hw", "c", "groups", "c_per_group", "silu", "resident"}
 
 
 class GroupNorm:
     def __init__(self, registry, dtype: str, silu: bool, tune_cache: dict | None = None):
-        """tune_cache: a validated cache (runtime.tune.load_cache) whose choices replace the default."""
+        """tune_cache: a validated cache (runtime.tune_cache.load_cache) whose choices replace the default."""
         self.registry, self.dtype, self.silu, self.tune_cache = registry, dtype, silu, tune_cache
         act = "Silu" if silu else "Pass"
         self.group = f"GroupNormTriton_{act}_{dtype}"  # ORT's own
-        families = (self.group, *(f"GroupNorm{f}_{act}_{dtype}" for f in FAMILIES))
-        self.groups = [g for g in families if g in registry.by_group]
+        self.groups = contract_launch.groups_of(registry, rf"GroupNorm[A-Za-z0-9]+_{act}_{dtype}", ROLES, PROBLEM,
+                                                first=self.group)
         if not self.groups:
             raise LookupError(f"no {self.group} kernels in {registry.artifacts.path}")
         self.op_key = f"group_norm_{act.lower()}_{dtype}"
@@ -50,8 +50,6 @@ class GroupNorm:
         cands = dict(self.candidates(n, hw, c, groups))
         tuned = None
         if kernel is None and self.tune_cache is not None:
-            from ..tune import lookup_signature
-
             tuned = lookup_signature(self.tune_cache, self.op_key, signature(n, hw, c, groups, self.silu, skip,
                                                                               broadcast_skip, bias))
         env = self._env(n, hw, c, groups)

@@ -2,18 +2,18 @@
 
 Like ORT's softmax_triton.cuh, candidates come from the dtype's groups and are filtered by the
 contract's `requires` (for ORT's groups: BLOCK_SIZE >= n_cols); unlike it, any group named
-`<op>[_<variant>]_<dtype>` whose contract speaks only of these roles is a candidate too.
+`<op>[_<variant>]_<dtype>` whose contract speaks only of these roles is a candidate too, in table
+order, a correctness fallback (`"fallback": true`) last. A new family needs no change here.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
 from .. import candidates as contract_launch
 from ..launch import PreparedLaunch
 from ..memory import TYPESTR_TO_DTYPE, DeviceArray, element_size
+from ..tune_cache import lookup
 
 ROLES = {"out", "in", "in_stride", "out_stride", "n_cols", "batch", "ws"}
 PROBLEM = {"batch", "n_cols", "in_stride", "out_stride", "resident"}
@@ -21,16 +21,10 @@ PROBLEM = {"batch", "n_cols", "in_stride", "out_stride", "resident"}
 
 class Softmax:
     def __init__(self, registry, dtype: str, log: bool = False, tune_cache: dict | None = None):
-        """tune_cache: a validated cache (runtime.tune.load_cache) whose choices replace the default."""
+        """tune_cache: a validated cache (runtime.tune_cache.load_cache) whose choices replace the default."""
         self.registry, self.dtype, self.log, self.tune_cache = registry, dtype, log, tune_cache
         self.op = "log_softmax" if log else "softmax"
-        pattern = re.compile(rf"{self.op}(_[A-Za-z0-9]+)*_{dtype}")
-        self.groups = []
-        for group in registry.by_group:
-            contract = registry.artifacts.contract(group)
-            if (pattern.fullmatch(group) and contract and set(contract["params"]) <= ROLES
-                    and set(contract["problem"]) <= PROBLEM):
-                self.groups.append(group)
+        self.groups = contract_launch.groups_of(registry, rf"{self.op}(_[A-Za-z0-9]+)*_{dtype}", ROLES, PROBLEM)
         if not self.groups:
             raise LookupError(f"no {self.op} kernels for {dtype} in {registry.artifacts.path}")
 
@@ -51,8 +45,6 @@ class Softmax:
         cands = dict(self.candidates(batch, n_cols, in_stride, out_stride))
         tuned = None
         if kernel is None and self.tune_cache is not None:
-            from ..tune import lookup
-
             tuned = lookup(self.tune_cache, f"{self.op}_{self.dtype}", batch, n_cols)
         env = self._env(batch, n_cols, in_stride, out_stride)
         roles = {"out": out_ptr, "in": in_ptr, **env}

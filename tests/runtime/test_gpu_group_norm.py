@@ -71,7 +71,8 @@ def test_every_variant_on_one_shape(registry, rng, silu, skip_mode, has_bias):
     (2, 8, 6, 2048, 32),   # 64 channels per group
     (1, 4, 4, 128, 1),     # one group of 128 channels
     (5, 2, 8, 24, 3),      # 8 channels per group
-    (1, 7, 7, 24, 3),      # 49 pixels and 24 channels: only the GroupNormSplitAny kernels
+    (1, 7, 7, 24, 3),      # 49 pixels and 24 channels: the GroupNormAny fallback
+    (1, 5, 5, 600, 2),     # 300 channels per group: past ORT's 128, the fallback again
     (2, 5, 3, 40, 8),      # 15 pixels, 40 channels (not a multiple of 16)
 ])
 def test_awkward_shapes(registry, rng, n, h, w, c, groups):
@@ -80,14 +81,15 @@ def test_awkward_shapes(registry, rng, n, h, w, c, groups):
         for name, _ in GroupNorm(registry, dtype, True).candidates(n, h * w, c, groups):
             by_group.setdefault(registry.by_name[name].group, name)
         assert by_group, f"no candidate for n={n} {h}x{w}x{c}/{groups}"
-        for kernel in by_group.values():  # the first of ORT's group and of the tiled group
+        for kernel in by_group.values():  # the first kernel of each group that admits the shape
             check(registry, rng, n, h, w, c, groups, dtype, True, "full", True, kernel, what="awkward")
 
 
 def test_every_kernel_runs(registry, rng):
+    """Every kernel of ORT's groups and of the GroupNormAny fallback (odd H*W there)."""
     ran = []
     for group, infos in registry.by_group.items():
-        if not group.startswith("GroupNormTriton_"):
+        if not group.startswith(("GroupNormTriton_", "GroupNormAny_")):
             continue
         silu, dtype = group.split("_")[1] == "Silu", group.split("_")[2]
         for info in infos:
@@ -96,9 +98,11 @@ def test_every_kernel_runs(registry, rng):
             cpg = cpg if block < 2 * cpg else block  # the contract: BLOCK is the next power of two
             # Kernels that keep their first tile: the whole image in it, and two more tiles read twice.
             for w in (1, 3) if info.constants.get("KEEP_FIRST") else (2,):
-                check(registry, rng, 2, hw_size, w, 2 * cpg, 2, dtype, silu, "full", True, info.name, "kernel")
+                hw = hw_size + 5 if group.startswith("GroupNormAny_") else hw_size
+                check(registry, rng, 2, hw, w, 2 * cpg, 2, dtype, silu, "full", True, info.name, "kernel")
             ran.append(info.name)
-    assert len(ran) == sum(len(v) for g, v in registry.by_group.items() if g.startswith("GroupNormTriton_"))
+    assert len(ran) == sum(len(v) for g, v in registry.by_group.items()
+                           if g.startswith(("GroupNormTriton_", "GroupNormAny_")))
 
 
 def kernels_of(registry, family: str):
@@ -129,7 +133,7 @@ def test_every_whole_kernel_runs(registry, rng):
     assert ran, "no GroupNormWhole kernels in the archive"
 
 
-@pytest.mark.parametrize("family", ["GroupNormParts", "GroupNormSpread", "GroupNormCluster"])
+@pytest.mark.parametrize("family", ["GroupNormParts", "GroupNormCluster"])
 def test_every_team_kernel_runs(registry, rng, family):
     """Each team kernel on a group that fills its members between half and all: three vectors per
     pixel and one pixel short of full members (the last member holds one pixel less), or, for every
@@ -161,7 +165,7 @@ def test_orts_rules_pick_candidates(registry):
         info = registry.by_name[name]
         assert info.constants["BLOCK_SIZE"] == 16 and 4096 % info.constants["HW_SIZE"] == 0 and grid == (2, 32, 1)
     assert ort(op.candidates(1, 7 * 7, 320, 32)) == []  # no HW_SIZE divides 49: ORT's rule, no candidate
-    assert op.candidates(1, 7 * 7, 320, 32), "the tiled kernels take any H*W"
+    assert op.candidates(1, 7 * 7, 320, 32), "the fallback takes any H*W"
     with pytest.raises(ValueError, match="do not split"):
         op.candidates(1, 64, 100, 32)
 
@@ -171,15 +175,13 @@ def split_kernels(registry):
 
 
 def test_every_split_kernel_runs(registry, rng):
-    """Each tiled kernel once: channel chunks with groups that straddle them, a partial last tile, and
-    for GroupNormSplitAny a partial last chunk."""
+    """Each tiled kernel once: channel chunks with groups that straddle them, and a partial last tile."""
     kernels = split_kernels(registry)
-    assert any(k.group.startswith("GroupNormSplitAny_") for k in kernels), "no GroupNormSplitAny kernels"
+    assert kernels, "no GroupNormSplit kernels"
     for info in kernels:
-        family, act, dtype = info.group.split("_")
+        _, act, dtype = info.group.split("_")
         block = info.constants["BLOCK_C"]
-        # 16 groups of 3 to 24 channels over 3 chunks; or 4 groups of 6 or 18 over 1.5 chunks.
-        c, groups = (block + block // 2, 4) if family == "GroupNormSplitAny" else (3 * block, 16)
+        c, groups = 3 * block, 16  # 16 groups of 3 to 12 channels over 3 chunks
         hw = 2 * info.constants["TILE_HW"] + 3
         skip_mode = ("full", "broadcast", "none")[info.index % 3]
         check(registry, rng, 2, hw, 1, c, groups, dtype, act == "Silu", skip_mode, info.index % 2 == 0, info.name,
@@ -187,10 +189,10 @@ def test_every_split_kernel_runs(registry, rng):
 
 
 def test_misaligned_pointers_fall_back_to_the_any_kernels(registry, rng):
-    """Tensors one element past a 16-byte boundary: ORT's group (no alignment hints) or GroupNormSplitAny
-    runs them, the aligned tiled kernels are skipped instead of failing."""
+    """Tensors one element past a 16-byte boundary: the GroupNormAny fallback (no alignment hints) runs
+    them, the aligned tiled kernels are skipped instead of failing."""
     cuda = registry.backend
-    n, h, w, c, groups = 2, 7, 7, 64, 32  # 49 pixels: no ORT candidate, so the tiled groups must do it
+    n, h, w, c, groups = 2, 7, 7, 64, 32  # 49 pixels: no ORT candidate
     x = rng.standard_normal((n, h, w, c)).astype(np.float32)
     gamma, beta = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
     host = np.ascontiguousarray(x.astype(np.float16))
@@ -204,7 +206,7 @@ def test_misaligned_pointers_fall_back_to_the_any_kernels(registry, rng):
         cuda.copy_htod(src + 2, host.ctypes.data, host.nbytes)
         cuda.memset(dst, 0xFF, host.nbytes + 64)
         launch = op.prepare(out=dst + 2, inp=src + 2, gamma=g.ptr, beta=b.ptr, n=n, hw=h * w, c=c, groups=groups)
-        assert launch.kernel.info.group == "GroupNormSplitAny_Silu_fp16"
+        assert launch.kernel.info.group == "GroupNormAny_Silu_fp16"
         launch()
         cuda.synchronize()
         got = np.empty(host.shape, np.float16)

@@ -121,8 +121,8 @@ def test_every_kernel_of_every_group_runs(registry, rng):
         for info in infos:
             block = info.constants["BLOCK_SIZE"]
             # The first row length this kernel's contract admits: a partial vector inside the block,
-            # a multiple of 16, (looped kernels) several blocks and a remainder, (split kernels)
-            # SPLIT pieces, the last one partial, or (looped, 16-aligned) two blocks and a partial one.
+            # a multiple of 16, (streamed kernels) several blocks and a remainder, (cluster kernels)
+            # SPLIT pieces, the last one partial, or (streamed, 16-aligned) two blocks and a partial one.
             batch = 2 * info.constants.get("ROWS", 1) + 1
             split = info.constants.get("SPLIT", 1)
             for n in (max(1, block - 3), max(16, block - 16), 2 * block + 5, split * block - 48,
@@ -138,14 +138,11 @@ def test_every_kernel_of_every_group_runs(registry, rng):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_long_rows_split_across_programs(registry, rng, dtype):
-    """Rows split over a team of programs that exchange partials (cooperative teams, and thread-block
-    clusters where the device has them), and (one program per row) streamed twice by the aligned looped
-    kernels: more rows than resident teams (so teams loop) or clusters, pieces that are all -inf or past
-    the row's end, a row of equal huge values (where
-    max + log(sum) would round the log away), and back-to-back launches (the
-    workspace must come back zeroed, or the second launch reads stale counters)."""
-    for n, batch in ((16400, 700), (40000, 300), (65552, 97), (131072, 33), (262128, 9)):
+def test_long_rows(registry, rng, dtype):
+    """Rows held by thread-block clusters (where the device has them) and streamed twice by one program:
+    more rows than clusters, pieces that are all -inf or past the row's end, a row of equal huge values
+    (where max + log(sum) would round the log away), each launched twice."""
+    for n, batch in ((16400, 700), (40000, 300), (65552, 97), (131072, 33), (262128, 9), (300000, 3)):
         x = rng.standard_normal((batch, n)).astype(np.float32) * rng.uniform(0.5, 8)
         x[0, :] = -np.inf
         x[0, n - 1] = 1.0  # every piece but the last is all -inf
@@ -153,14 +150,12 @@ def test_long_rows_split_across_programs(registry, rng, dtype):
         x[-1, : n // 2] = -np.inf
         for log in (False, True):
             cands = [name for name, _ in Softmax(registry, dtype, log).candidates(batch, n)]
-            names = [name for name in cands if "_split_" in name]
-            assert names, f"no split kernel admits {batch}x{n}"
-            streamed = [name for name in cands if "online_aligned" in name or "packed_online" in name]
+            streamed = [name for name in cands if "_stream_" in name or "_any_" in name]
             clustered = [name for name in cands if "_cluster_" in name]
+            assert streamed, f"no streamed kernel admits {batch}x{n}"
             if registry.backend.limits.get("clusters") and n <= 262144:
                 assert clustered, f"no cluster kernel admits {batch}x{n}"
-            picks = ([names[0], names[len(names) // 2], names[-1]] + streamed[:1] + streamed[-1:]
-                     + clustered[:1] + clustered[len(clustered) // 2:][:1] + clustered[-1:])
+            picks = streamed[:1] + streamed[-1:] + clustered[:1] + clustered[len(clustered) // 2:][:1] + clustered[-1:]
             for kernel in dict.fromkeys(picks):
                 for attempt in ("first", "second"):
                     ref = softmax_ref(quantize(x, dtype), log)
@@ -171,7 +166,32 @@ def test_long_rows_split_across_programs(registry, rng, dtype):
                         assert_close(y[finite], ref[finite], dtype, True, f"{attempt} {batch}x{n} {kernel}")
                     else:
                         run_and_check(registry, kernel, dtype, log, x, what=f"{attempt} {batch}x{n}")
-                    assert registry.workspace_nonzero_bytes() == 0, f"{kernel} left its workspace dirty"
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_every_family_gives_the_same_answer(registry, rng, dtype):
+    """One input through every group that admits it, rows of -inf included: the same NaNs (an all -inf
+    row is NaN, as torch gives) and the same numbers, whichever kernel the tuner picks."""
+    for n in (64, 1000, 4096, 16384, 40000, 131072):
+        x = rng.standard_normal((12, n)).astype(np.float32) * 3
+        x[0, :] = -np.inf  # no survivor
+        x[1, :] = -np.inf
+        x[1, n // 2] = 2.0  # one survivor
+        x[2, ::2] = -np.inf  # masked positions
+        x[3, :] = 6e4 if dtype == "fp16" else 1e30  # equal and huge
+        for log in (False, True):
+            by_group = {}
+            for name, _ in Softmax(registry, dtype, log).candidates(12, n):
+                by_group.setdefault(registry.by_name[name].group, name)
+            assert len(by_group) >= 2, (n, by_group)  # a family besides the fallback
+            outs = {k: softmax_numpy(registry, x, dtype, log=log, kernel=k) for k in by_group.values()}
+            ref = softmax_ref(quantize(x, dtype), log)
+            for kernel, y in outs.items():
+                assert np.isnan(y[0]).all(), f"{kernel}: an all -inf row must give NaN"
+                assert not np.isnan(y[1:]).any(), f"{kernel}: NaN in a row with a survivor"
+                finite = np.isfinite(quantize(ref[1:], dtype))
+                assert (np.isfinite(y[1:]) == finite).all(), f"{kernel}: infinities differ from the reference"
+                assert_close(y[1:][finite], ref[1:][finite], dtype, log, f"{kernel} {12}x{n}")
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
@@ -227,18 +247,19 @@ def test_default_choice_falls_back_when_pointers_rule_a_kernel_out(registry, rng
     that are not aligned, instead of failing the launch."""
     cuda = registry.backend
     batch, n = 4, 40000
-    split = next(name for name, _ in Softmax(registry, "fp16").candidates(batch, n) if "_split_" in name)
-    op = Softmax(registry, "fp16", tune_cache={"results": {"softmax_fp16": {f"{batch}_{n}": {"kernel": split}}}})
+    aligned = next(name for name, _ in Softmax(registry, "fp16").candidates(batch, n)
+                   if registry.by_name[name].params[0]["divisibility"] == 16)  # the output pointer: 16-byte aligned
+    op = Softmax(registry, "fp16", tune_cache={"results": {"softmax_fp16": {f"{batch}_{n}": {"kernel": aligned}}}})
     x = rng.standard_normal((batch, n)).astype(np.float32)
     host = np.ascontiguousarray(x.astype(np.float16))
     nbytes = host.nbytes
     src, dst = cuda.alloc(nbytes + 64), cuda.alloc(nbytes + 64)
     try:
-        assert op.prepare(dst, src, batch, n).kernel.info.name == split  # aligned: the tuned choice
+        assert op.prepare(dst, src, batch, n).kernel.info.name == aligned  # aligned: the tuned choice
         cuda.copy_htod(src + 2, host.ctypes.data, nbytes)
         cuda.memset(dst, POISON, nbytes + 64)
         launch = op.prepare(dst + 2, src + 2, batch, n)  # one element in: not 16-byte aligned
-        assert launch.kernel.info.name != split
+        assert launch.kernel.info.name != aligned
         launch()
         cuda.synchronize()
         got = np.empty((batch, n), np.float16)

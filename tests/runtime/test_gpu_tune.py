@@ -7,7 +7,8 @@ import json
 import pytest
 
 from runtime.ops.softmax import Softmax
-from runtime.tune import TuneCacheError, export_ort, load_cache, tune
+from runtime.tune import export_ort, tune
+from runtime.tune_cache import TuneCacheError, load_cache
 
 pytestmark = pytest.mark.gpu
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from runtime.tune import default_shapes, device_slug, read_shapes
+from runtime.tune import default_shapes, read_shapes
+from runtime.tune_cache import device_slug
 
 
 def test_default_grid_is_60_bounded_shapes():

@@ -1,4 +1,4 @@
-"""The two passes of a softmax row too long to hold in one program's registers.
+"""The two passes of a softmax row streamed through one program instead of held in its registers.
 
 `stream_stats` and `stream_write` are the two passes over a row that is streamed, not held: pass 1
 reads it in BLOCK_SIZE chunks (marked evict-last, so L2 keeps them) for the max and the sum of exp;

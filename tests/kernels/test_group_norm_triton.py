@@ -1,0 +1,60 @@
+"""ORT's GroupNorm group (ORT's names, constants and rules) and GroupNormAny, the fallback of every shape."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import UNET, admitted
+
+
+def test_orts_group_keeps_orts_constants_and_names(table):
+    """ORT's C++ reads BLOCK_SIZE and HW_SIZE with .at(); names become C symbols; constants are ints."""
+    for k in table.kernels:
+        assert {"BLOCK_SIZE", "HW_SIZE", "ACTIVATION_SILU", "KEEP_FIRST"} <= set(k.constants), k.name
+        assert all(type(v) is int for v in k.constants.values()), k.name
+        assert re.fullmatch(r"[A-Za-z0-9_]+", k.name) and k.name.startswith(k.group), k.name
+        assert k.name.endswith("_keep") == bool(k.constants["KEEP_FIRST"]), k.name
+
+
+def test_keep_kernels_hold_at_most_32_values_per_thread(table):
+    keep = [k for k in table.kernels if k.group == "GroupNormTriton_Silu_fp32" and k.constants["KEEP_FIRST"]]
+    assert keep
+    for k in keep:
+        values = k.constants["BLOCK_SIZE"] * k.constants["HW_SIZE"]
+        assert 2048 <= values <= 16384 and values // (32 * k.num_warps) <= 32, k.name
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "bf16"])
+def test_orts_rules_find_a_kernel_for_every_group_size_ort_takes(table, dtype):
+    """3 to 128 channels per group, H*W a multiple of 16: ORT's own rules always find a candidate."""
+    for cpg in range(3, 129):
+        for hw in (16, 48, 64 * 64):
+            assert admitted(table, f"GroupNormTriton_Pass_{dtype}", n=2, hw=hw, c=32 * cpg, groups=32,
+                            c_per_group=cpg, silu=0), (cpg, hw)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "bf16"])
+def test_small_unet_levels_have_a_whole_group_kernel_in_orts_group(table, dtype):
+    """16x16, and 32x32 at 320 and 640 channels: ORT's own rules find a kernel that keeps the group's first
+    tile in registers (the whole group where its tile covers H*W)."""
+    for n, h, c in UNET:
+        if (h, c) not in ((16, 320), (16, 640), (32, 320), (32, 640)):
+            continue
+        ks = admitted(table, f"GroupNormTriton_Silu_{dtype}", n=n, hw=h * h, c=c, groups=32, c_per_group=c // 32,
+                      silu=1)
+        assert any(k.constants["KEEP_FIRST"] for k in ks), (n, h, c)
+        assert h == 32 or any(k.constants["KEEP_FIRST"] and k.constants["HW_SIZE"] == h * h for k in ks), (n, h, c)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "bf16"])
+def test_any_takes_every_shape_up_to_512_channels_per_group(table, dtype):
+    group = f"GroupNormAny_Silu_{dtype}"
+    assert table.contracts[group]["fallback"] is True
+    assert all(":" not in k.sig_string() for k in table.kernels if k.group == group)
+    for hw in (1, 7, 49, 4096):
+        for cpg in (1, 3, 10, 129, 512):
+            assert admitted(table, group, n=1, hw=hw, c=7 * cpg, groups=7, c_per_group=cpg, silu=1), (hw, cpg)
+    assert not admitted(table, group, n=1, hw=49, c=513, groups=1, c_per_group=513, silu=1)
+    assert not admitted(table, group, n=1, hw=49, c=64, groups=4, c_per_group=16, silu=0)  # the other activation

@@ -1,0 +1,84 @@
+"""What every kernel script promises: one family per file, shared device code only in `_` modules next to
+the scripts (never another script's names), a contract for every group, and a fallback for every shape."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+from pipeline.build import discover_scripts
+from pipeline.table import load_table
+
+
+def test_scripts_import_only_helpers(root):
+    """A script may import triton and the `_`-prefixed helper modules beside it, nothing of another script."""
+    scripts = {p.stem for p in discover_scripts(root / "kernels")}
+    for path in sorted((root / "kernels").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in scripts, f"{path.name} imports the script {name}"
+                assert top == "triton" or top.startswith("_"), f"{path.name} imports {name}"
+
+
+def test_one_family_per_script(root):
+    """The groups of a script differ only in op and dtype (and, for a fallback, in being the fallback)."""
+    for path in discover_scripts(root / "kernels"):
+        table = load_table([path])
+        families = set()
+        for group in table.contracts:
+            family = group.removeprefix("log_")
+            for dt in ("_fp32", "_fp16", "_bf16", "_fp64"):
+                family = family.removesuffix(dt)
+            family = family.replace("_Silu", "").replace("_Pass", "")
+            if not table.contracts[group] or not table.contracts[group].get("fallback"):
+                families.add(family)
+        assert len(families) == 1, (path.name, sorted(families))
+
+
+def test_every_group_has_a_contract(root):
+    table = load_table(discover_scripts(root / "kernels"))
+    assert all(table.contracts[k.group] for k in table.kernels)
+
+
+def test_every_unet_shape_and_row_has_a_kernel_other_than_the_fallback(root):
+    """On sm_80 and sm_90: every Stable Diffusion GroupNorm and every aligned softmax row up to 256K columns
+    has a candidate besides the fallback (which takes any shape, and says so)."""
+    from pipeline.targets import parse_target
+
+    from .conftest import UNET, admits
+
+    table = load_table(discover_scripts(root / "kernels"))
+    for arch in ("sm_80", "sm_90"):
+        target = parse_target(arch)
+        kernels = [k for k in table.kernels if k.builds_for(target) and not table.contracts[k.group].get("fallback")]
+        for dtype in ("fp32", "fp16", "bf16"):
+            for n, h, c in UNET:
+                problem = dict(n=n, hw=h * h, c=c, groups=32, c_per_group=c // 32, silu=1, resident=1000)
+                assert any(k.group.startswith("GroupNorm") and k.group.endswith(f"Silu_{dtype}")
+                           and admits(table, k, **problem) for k in kernels), (arch, dtype, n, h, c)
+            for cols in [16 << i for i in range(15)]:
+                problem = dict(batch=4, n_cols=cols, in_stride=cols, out_stride=cols)
+                assert any(k.group.startswith("softmax_") and k.group.endswith(f"_{dtype}")
+                           and admits(table, k, **problem) for k in kernels), (arch, dtype, cols)
+
+
+def test_scripts_import_helpers_next_to_them(tmp_path):
+    """A helper is imported as a sibling, as `python script.py` would; sys.path is restored."""
+    (tmp_path / "_helper_for_test.py").write_text("import triton\n\n@triton.jit\ndef one():\n    return 1\n")
+    script = tmp_path / "k_triton.py"
+    script.write_text(
+        "import triton\nimport triton.language as tl\nfrom _helper_for_test import one\n\n"
+        "@triton.jit\ndef k(out_ptr):\n    tl.store(out_ptr, one())\n\n"
+        "def get_function_table():\n"
+        "    return [{'name': 'k', 'group': 'g', 'func': k, 'sig': '*i32',\n"
+        "             'kwargs': {'num_warps': 1, 'constants': {}}}]\n")
+    before = list(sys.path)
+    assert [k.name for k in load_table([script]).kernels] == ["k"]
+    assert sys.path == before
