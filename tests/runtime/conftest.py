@@ -44,7 +44,7 @@ def cuda(request):
 @pytest.fixture(scope="session")
 def gpu_artifacts_dir(cuda, root) -> Path:
     """Artifacts for this GPU: $TRITONFORGE_DIST/cuda/sm_<arch> (default dist/), built beforehand."""
-    base = Path(os.environ.get("TRITONFORGE_DIST", root / "dist"))
+    base = Path(os.environ.get("TRITONFORGE_DIST", root / "dist")).resolve()  # relative to where pytest runs
     d = base / "cuda" / f"sm_{cuda.arch}"
     if not (d / "kernels.json").is_file():
         pytest.fail(f"no artifacts for this GPU at {d}: run `invoke compile --platform cuda --arch sm_{cuda.arch}` "

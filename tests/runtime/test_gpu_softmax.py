@@ -197,13 +197,12 @@ def test_every_family_gives_the_same_answer(registry, rng, dtype):
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_packed_rows_special_values_and_strides(registry, rng, dtype):
     """The packed-row kernels unpack each 32-bit word into two columns: -inf and huge values in either
-    half, a row shorter than the block (masked words), padded strides, and rows of one survivor; rows
-    past every held block go to the streamed kernels, a partial chunk last."""
+    half, a row shorter than the block (masked words), padded strides, and rows of one survivor."""
     packed = [g for g in registry.by_group if "_packed_" in g]
     if not packed:
         pytest.skip("no packed-row kernels in this archive (CUDA only)")
     big = 6e4 if dtype == "fp16" else 1e30
-    for n, stride in ((16000, 16000), (20000, 20032), (32768, 32768), (65520, 65536), (100000, 100000)):
+    for n, stride in ((16000, 16000), (20000, 20032), (32768, 32768), (65520, 65536)):
         x = rng.standard_normal((7, n)).astype(np.float32) * 4
         x[0, ::2] = -np.inf  # low halves masked
         x[1, 1::2] = -np.inf  # high halves masked
