@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.family_bench import group_norm_shapes  # noqa: E402
 from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
 from runtime.problem import GroupNormProblem, GroupNormSetup, gbps  # noqa: E402
@@ -33,6 +32,17 @@ from runtime.tune import tune_problem  # noqa: E402
 SHAPES = [(2, 128, 128, 320), (2, 64, 64, 1280), (2, 64, 64, 320), (2, 64, 64, 640), (2, 32, 32, 640),
           (2, 32, 32, 1280), (2, 16, 16, 640), (2, 16, 16, 1280), (2, 8, 8, 1280), (1, 64, 64, 320)]
 GROUPS = 32
+
+
+def group_norm_shapes(text: str) -> list[tuple[int, int, int]]:
+    """`2x16x640,1x8x320` -> [(2, 16, 640), (1, 8, 320)]: (n, H = W, C)."""
+    shapes = []
+    for item in text.split(","):
+        parts = item.strip().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise argparse.ArgumentTypeError(f"{item!r} is not NxHxC (three positive integers)")
+        shapes.append(tuple(int(p) for p in parts))
+    return shapes
 
 
 def torch_ms(n, h, w, c, dtype, silu: bool, reps=50) -> float | None:

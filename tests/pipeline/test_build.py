@@ -135,7 +135,7 @@ def test_clean_rebuild_elsewhere_is_byte_identical(built, small_scripts, tmp_pat
     directory, a second later) give the same binaries. Every kernel of the small set is compiled again
     in a container by tests/test_tasks.py and compared file for file."""
     report, out, _ = built
-    some = [s for s in small_scripts if s.name in ("softmax_cluster_triton.py", "softmax_online_triton.py")]
+    some = [s for s in small_scripts if s.name in ("softmax_cluster_triton.py", "softmax_stream_triton.py")]
     assert len(some) == 2
     monkeypatch.chdir(tmp_path)
     again = build_dist(some, parse_targets("sm_90,gfx942"), tmp_path / "dist2", cache_dir=tmp_path / "c2", jobs=2)
