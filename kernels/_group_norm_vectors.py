@@ -132,6 +132,27 @@ TEAMS = [(2, 4, 2048, 0, 4), (4, 2, 1024, 0, 4), (4, 4, 1024, 0, 4), (4, 4, 2048
          (8, 4, 1024, 0, 4), (8, 4, 2048, 0, 4), (8, 4, 2048, 4, 4), (8, 4, 4096, 4, 4), (8, 2, 4096, 4, 8)]
 
 
-def team_variants():
-    """(PARTS, VEC, VECTORS, TAIL, num_warps) of every kernel of a team group."""
-    return [(p, vec, e // vec, e // vec // t if t else 0, w) for p, vec, e, t, w in TEAMS]
+DTYPES = ("fp32", "fp16", "bf16")
+# A member holds cdiv(hw, PARTS) pixels; they fit its vectors and fill more than half of them.
+TEAM_REQUIRES = ["c_per_group % VEC == 0", "cdiv(hw, PARTS) * (c_per_group // VEC) <= VECTORS + TAIL",
+                 "2 * cdiv(hw, PARTS) * (c_per_group // VEC) > VECTORS + TAIL", "ACTIVATION_SILU == silu"]
+
+
+def team_table(family: str, func, sig: str) -> list[dict]:
+    """The function table of a team family `<family>_{Silu|Pass}_<dtype>`: every shape of TEAMS."""
+    table = []
+    for silu in (True, False):
+        act = "Silu" if silu else "Pass"
+        for dtype in DTYPES:
+            for parts, vec, e, t, warps in TEAMS:
+                vectors = e // vec
+                tail = vectors // t if t else 0
+                table.append({
+                    "name": f"{family}_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
+                    "group": f"{family}_{act}_{dtype}",
+                    "func": func,
+                    "sig": sig.format(t=dtype),
+                    "kwargs": {"num_warps": warps, "constants": {"VECTORS": vectors, "TAIL": tail, "VEC": vec,
+                                                                 "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
+                })
+    return table

@@ -15,7 +15,7 @@ tensors. Inline PTX: CUDA only, sm_90+.
 import triton
 import triton.language as tl
 from _cluster import cluster_start
-from _group_norm_vectors import ROLES, VECTOR_SIG, team_member, team_variants
+from _group_norm_vectors import DTYPES, ROLES, TEAM_REQUIRES, VECTOR_SIG, team_member, team_table
 
 PLATFORMS = ("cuda",)  # inline PTX
 MIN_SM = 90  # thread-block clusters and distributed shared memory
@@ -33,34 +33,16 @@ def group_norm_cluster_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out
                 True)
 
 
-DTYPES = ("fp32", "fp16", "bf16")
-
-
 def get_function_table():
-    table = []
-    for silu in (True, False):
-        act = "Silu" if silu else "Pass"
-        for dtype in DTYPES:
-            for parts, vec, vectors, tail, warps in team_variants():
-                table.append({
-                    "name": f"GroupNormCluster_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
-                    "group": f"GroupNormCluster_{act}_{dtype}",
-                    "func": group_norm_cluster_kernel,
-                    "sig": VECTOR_SIG.format(t=dtype),
-                    "kwargs": {"num_warps": warps, "constants": {"VECTORS": vectors, "TAIL": tail, "VEC": vec,
-                                                                 "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
-                })
-    return table
+    return team_table("GroupNormCluster", group_norm_cluster_kernel, VECTOR_SIG)
 
 
 def get_launch_contracts():
-    member = "cdiv(hw, PARTS) * (c_per_group // VEC)"
     contract = {
         "params": ROLES,
         "grid": ["n", "groups", "PARTS"],
         "cluster": ["1", "1", "PARTS"],
-        "requires": ["c_per_group % VEC == 0", f"{member} <= VECTORS + TAIL", f"2 * {member} > VECTORS + TAIL",
-                     "ACTIVATION_SILU == silu"],
+        "requires": TEAM_REQUIRES,
         "doc": "NHWC; a cluster of PARTS programs per (image, group), each holding cdiv(hw, PARTS) pixels of it as "
                "VEC-channel vectors, sums added up in shared memory; 16-byte aligned pointers",
     }

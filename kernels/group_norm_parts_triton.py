@@ -15,7 +15,7 @@ aligned tensors.
 
 import triton
 import triton.language as tl
-from _group_norm_vectors import ROLES, team_member, team_variants
+from _group_norm_vectors import DTYPES, ROLES, TEAM_REQUIRES, team_member, team_table
 
 
 @triton.jit
@@ -28,35 +28,19 @@ def group_norm_parts_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_p
                 False)
 
 
-DTYPES = ("fp32", "fp16", "bf16")
 # ORT's 14 arguments with the team workspace after beta; 16-byte aligned tensors.
 SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,*i32:16,i32,i32,i32,fp32,i1,i1,i1"
 
 
 def get_function_table():
-    table = []
-    for silu in (True, False):
-        act = "Silu" if silu else "Pass"
-        for dtype in DTYPES:
-            for parts, vec, vectors, tail, warps in team_variants():
-                table.append({
-                    "name": f"GroupNormParts_{act}_{dtype}_p{parts}_v{vec}_e{(vectors + tail) * vec}_w{warps}",
-                    "group": f"GroupNormParts_{act}_{dtype}",
-                    "func": group_norm_parts_kernel,
-                    "sig": SIG.format(t=dtype),
-                    "kwargs": {"num_warps": warps, "constants": {"VECTORS": vectors, "TAIL": tail, "VEC": vec,
-                                                                 "PARTS": parts, "ACTIVATION_SILU": int(silu)}},
-                })
-    return table
+    return team_table("GroupNormParts", group_norm_parts_kernel, SIG)
 
 
 def get_launch_contracts():
-    member = "cdiv(hw, PARTS) * (c_per_group // VEC)"
     contract = {
         "params": [*ROLES[:7], "ws", *ROLES[7:]],
         "grid": ["n", "groups", "PARTS"],
-        "requires": ["c_per_group % VEC == 0", f"{member} <= VECTORS + TAIL", f"2 * {member} > VECTORS + TAIL",
-                     "ACTIVATION_SILU == silu", "n * groups * PARTS <= resident"],
+        "requires": [*TEAM_REQUIRES, "n * groups * PARTS <= resident"],
         "workspace": "512 * n * groups",
         "cooperative": True,
         "doc": "NHWC; a team of PARTS programs per (image, group), each holding cdiv(hw, PARTS) pixels of it "

@@ -87,6 +87,7 @@ def load_module(path: Path, index: int):
     sys.modules[spec.name] = module
     # As under `python script.py`, a script may import helpers that sit next to it (kernels/_*.py).
     here = str(Path(path).resolve().parent)
+    _forget_foreign_siblings(Path(here))
     sys.path.insert(0, here)
     try:
         spec.loader.exec_module(module)
@@ -97,6 +98,16 @@ def load_module(path: Path, index: int):
     finally:
         sys.path.remove(here)
     return module
+
+
+def _forget_foreign_siblings(here: Path) -> None:
+    """A module named like a file beside the script but loaded from elsewhere (another kernels directory
+    loaded earlier in this process) must not stand in for that file: drop it, so the import finds this one."""
+    for sibling in here.glob("*.py"):
+        loaded = sys.modules.get(sibling.stem)
+        where = getattr(loaded, "__file__", None)
+        if where is not None and Path(where).resolve() != sibling.resolve():
+            del sys.modules[sibling.stem]
 
 
 def local_sources(path: Path) -> dict[str, str]:

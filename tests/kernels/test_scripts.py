@@ -4,7 +4,6 @@ the scripts (never another script's names), a contract for every group, and a fa
 from __future__ import annotations
 
 import ast
-import sys
 
 from pipeline.build import discover_scripts
 from pipeline.table import load_table
@@ -67,18 +66,3 @@ def test_every_unet_shape_and_row_has_a_kernel_other_than_the_fallback(root):
                 problem = dict(batch=4, n_cols=cols, in_stride=cols, out_stride=cols)
                 assert any(k.group.startswith("softmax_") and k.group.endswith(f"_{dtype}")
                            and admits(table, k, **problem) for k in kernels), (arch, dtype, cols)
-
-
-def test_scripts_import_helpers_next_to_them(tmp_path):
-    """A helper is imported as a sibling, as `python script.py` would; sys.path is restored."""
-    (tmp_path / "_helper_for_test.py").write_text("import triton\n\n@triton.jit\ndef one():\n    return 1\n")
-    script = tmp_path / "k_triton.py"
-    script.write_text(
-        "import triton\nimport triton.language as tl\nfrom _helper_for_test import one\n\n"
-        "@triton.jit\ndef k(out_ptr):\n    tl.store(out_ptr, one())\n\n"
-        "def get_function_table():\n"
-        "    return [{'name': 'k', 'group': 'g', 'func': k, 'sig': '*i32',\n"
-        "             'kwargs': {'num_warps': 1, 'constants': {}}}]\n")
-    before = list(sys.path)
-    assert [k.name for k in load_table([script]).kernels] == ["k"]
-    assert sys.path == before
