@@ -186,14 +186,14 @@ def test_compile_keys_are_a_pure_function_of_the_inputs(root, small_kernels, tmp
     # A change to a helper that a script imports changes that script's keys, and only those.
     moved = tmp_path / "changed"
     shutil.copytree(small_kernels, moved)
-    (moved / "_cluster.py").write_text((moved / "_cluster.py").read_text() + "\n# changed\n")
+    (moved / "_packed16.py").write_text((moved / "_packed16.py").read_text() + "\n# changed\n")
     changed, _ = keys(moved)
     from pipeline.build import discover_scripts
     from pipeline.table import load_table
 
     table = load_table(discover_scripts(small_kernels))
     differ = {Path(k.script).name for k, a, b in zip(table.kernels, first, changed) if a != b}
-    assert differ == {"softmax_cluster_triton.py", "group_norm_cluster_triton.py"}
+    assert differ == {"softmax_packed_triton.py", "softmax_cluster_triton.py"}
 
 
 def test_corrupt_cache_entry_is_recompiled_not_shipped(tmp_path, root):
