@@ -5,7 +5,8 @@ time grows with the group. Here a team of PARTS programs holds the group, each m
 pixels of it as VEC-channel vectors, and the team adds up its two sums through one 512-byte line of a
 workspace: two tagged stores and a poll (kernels/_grid_sync.py), which is safe only while the whole
 team is resident, so launches are cooperative. On sm_90+ the same teams run as thread-block clusters
-(group_norm_cluster_triton.py); this family is their stand-in where clusters are not available.
+(group_norm_cluster_triton.py); this family is their stand-in where clusters are not available, and is
+built for CUDA up to sm_89 (MAX_SM) and for ROCm.
 
 Group `GroupNormParts_{Silu|Pass}_<dtype>`: ORT's 14 arguments with the workspace after beta, grid
 (n, groups, PARTS), cooperative; a candidate when VEC divides c_per_group, a member's pixels fill
@@ -16,6 +17,8 @@ aligned tensors.
 import triton
 import triton.language as tl
 from _group_norm_vectors import DTYPES, ROLES, TEAM_REQUIRES, team_member, team_table
+
+MAX_SM = 89  # sm_90+ runs these teams as clusters (group_norm_cluster_triton.py)
 
 
 @triton.jit

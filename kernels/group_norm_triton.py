@@ -11,7 +11,7 @@ The `_keep` kernels (KEEP_FIRST) hold their first HW_SIZE x BLOCK_SIZE tile in r
 both passes: with HW_SIZE up to 1024 that is the whole group of a small UNet level (16x16; 32x32 at 320),
 read once, with one load, one reduction and one store per program.
 
-ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_<dtype>` with grid
+ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_{fp16|fp32}` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
 HW_SIZE divides H*W. Variance is E[x^2] - E[x]^2 in fp32, as ORT's kernel computes it.
 
@@ -119,6 +119,7 @@ def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, ga
 
 
 DTYPES = ("fp32", "fp16", "bf16")
+ORT_DTYPES = ("fp32", "fp16")  # ORT's GroupNorm ops are instantiated for float and half only
 BLOCKS = (4, 8, 16, 32, 64, 128)  # c_per_group up to 128
 # ORT's group, (BLOCK_SIZE, HW_SIZE, num_warps, KEEP_FIRST): for every block a looped kernel of 16-pixel
 # tiles (any H*W that is a multiple of 16), and the points that are the fastest somewhere on the
@@ -148,7 +149,7 @@ def get_function_table():
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            groups = ((f"GroupNormTriton_{act}_{dtype}", variants()),
+            groups = ((f"GroupNormTriton_{act}_{dtype}", variants() if dtype in ORT_DTYPES else []),
                       (f"GroupNormAny_{act}_{dtype}", [(b, hw, w, 0) for b, hw, w in ANY]))
             for group, configs in groups:
                 for block, hw_size, warps, keep in configs:
@@ -176,5 +177,5 @@ def get_launch_contracts():
     any_shape = {**contract, "requires": ["c_per_group <= BLOCK_SIZE", "ACTIVATION_SILU == silu"], "fallback": True,
                  "doc": "NHWC; one program per (image, group), any H*W and alignment; skip is [n, hw, c] or, "
                         "broadcast, [n, c]"}
-    return {f"GroupNorm{kind}_{act}_{dt}": spec for kind, spec in (("Triton", contract), ("Any", any_shape))
-            for act in ("Silu", "Pass") for dt in DTYPES}
+    return {**{f"GroupNormTriton_{act}_{dt}": contract for act in ("Silu", "Pass") for dt in ORT_DTYPES},
+            **{f"GroupNormAny_{act}_{dt}": any_shape for act in ("Silu", "Pass") for dt in DTYPES}}

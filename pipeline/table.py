@@ -46,12 +46,15 @@ class KernelSpec:
     options: dict = field(default_factory=dict)
     platforms: tuple[str, ...] = PLATFORM_NAMES  # the script's PLATFORMS
     min_sm: int = 0  # the script's MIN_SM (CUDA targets only)
+    max_sm: int | None = None  # the script's MAX_SM (CUDA targets only)
     source_key: str = ""  # the jit function and every source file it can depend on (see source_key)
 
     def builds_for(self, target: Target) -> bool:
         if target.platform not in self.platforms:
             return False
-        return target.platform != "cuda" or int(target.arch) >= self.min_sm
+        if target.platform != "cuda":
+            return True
+        return self.min_sm <= int(target.arch) and (self.max_sm is None or int(target.arch) <= self.max_sm)
 
     @property
     def num_warps(self) -> int:
@@ -267,13 +270,19 @@ def script_platforms(module, path: Path) -> tuple[str, ...]:
     return tuple(declared)
 
 
-def script_min_sm(module, path: Path) -> int:
-    """The lowest CUDA compute capability a script's kernels run on: its MIN_SM (e.g. 90), else 0."""
-    declared = getattr(module, "MIN_SM", 0)
-    if type(declared) is not int or declared < 0:
-        raise PipelineError(f"MIN_SM must be a CUDA compute capability such as 90, got {declared!r}",
+def script_sm_range(module, path: Path) -> tuple[int, int | None]:
+    """The CUDA compute capabilities a script's kernels are built for: its MIN_SM (e.g. 90, else 0) and
+    MAX_SM (e.g. 89, else no limit)."""
+    lowest = getattr(module, "MIN_SM", 0)
+    highest = getattr(module, "MAX_SM", None)
+    for name, value in (("MIN_SM", lowest), ("MAX_SM", highest)):
+        if value is not None and (type(value) is not int or value < 0):
+            raise PipelineError(f"{name} must be a CUDA compute capability such as 90, got {value!r}",
+                                script=str(path))
+    if highest is not None and highest < lowest:
+        raise PipelineError(f"MAX_SM = {highest} is below MIN_SM = {lowest}: no CUDA target would build it",
                             script=str(path))
-    return declared
+    return lowest, highest
 
 
 def load_table(scripts: list[Path | str]) -> KernelTable:
@@ -289,7 +298,7 @@ def load_table(scripts: list[Path | str]) -> KernelTable:
             raise PipelineError("no such kernel script", script=str(path))
         module = load_module(path, i)
         platforms = script_platforms(module, path)
-        min_sm = script_min_sm(module, path)
+        min_sm, max_sm = script_sm_range(module, path)
         table = call_table(module, path)
         if not table:
             raise PipelineError("get_function_table() returned no kernels", script=str(path))
@@ -297,7 +306,7 @@ def load_table(scripts: list[Path | str]) -> KernelTable:
         script_kernels = []
         for j, entry in enumerate(table):
             spec = validate_entry(entry, path, j)
-            spec = dataclasses.replace(spec, platforms=platforms, min_sm=min_sm,
+            spec = dataclasses.replace(spec, platforms=platforms, min_sm=min_sm, max_sm=max_sm,
                                        source_key=source_key(spec.func, sources))
             if spec.name in seen:
                 raise PipelineError(f"duplicate kernel name (first defined in {seen[spec.name]})",

@@ -3,7 +3,7 @@ per group.
 
 Each script is copied as it is, with a footer that wraps its get_function_table(): per group it keeps
 the first and the last entry and the first entry of every jit function the group uses. Every script,
-group, launch contract, jit function, helper import and PLATFORMS / MIN_SM declaration is compiled
+group, launch contract, jit function, helper import and PLATFORMS / MIN_SM / MAX_SM declaration is compiled
 and checked; the tuning variants in between are not (the `full` tests build those).
 """
 

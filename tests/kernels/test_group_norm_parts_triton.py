@@ -9,6 +9,14 @@ from runtime.expressions import evaluate
 from .conftest import admitted, grid, ptx, scope
 
 
+def test_built_where_clusters_are_absent(table):
+    from pipeline.targets import parse_target
+
+    k = table.kernels[0]
+    assert k.builds_for(parse_target("sm_80")) and k.builds_for(parse_target("sm_89"))
+    assert not k.builds_for(parse_target("sm_90")) and k.builds_for(parse_target("gfx942"))
+
+
 def test_cooperative_with_a_line_per_team(table):
     for group, contract in table.contracts.items():
         assert contract["cooperative"] is True and "ws" in contract["params"], group

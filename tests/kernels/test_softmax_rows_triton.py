@@ -25,3 +25,9 @@ def test_a_program_owns_rows_rows(table):
     k = next(k for k in table.kernels if k.constants["ROWS"] == 8)
     assert admits(table, k, n_cols=64, in_stride=64, out_stride=64, batch=17)
     assert grid(table, k, batch=17) == [3, 1, 1]
+
+
+def test_log_softmax_keeps_the_one_row_shapes(table):
+    log = [k for k in table.kernels if k.group.startswith("log_")]
+    assert log and all(k.constants["ROWS"] == 1 for k in log)
+    assert {k.constants["BLOCK_SIZE"] for k in log} == {1024, 2048, 4096, 8192, 16384}

@@ -31,7 +31,7 @@ def test_layout_and_counts(built):
 
 def test_every_script_group_and_exclusion_of_the_small_set(built, small_scripts, kernel_scripts):
     """The small set keeps every script and group of kernels/, and each target leaves out exactly the
-    scripts whose PLATFORMS or MIN_SM exclude it."""
+    scripts whose PLATFORMS, MIN_SM or MAX_SM exclude it."""
     from pipeline.table import load_table
 
     report, out, _ = built
@@ -43,11 +43,15 @@ def test_every_script_group_and_exclusion_of_the_small_set(built, small_scripts,
         doc = json.loads((out / t.target.platform / t.target.arch_name / "kernels.json").read_text())
         assert [k["name"] for k in doc["kernels"]] == [s.name for s in small.kernels if s.builds_for(t.target)]
         left_out = {Path(s.script).name for s in small.kernels if not s.builds_for(t.target)}
+        arch = int(t.target.arch) if t.target.platform == "cuda" else None
         expected = {Path(s.script).name for s in small.kernels
-                    if t.target.platform not in s.platforms or (t.target.platform == "cuda" and
-                                                                int(t.target.arch) < s.min_sm)}
+                    if t.target.platform not in s.platforms
+                    or (arch is not None and not s.min_sm <= arch <= (s.max_sm or arch))}
         assert left_out == expected
-        assert bool(left_out) == (t.target.arch_name != "sm_90"), t.target  # sm_80: MIN_SM, gfx942: PLATFORMS
+        assert left_out == {"sm_80": {"softmax_cluster_triton.py", "group_norm_cluster_triton.py"},  # MIN_SM
+                            "sm_90": {"group_norm_parts_triton.py"},  # MAX_SM
+                            "gfx942": {"softmax_cluster_triton.py", "group_norm_cluster_triton.py",
+                                       "softmax_packed_triton.py"}}[t.target.arch_name]  # PLATFORMS
 
 
 def test_manifest_describes_every_kernel(built, small_scripts):
@@ -89,7 +93,7 @@ def test_manifest_describes_every_kernel(built, small_scripts):
         assert gn["args_size"] == 96  # ORT's 80-byte GroupNorm struct (75 B of fields) + 2 hidden pointers
 
 
-ORT_GROUP = re.compile(r"(softmax|GroupNormTriton_(Silu|Pass))_(fp32|fp16|bf16|fp64)")  # what ORT's ops launch
+ORT_GROUP = re.compile(r"softmax_(fp32|fp16|bf16|fp64)|GroupNormTriton_(Silu|Pass)_(fp16|fp32)")  # what ORT launches
 
 
 def test_ort_launchable_says_what_a_plain_launch_can_run(built):

@@ -1,5 +1,5 @@
-"""Scripts that build for one platform only (PLATFORMS) or from one CUDA architecture up (MIN_SM): left out
-of the other targets' artifacts."""
+"""Scripts that build for one platform only (PLATFORMS), from one CUDA architecture up (MIN_SM) or up to one
+(MAX_SM): left out of the other targets' artifacts."""
 
 from __future__ import annotations
 
@@ -73,3 +73,24 @@ def test_bad_min_sm_value_names_the_script(tmp_path, value):
     with pytest.raises(PipelineError) as err:
         build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
     assert "MIN_SM" in str(err.value) and "odd.py" in str(err.value)
+
+
+def test_max_sm_script_is_left_out_of_newer_cuda_artifacts(tmp_path):
+    (tmp_path / "a.py").write_text(table(GOOD))
+    (tmp_path / "b.py").write_text("MAX_SM = 89\n" + table(GOOD.replace("copy_fp32", "copy_old_fp32")))
+    out = tmp_path / "dist"
+    report = build_dist([tmp_path / "a.py", tmp_path / "b.py"], parse_targets("sm_80,sm_90,gfx942"), out,
+                        cache_dir=tmp_path / "cache", jobs=1)
+    assert {t.target.arch_name: t.kernels for t in report.targets} == {"sm_80": 2, "sm_90": 1, "gfx942": 2}
+    assert members(out / "cuda" / "sm_90" / "triton_kernel_infos.a") == ["copy_fp32.o"]
+    assert members(out / "rocm" / "gfx942" / "triton_kernel_infos.a") == ["copy_fp32.o", "copy_old_fp32.o"]
+
+
+@pytest.mark.parametrize("values, message", [("MAX_SM = '89'", "MAX_SM must be"), ("MAX_SM = -1", "MAX_SM must be"),
+                                             ("MIN_SM = 90\nMAX_SM = 89", "MAX_SM = 89 is below MIN_SM = 90")])
+def test_bad_max_sm_names_the_script(tmp_path, values, message):
+    script = tmp_path / "odd.py"
+    script.write_text(f"{values}\n" + table(GOOD))
+    with pytest.raises(PipelineError, match=message) as err:
+        build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
+    assert "odd.py" in str(err.value) and not (tmp_path / "dist" / "cuda").exists()
