@@ -25,15 +25,30 @@ def _targets(c: Context, platform: str, arch: str | None):
     return parse_targets(arch if arch else list(_cfg(c).archs[platform]), platform=platform)
 
 
-def _compile(c: Context, targets, out: str | None, jobs: int, allow_unpinned_triton: bool, quiet: bool):
+def _profile_out(c: Context, profile: str | None, out: str | None) -> tuple[str, Path]:
+    """The profile (invoke.yaml's by default) and where its <platform>/<arch>/ go: <out>, or <out>/full."""
+    from pipeline.profiles import check_profile, root
+
+    profile = check_profile(profile or _cfg(c).profile)
+    return profile, root(out or _cfg(c).out, profile)
+
+
+def _full_dist(c: Context, dist: str | None) -> Path:
+    """What the GPU tasks use: the full profile's builds (`--dist` names a root holding <platform>/<arch>/)."""
+    from pipeline.profiles import root
+
+    return Path(dist) if dist else root(_cfg(c).out, "full")
+
+
+def _compile(c: Context, targets, profile: str, out: Path, jobs: int, allow_unpinned_triton: bool, quiet: bool):
     """Compile in this Python, with a progress bar."""
     from pipeline.report import compile_progress, print_summary
     from pipeline.runners import run_local
 
     cfg = _cfg(c)
     with compile_progress(not quiet) as progress:
-        report = run_local(cfg.kernels_dir, targets, out or cfg.out, cfg.cache_dir, jobs or cfg.jobs, cfg.host,
-                           progress, allow_unpinned_triton)
+        report = run_local(cfg.kernels_dir, targets, out, cfg.cache_dir, jobs or cfg.jobs, cfg.host,
+                           progress, allow_unpinned_triton, profile)
     if not quiet:
         print_summary(report)
     return report
@@ -66,16 +81,18 @@ def _fail_on_pipeline_error(fn):
 @task(help={
     "platform": "cuda or rocm",
     "arch": "comma-separated archs, e.g. sm_90,sm_80 or gfx942 (default: invoke.yaml archs)",
-    "out": "output root; writes <out>/<platform>/<arch>/ (default: dist)",
+    "out": "output root; writes <out>/<platform>/<arch>/, the full profile <out>/full/... (default: dist)",
     "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
     "allow_unpinned_triton": "build even if the running triton is not the one in pins/triton.txt",
     "quiet": "no progress bar or summary table",
+    "profile": "ort (the groups ORT's ops launch) or full (every group, for the runtime); default: ort",
 })
 @_fail_on_pipeline_error
 def compile(c: Context, platform: str, arch: str | None = None, out: str | None = None,
-            jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False):
-    """Compile every kernel in kernels/ for each arch into ORT's archive + header + kernels.json."""
-    _compile(c, _targets(c, platform, arch), out, jobs, allow_unpinned_triton, quiet)
+            jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False, profile: str | None = None):
+    """Compile the kernels of kernels/ for each arch into ORT's archive + header + kernels.json."""
+    profile, root = _profile_out(c, profile, out)
+    _compile(c, _targets(c, platform, arch), profile, root, jobs, allow_unpinned_triton, quiet)
 
 
 @task(help={
@@ -86,26 +103,29 @@ def compile(c: Context, platform: str, arch: str | None = None, out: str | None 
     "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
     "allow_unpinned_triton": "local runner: build even if the running triton is not the pinned one",
     "quiet": "no progress bar or summary table",
+    "profile": "ort (the groups ORT's ops launch; in <out>) or full (every group, in <out>/full); default: ort",
 })
 @_fail_on_pipeline_error
 def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: str = "auto",
-          out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False):
-    """Build the platform's image and compile every kernel in it (or locally), then run the consumer check."""
+          out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False,
+          profile: str | None = None):
+    """Build the platform's image and compile the kernels in it (or locally), then run the consumer check."""
     from pipeline.consumer_check import check_artifacts
     from pipeline.report import console, print_summary
     from pipeline.runners import choose_runner, run_docker
 
     cfg = _cfg(c)
     targets = _targets(c, platform, arch)
+    profile, root = _profile_out(c, profile, out)
     log = (lambda line: None) if quiet else (lambda line: console.print(line, highlight=False, markup=False))
     if choose_runner(runner, log) == "local":
-        report = _compile(c, targets, out, jobs, allow_unpinned_triton, quiet)
+        report = _compile(c, targets, profile, root, jobs, allow_unpinned_triton, quiet)
     elif allow_unpinned_triton:
         raise Exit("error: --allow-unpinned-triton is for the local runner: the image holds the pinned triton",
                    code=2)
     else:
-        report = run_docker(cfg.kernels_dir, targets, out or cfg.out, cfg.cache_dir, jobs or cfg.jobs, log,
-                            cfg.host, platform)
+        report = run_docker(cfg.kernels_dir, targets, root, cfg.cache_dir, jobs or cfg.jobs, log, cfg.host,
+                            platform, profile)
         if not quiet:
             print_summary(report)
     for t in report.targets:
@@ -146,7 +166,7 @@ def lint(c: Context, fix: bool = False):
     c.run(f"{tool('shellcheck')} scripts/setup .ci/run")
 
 
-@task(help={"platform": "cuda or rocm", "dist": "artifact root (default: invoke.yaml out)"})
+@task(help={"platform": "cuda or rocm", "dist": "artifact root holding <platform>/<arch>/ (default: dist/full)"})
 @_fail_on_pipeline_error
 def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
     """Run the GPU tests inside the platform image against dist/ (CUDA: all GPUs; ROCm: /dev/kfd, /dev/dri)."""
@@ -155,10 +175,10 @@ def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
 
     if platform not in PLATFORMS:
         raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}, not '{platform}'", code=2)
-    root = Path(dist or _cfg(c).out)
+    root = _full_dist(c, dist)
     if not any((root / platform).glob("*/kernels.json")):
         raise Exit(f"error: no {platform} artifacts under {root / platform}: run `invoke build --platform "
-                   f"{platform}` first, or pass --dist", code=2)
+                   f"{platform} --profile full` first, or pass --dist", code=2)
     _require_gpu(platform, "gpu-test")
     image_tag = build_image(platform, print)
     code = run_gpu_tests(image_tag, platform, root.resolve(), Path.cwd(), print)
@@ -184,7 +204,7 @@ def check(c: Context, path: str):
     "group_norm_shapes": "file of 'n,hw,c,groups' lines (default: the 24 UNet GroupNorms)",
     "ops": "comma list of softmax,log_softmax,group_norm_silu,group_norm_pass",
     "dtypes": "comma list of fp32,fp16,bf16",
-    "dist": "artifact root (default: invoke.yaml out)",
+    "dist": "artifact root holding cuda/<arch>/ (default: dist/full)",
     "out": "tune cache to write (default: tune/<platform>/<arch>/<device>.json)",
     "budget_ms": "timing budget per candidate, ms",
 })
@@ -197,7 +217,7 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     _require_gpu(platform, "tune")
     from runtime.tune import main
 
-    argv = ["--dist", dist or _cfg(c).out, "--ops", ops, "--dtypes", dtypes, "--budget-ms", str(budget_ms)]
+    argv = ["--dist", str(_full_dist(c, dist)), "--ops", ops, "--dtypes", dtypes, "--budget-ms", str(budget_ms)]
     if shapes:
         argv += ["--shapes", shapes]
     if group_norm_shapes:
@@ -219,7 +239,7 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     "op": "softmax or group_norm",
     "dtypes": "comma list of fp32,fp16,bf16",
     "quick": "softmax: target, long-row and latency shapes only (no row-length sweep)",
-    "dist": "artifact root (default: invoke.yaml out)",
+    "dist": "artifact root holding cuda/<arch>/ (default: dist/full)",
 })
 def bench(c: Context, op: str = "softmax", dtypes: str = "fp32,fp16,bf16", quick: bool = False,
           dist: str | None = None):
@@ -231,7 +251,7 @@ def bench(c: Context, op: str = "softmax", dtypes: str = "fp32,fp16,bf16", quick
         raise Exit(f"error: --op must be one of {sorted(scripts)}, not '{op}'", code=2)
     _require_gpu("cuda", "bench")
     flags = " --quick" if quick and op == "softmax" else ""
-    c.run(f"{sys.executable} {scripts[op]} --dist {dist or _cfg(c).out} --dtypes {dtypes}{flags}", pty=False)
+    c.run(f"{sys.executable} {scripts[op]} --dist {_full_dist(c, dist)} --dtypes {dtypes}{flags}", pty=False)
 
 
 @task(help={
@@ -241,16 +261,19 @@ def bench(c: Context, op: str = "softmax", dtypes: str = "fp32,fp16,bf16", quick
     "tune": "tune caches root (default: tune)",
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
     "manifest_out": "also write the published manifest here (for a provenance attestation)",
+    "profile": "ort, full or ort,full: which builds of dist/ (ort in dist/, full in dist/full/); default: ort",
 })
 @_fail_on_pipeline_error
 def publish(c: Context, version: str, store: str | None = None, dist: str | None = None, tune: str = "tune",
-            endpoint_url: str | None = None, manifest_out: str | None = None):
-    """Publish every built arch (and matching tune caches) as an immutable version; manifest last."""
+            endpoint_url: str | None = None, manifest_out: str | None = None, profile: str | None = None):
+    """Publish every built arch of the profiles (and matching tune caches) as an immutable version."""
+    from pipeline.profiles import parse_profiles
     from pipeline.release import publish as do_publish
     from pipeline.stores import open_store
 
     s = open_store(store or _cfg(c).store, endpoint_url)
-    if do_publish(s, version, dist or _cfg(c).out, tune, print, manifest_out) == "identical":
+    profiles = parse_profiles(profile or _cfg(c).profile)
+    if do_publish(s, version, dist or _cfg(c).out, tune, print, manifest_out, profiles) == "identical":
         print(f"{version} is already published with identical content: nothing to do")
 
 
@@ -261,15 +284,18 @@ def publish(c: Context, version: str, store: str | None = None, dist: str | None
     "dest": "directory to fill (replaced only after every file verified)",
     "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+    "profile": "ort (what ORT's build links) or full (every group, for the runtime); default: ort",
 })
 @_fail_on_pipeline_error
 def fetch(c: Context, version: str, platform: str, arch: str, dest: str, store: str | None = None,
-          endpoint_url: str | None = None):
+          endpoint_url: str | None = None, profile: str | None = None):
     """Download one build of a version, verify every sha256, and add a CMake file for ORT's build."""
+    from pipeline.profiles import check_profile
     from pipeline.release import fetch as do_fetch
     from pipeline.stores import open_store
 
-    out = do_fetch(open_store(store or _cfg(c).store, endpoint_url), version, platform, arch, dest, print)
+    out = do_fetch(open_store(store or _cfg(c).store, endpoint_url), version, platform, arch, dest, print,
+                   check_profile(profile or _cfg(c).profile))
     print(f"fetched into {out}; in CMake: include({out}/tritonforge-kernels.cmake) and link tritonforge::kernels")
 
 

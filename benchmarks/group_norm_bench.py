@@ -68,7 +68,7 @@ def result_row(at: tuple[str, str], provider, metric, unit, value, extra) -> dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dist", default=str(ROOT / "dist"))
+    ap.add_argument("--dist", default=str(ROOT / "dist" / "full"))
     ap.add_argument("--dtypes", default="fp16,fp32,bf16")
     ap.add_argument("--shapes", type=group_norm_shapes,
                     help="NxHxC,... (H = W); default: ten Stable Diffusion UNet shapes")

@@ -67,7 +67,7 @@ def per_launch_us(fn, sync, n=N_LAUNCHES, repeats=5) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dist", default=str(ROOT / "dist"))
+    ap.add_argument("--dist", default=str(ROOT / "dist" / "full"))
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
     cuda = CudaBackend(0)

@@ -54,7 +54,7 @@ def line(ms, p, name, ceiling, tag=""):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dist", default=str(ROOT / "dist"))
+    ap.add_argument("--dist", default=str(ROOT / "dist" / "full"))
     ap.add_argument("--dtypes", default="fp32,fp16,bf16")
     ap.add_argument("--quick", action="store_true", help="targets, long rows and latency: no sweep")
     ap.add_argument("--sets", help="comma list of targets,long,latency,sweep (default: all; --quick: no sweep)")

@@ -24,6 +24,7 @@ from .cache import CompileCache, compile_key
 from .compiler import CompileJob, compile_job, compile_spec
 from .errors import PipelineError
 from .pin import check_pin
+from .profiles import select
 from .table import KernelTable, load_table
 from .targets import Target
 
@@ -189,7 +190,7 @@ def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache
 
 
 def write_artifacts(table: KernelTable, target: Target, compiled: list, out_dir: Path,
-                    triton_version: str, host: str = "x86_64") -> dict[str, Path]:
+                    triton_version: str, host: str = "x86_64", profile: str = "full") -> dict[str, Path]:
     """Write binaries, objects, archive, header and kernels.json into out_dir (a staging dir)."""
     ext = target.binary_ext
     work = out_dir / ".objects"
@@ -213,7 +214,7 @@ def write_artifacts(table: KernelTable, target: Target, compiled: list, out_dir:
     doc = manifest.build_manifest(
         target, triton_version, kernels, table.contracts,
         archive={"file": ARCHIVE_NAME, **_file_digest(final_archive)},
-        header={"file": HEADER_NAME, **_file_digest(header_path)}, host=host)
+        header={"file": HEADER_NAME, **_file_digest(header_path)}, host=host, profile=profile)
     manifest_path = out_dir / MANIFEST_NAME
     manifest_path.write_text(json.dumps(doc, indent=2) + "\n")
     return {"archive": final_archive, "header": header_path, "manifest": manifest_path}
@@ -224,19 +225,20 @@ def _file_digest(path: Path) -> dict:
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def _prepare(scripts, targets, allow_unpinned: bool):
+def _prepare(scripts, targets, allow_unpinned: bool, profile: str = "full"):
     version = check_pin(allow_unpinned)
     if not targets:
         raise PipelineError("no target given")
-    return version, load_table(scripts)
+    return version, select(load_table(scripts), profile)
 
 
 def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cache_dir=None, jobs: int = 0,
                allow_unpinned: bool = False, progress: Progress | None = None,
-               host: str = "x86_64") -> BuildReport:
-    """Build `<out>/<platform>/<arch>/{archive, header, kernels.json}` for each target, all or nothing."""
+               host: str = "x86_64", profile: str = "full") -> BuildReport:
+    """Build `<out>/<platform>/<arch>/{archive, header, kernels.json}` for each target, all or nothing,
+    from the kernels of `profile` (pipeline/profiles.py)."""
     t0 = time.perf_counter()
-    version, table = _prepare(scripts, targets, allow_unpinned)
+    version, table = _prepare(scripts, targets, allow_unpinned, profile)
     results, reports = compile_table(table, targets, CompileCache(cache_dir), version, jobs, progress)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -245,7 +247,7 @@ def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cach
         for t in targets:
             stage = staging / t.platform / t.arch_name
             stage.mkdir(parents=True)
-            write_artifacts(table, t, results[t], stage, version, host)
+            write_artifacts(table, t, results[t], stage, version, host, profile)
         # Everything is built: now swap each target directory into place.
         install_targets(staging, targets, out, [reports[t] for t in targets])
     finally:

@@ -58,11 +58,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=0)
     ap.add_argument("--host", default="x86_64")
     ap.add_argument("--report", help="write the build report (JSON) here")
+    ap.add_argument("--profile", default="full", choices=["ort", "full"], help="which kernels (pipeline/profiles.py)")
     args = ap.parse_args(argv)
     try:
         targets = parse_targets(args.arch, platform=args.platform)
         report = build_dist(discover_scripts(args.kernels_dir), targets, args.out, cache_dir=args.cache_dir,
-                            jobs=args.jobs, progress=LineProgress(), host=args.host)
+                            jobs=args.jobs, progress=LineProgress(), host=args.host, profile=args.profile)
         if args.report:
             Path(args.report).write_text(report.to_json())
     except PipelineError as exc:

@@ -4,14 +4,23 @@
 
 Same flags and defaults as ORT's script (`--ort_root` accepted and ignored), plus `--target`: without
 it the GPU of this machine is used, and with no GPU the command stops with an error.
+
+Fetch mode: given a store and a version (`--store`, `--version`, or TRITONFORGE_STORE and
+TRITONFORGE_VERSION in the environment, as ORT's CMake passes no flags of ours) and a target
+(`--target` or TRITONFORGE_TARGET), it fetches the published build of the ORT profile, verifies every
+sha256, and writes the header and archive where ORT's CMake asked: no compiling and no triton on the
+machine that builds ORT. `--script_files` are then not compiled: the published build is what ORT gets.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
-from .build import build_ort
 from .errors import PipelineError
 from .targets import detect_local_target, parse_target
 
@@ -19,37 +28,86 @@ from .targets import detect_local_target, parse_target
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         prog="python -m pipeline.compile_triton",
-        description="Compile Triton kernel scripts into ORT's triton_kernel_infos.a and .h (plus kernels.json).")
+        description="Compile Triton kernel scripts into ORT's triton_kernel_infos.a and .h (plus kernels.json), "
+                    "or fetch a published build of them.")
     p.add_argument("--header", default="triton_kernel_infos.h", help="header to generate")
     p.add_argument("--ort_root", default="onnxruntime", help="accepted for compatibility; ignored")
-    p.add_argument("--script_files", nargs="+", required=True, help="kernel scripts with get_function_table()")
+    p.add_argument("--script_files", nargs="*", default=[], help="kernel scripts with get_function_table()")
     p.add_argument("--obj_file", default="triton_kernel_infos.a", help="static archive to generate")
-    p.add_argument("--target", help="BACKEND:ARCH[:WARP], e.g. cuda:90, hip:gfx942 (default: this machine's GPU)")
+    p.add_argument("--target", default=os.environ.get("TRITONFORGE_TARGET"),
+                   help="BACKEND:ARCH[:WARP], e.g. cuda:90, hip:gfx942 (default: TRITONFORGE_TARGET, else this "
+                        "machine's GPU)")
     p.add_argument("--cache_dir", default=None, help="compile cache directory (default: no cache)")
     p.add_argument("--jobs", type=int, default=0, help="parallel compile processes (default: one per CPU)")
     p.add_argument("--allow_unpinned_triton", action="store_true",
                    help="build with a Triton other than the pinned one")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    p.add_argument("--store", default=os.environ.get("TRITONFORGE_STORE"),
+                   help="fetch mode: file://DIR or s3://bucket/prefix (default: TRITONFORGE_STORE)")
+    p.add_argument("--version", default=os.environ.get("TRITONFORGE_VERSION"),
+                   help="fetch mode: the published version to fetch (default: TRITONFORGE_VERSION)")
     return p.parse_args(argv)
+
+
+def _target(args):
+    if args.target:
+        return parse_target(args.target)
+    target = detect_local_target()
+    if target is None:
+        raise PipelineError("no --target given (nor TRITONFORGE_TARGET) and no GPU found on this machine; "
+                            "name one, e.g. --target cuda:90 or --target hip:gfx942")
+    return target
+
+
+def fetch_into(args, log=print) -> None:
+    """Fetch mode: the published ORT-profile build of the target, its header and archive where ORT asked."""
+    from .release import fetch
+    from .stores import open_store
+
+    if not args.store:
+        raise PipelineError("fetch mode needs a store: --store or TRITONFORGE_STORE (file://DIR or s3://bucket/prefix)")
+    target = _target(args)
+    header, archive = Path(args.header), Path(args.obj_file)
+    for d in (header.parent, archive.parent):
+        d.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".tritonforge-fetch-", dir=archive.parent) as tmp:
+        got = fetch(open_store(args.store), args.version, target.platform, target.arch_name, Path(tmp) / "build",
+                    lambda line: None, "ort")
+        pending = [(got / "triton_kernel_infos.a", archive), (got / "triton_kernel_infos.h", header),
+                   (got / "kernels.json", archive.parent / "kernels.json")]
+        staged = []
+        for src, dest in pending:  # copy next to each destination first, then rename: no half-written pair
+            part = dest.with_name(f".{dest.name}.fetch-{os.getpid()}")
+            shutil.copyfile(src, part)
+            staged.append((part, dest))
+        for part, dest in staged:
+            os.replace(part, dest)
+    ignored = f"; --script_files not compiled ({len(args.script_files)} given)" if args.script_files else ""
+    log(f"tritonforge: fetched {target.platform}/{target.arch_name} (ort profile) of version {args.version} from "
+        f"{args.store}, every sha256 verified: header {header}, archive {archive}{ignored}")
+
+
+def compile_into(args) -> None:
+    from .build import build_ort
+    from .report import compile_progress, print_summary
+
+    if not args.script_files:
+        raise PipelineError("--script_files names no kernel script (or set TRITONFORGE_VERSION to fetch a build)")
+    target = _target(args)
+    with compile_progress(not args.quiet) as progress:
+        report = build_ort(args.script_files, target, args.header, args.obj_file, cache_dir=args.cache_dir,
+                           jobs=args.jobs, allow_unpinned=args.allow_unpinned_triton, progress=progress)
+    if not args.quiet:
+        print_summary(report)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        if args.target:
-            target = parse_target(args.target)
+        if args.version:
+            fetch_into(args)
         else:
-            target = detect_local_target()
-            if target is None:
-                raise PipelineError("no --target given and no GPU found on this machine; "
-                                    "name one, e.g. --target cuda:90 or --target hip:gfx942")
-        from .report import compile_progress, print_summary
-
-        with compile_progress(not args.quiet) as progress:
-            report = build_ort(args.script_files, target, args.header, args.obj_file, cache_dir=args.cache_dir,
-                               jobs=args.jobs, allow_unpinned=args.allow_unpinned_triton, progress=progress)
-        if not args.quiet:
-            print_summary(report)
+            compile_into(args)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -75,7 +75,7 @@ def kernel_entry(index: int, spec, target, record: dict, symbol: str, contract: 
 
 
 def build_manifest(target, triton_version: str, kernels: list[dict], contracts: dict,
-                   archive: dict, header: dict, host: str) -> dict:
+                   archive: dict, header: dict, host: str, profile: str = "full") -> dict:
     groups: dict[str, dict] = {}
     for k in kernels:
         g = groups.setdefault(k["group"], {"kernels": [], "contract": contracts.get(k["group"])})
@@ -84,6 +84,7 @@ def build_manifest(target, triton_version: str, kernels: list[dict], contracts: 
         "schema": SCHEMA,
         "tool": {"name": "tritonforge", "version": tool_version()},
         "triton_version": triton_version,
+        "profile": profile,
         "target": {"backend": target.backend, "arch": target.arch, "arch_name": target.arch_name,
                    "platform": target.platform, "warp_size": target.warp_size},
         "host": host,

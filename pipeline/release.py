@@ -2,14 +2,16 @@
 
 Store layout (the manifest is the only thing that makes a version exist, and it is written last):
     blobs/sha256/<hex>                    every file, content-addressed, create-only
-    versions/<version>/manifest.json      version, commit, triton, images, each file's path/size/sha256
+    versions/<version>/manifest.json      version, commit, triton, builds (profile, images), each file's
+                                          path/size/sha256: <platform>/<arch>/... for the ort profile,
+                                          full/<platform>/<arch>/... for the full one
 
 A re-publish with identical files succeeds without writing; with different files it is refused. Of
 concurrent publishers of one version the first manifest wins. A publish killed midway leaves blobs but
 no manifest: the version stays invisible, and running it again completes it.
 
-    python -m pipeline.release publish --version V [--store URL] [--dist dist] [--tune tune]
-    python -m pipeline.release fetch --version V --platform cuda --arch sm_90 --dest DIR [--store URL]
+    python -m pipeline.release publish --version V [--store URL] [--dist dist] [--tune tune] [--profile ort,full]
+    python -m pipeline.release fetch --version V --platform cuda --arch sm_90 --dest DIR [--store URL] [--profile full]
     python -m pipeline.release versions [--store URL]
 """
 
@@ -28,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import PipelineError
+from .profiles import parse_profiles, root, store_prefix
 from .stores import Conflict, check_key, open_store
 
 SCHEMA = "tritonforge.release/1"
@@ -67,36 +70,49 @@ def _read_build_manifest(path: Path) -> dict:
     return doc
 
 
-def collect(dist: Path, tune: Path | None) -> tuple[dict[str, bytes], dict]:
-    """{store path: bytes} for every built platform/arch (checked against its kernels.json), tune
-    caches made for exactly those archives, and the build info (images) per platform."""
+def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str, bytes], dict]:
+    """{store path: bytes} for every built platform/arch of each profile (checked against its kernels.json),
+    the tune caches made for those archives, and the build info (profile, images) per build."""
     files: dict[str, bytes] = {}
     builds: dict[str, dict] = {}
-    for kj in sorted(dist.glob("*/*/kernels.json")):
-        d = kj.parent
-        rel = f"{d.parent.name}/{d.name}"
-        doc = _read_build_manifest(kj)
-        for name in ARTIFACT_FILES:
-            if not (d / name).is_file():
-                raise PipelineError(f"{d}: missing {name}")
-            files[f"{rel}/{name}"] = (d / name).read_bytes()
-        for part in ("archive", "header"):
-            if _sha(files[f"{rel}/{doc[part]['file']}"]) != doc[part]["sha256"]:
-                raise PipelineError(f"{d}: {doc[part]['file']} does not match its kernels.json; rebuild")
-        image = d.parent / f"{d.name}.image.json"  # written by the docker runner
-        builds[rel] = {"triton_version": doc["triton_version"], "archive_sha256": doc["archive"]["sha256"],
-                       "kernels": len(doc["kernels"]),
-                       "image": json.loads(image.read_text()) if image.is_file() else None}
-        tune_dir = (tune / rel) if tune else None
-        for cache in sorted(tune_dir.glob("*.json")) if tune_dir and tune_dir.is_dir() else []:
-            made_for = json.loads(cache.read_text()).get("validators", {}).get("archive_sha256")
-            if made_for != doc["archive"]["sha256"]:
-                raise PipelineError(f"tune cache {cache} was made for another archive ({made_for}); "
-                                    "tune again or remove it")
-            files[f"{rel}/tune/{cache.name}"] = cache.read_bytes()
+    for profile in profiles:
+        for kj in sorted(root(dist, profile).glob("*/*/kernels.json")):
+            d = kj.parent
+            rel = f"{store_prefix(profile)}{d.parent.name}/{d.name}"
+            doc = _read_build_manifest(kj)
+            if doc.get("profile", "full") != profile:
+                raise PipelineError(f"{d} holds a {doc.get('profile', 'full')} build where the {profile} profile's "
+                                    f"builds go; rebuild it with --profile {profile}")
+            for name in ARTIFACT_FILES:
+                if not (d / name).is_file():
+                    raise PipelineError(f"{d}: missing {name}")
+                files[f"{rel}/{name}"] = (d / name).read_bytes()
+            for part in ("archive", "header"):
+                if _sha(files[f"{rel}/{doc[part]['file']}"]) != doc[part]["sha256"]:
+                    raise PipelineError(f"{d}: {doc[part]['file']} does not match its kernels.json; rebuild")
+            image = d.parent / f"{d.name}.image.json"  # written by the docker runner
+            builds[rel] = {"profile": profile, "triton_version": doc["triton_version"],
+                           "archive_sha256": doc["archive"]["sha256"], "kernels": len(doc["kernels"]),
+                           "image": json.loads(image.read_text()) if image.is_file() else None}
     if not files:
-        raise PipelineError(f"nothing to publish in {dist} (expected <platform>/<arch>/kernels.json)")
+        where = " or ".join(f"{root(dist, p)}/<platform>/<arch>/kernels.json" for p in profiles)
+        raise PipelineError(f"nothing to publish (expected {where})")
+    files.update(_tune_caches(tune, builds))
     return files, builds
+
+
+def _tune_caches(tune: Path | None, builds: dict) -> dict[str, bytes]:
+    """Each tune cache under tune/<platform>/<arch>/ goes with the build whose archive it was made for."""
+    out = {}
+    for cache in sorted(tune.glob("*/*/*.json")) if tune and tune.is_dir() else []:
+        target = f"{cache.parent.parent.name}/{cache.parent.name}"
+        made_for = json.loads(cache.read_text()).get("validators", {}).get("archive_sha256")
+        owner = [rel for rel, b in builds.items() if rel.endswith(target) and b["archive_sha256"] == made_for]
+        if not owner:
+            raise PipelineError(f"tune cache {cache} was made for another archive ({made_for}) than any {target} "
+                                "build being published; tune again or remove it")
+        out[f"{owner[0]}/tune/{cache.name}"] = cache.read_bytes()
+    return out
 
 
 def _git_commit() -> str:
@@ -111,18 +127,18 @@ def _same_release(a: dict, b: dict) -> bool:
 
 
 def publish(store, version: str, dist: Path | str, tune: Path | str | None = None, log=print,
-            manifest_out: Path | str | None = None) -> str:
+            manifest_out: Path | str | None = None, profiles=("ort",)) -> str:
     """Returns "published" or "identical"; raises on a conflicting version. `manifest_out` receives a
     copy of the manifest now in the store (the subject of a provenance attestation)."""
-    result = _publish(store, version, dist, tune, log)
+    result = _publish(store, version, dist, tune, log, profiles)
     if manifest_out:
         Path(manifest_out).write_bytes(store.get(manifest_key(version)))
     return result
 
 
-def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log) -> str:
+def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log, profiles) -> str:
     key = manifest_key(version)
-    files, builds = collect(Path(dist), Path(tune) if tune else None)
+    files, builds = collect(Path(dist), Path(tune) if tune else None, profiles)
     entries = [{"path": p, "size": len(b), "sha256": _sha(b)} for p, b in sorted(files.items())]
     triton = sorted({b["triton_version"] for b in builds.values()})
     manifest = {"schema": SCHEMA, "version": version, "git_commit": _git_commit(), "triton_version": triton[0]
@@ -169,10 +185,15 @@ def read_manifest(store, version: str) -> dict:
     return doc
 
 
-def cmake_text(version: str, build: str) -> str:
+DRIVER = {"cuda": ("CUDAToolkit", "CUDA::cuda_driver"), "rocm": ("hip", "hip::host")}
+
+
+def cmake_text(version: str, build: str, platform: str) -> str:
+    package, driver = DRIVER.get(platform, DRIVER["cuda"])
     return f"""# Generated by tritonforge fetch: version {version}, {build}. Include it, then link
-# tritonforge::kernels into the provider: it adds the header's directory, USE_TRITON_KERNEL, and the
-# archive under --whole-archive (nothing references the blobs, so the linker would drop them).
+# tritonforge::kernels into the provider: it adds the header's directory, USE_TRITON_KERNEL, the
+# archive under --whole-archive (nothing references the blobs, so the linker would drop them), and the
+# driver library ORT's provider links ({driver}) where CMake finds it.
 if(TARGET tritonforge_kernels)
   return()
 endif()
@@ -183,14 +204,22 @@ target_include_directories(tritonforge_kernels INTERFACE "${{TRITONFORGE_KERNELS
 target_compile_definitions(tritonforge_kernels INTERFACE USE_TRITON_KERNEL)
 target_link_libraries(tritonforge_kernels INTERFACE
   "-Wl,--whole-archive" "${{TRITONFORGE_KERNELS_ARCHIVE}}" "-Wl,--no-whole-archive")
+if(NOT TARGET {driver})
+  find_package({package} QUIET)
+endif()
+if(TARGET {driver})
+  target_link_libraries(tritonforge_kernels INTERFACE {driver})
+else()
+  message(STATUS "tritonforge: {driver} not found; the provider must link the driver library itself")
+endif()
 add_library(tritonforge::kernels ALIAS tritonforge_kernels)
 """
 
 
-def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=print) -> Path:
+def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=print, profile: str = "ort") -> Path:
     """Download one build of a version into dest, verified; dest changes only if everything checks."""
     doc = read_manifest(store, version)
-    build = f"{platform}/{arch}"
+    build = f"{store_prefix(profile)}{platform}/{arch}"
     check_key(build)
     wanted = [e for e in doc["files"] if e["path"].startswith(build + "/")]
     if not wanted:
@@ -210,7 +239,7 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             log(f"verified {e['path']} ({e['size']} B)")
-        (staging / CMAKE_FILE).write_text(cmake_text(version, build))
+        (staging / CMAKE_FILE).write_text(cmake_text(version, build, platform))
         (staging / "release.json").write_text(json.dumps({k: doc[k] for k in ("version", "git_commit",
                                                                               "triton_version")}, indent=1) + "\n")
         old = None
@@ -235,6 +264,7 @@ def main(argv=None) -> int:
         if name != "versions":
             p.add_argument("--version", required=True)
         if name == "publish":
+            p.add_argument("--profile", default="ort", help="ort, full or ort,full (default: ort)")
             p.add_argument("--dist", default="dist")
             p.add_argument("--tune", default="tune")
             p.add_argument("--manifest-out", help="also write the published manifest here")
@@ -242,16 +272,18 @@ def main(argv=None) -> int:
             p.add_argument("--platform", required=True)
             p.add_argument("--arch", required=True)
             p.add_argument("--dest", required=True)
+            p.add_argument("--profile", default="ort", choices=["ort", "full"])
     args = ap.parse_args(argv)
     log = lambda line: print(line, flush=True)
     try:
         store = open_store(args.store, args.endpoint_url)
         if args.cmd == "publish":
-            result = publish(store, args.version, args.dist, args.tune, log, args.manifest_out)
+            result = publish(store, args.version, args.dist, args.tune, log, args.manifest_out,
+                             parse_profiles(args.profile))
             if result == "identical":
                 log(f"{args.version} is already published with identical content: nothing to do")
         elif args.cmd == "fetch":
-            log(f"fetched into {fetch(store, args.version, args.platform, args.arch, args.dest, log)}")
+            log(f"fetched into {fetch(store, args.version, args.platform, args.arch, args.dest, log, args.profile)}")
         else:
             for v in versions(store):
                 print(v)

@@ -36,10 +36,10 @@ def choose_runner(runner: str, log) -> str:
 
 
 def run_local(kernels_dir, targets, out, cache_dir, jobs, host, progress=None,
-              allow_unpinned: bool = False) -> BuildReport:
+              allow_unpinned: bool = False, profile: str = "full") -> BuildReport:
     """Compile in this Python; no image built these bytes, so a stale record of one is dropped."""
     report = build_dist(discover_scripts(kernels_dir), targets, out, cache_dir=cache_dir, jobs=jobs,
-                        allow_unpinned=allow_unpinned, progress=progress, host=host)
+                        allow_unpinned=allow_unpinned, progress=progress, host=host, profile=profile)
     for t in targets:
         image_record(Path(out), t).unlink(missing_ok=True)
     return report
@@ -56,7 +56,8 @@ def _shared_dir(path: Path) -> Path:
     return path
 
 
-def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: str) -> BuildReport:
+def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: str,
+               profile: str = "full") -> BuildReport:
     """Compile in the platform's image: kernels mounted read-only, no network, a non-root user; the
     results are swapped into `out` only when every target built."""
     import docker
@@ -75,7 +76,7 @@ def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: 
                    str(work / "out"): {"bind": "/out", "mode": "rw"}}
         cmd = ["--platform", platform, "--arch", ",".join(t.arch_name for t in targets),
                "--kernels-dir", "/src/kernels", "--out", "/out", "--jobs", str(jobs), "--host", host,
-               "--report", "/out/report.json"]
+               "--report", "/out/report.json", "--profile", profile]
         if cache_dir:  # a cache of its own: entries are written by the container's user
             cache = _shared_dir(Path(f"{Path(cache_dir).resolve()}-docker"))
             volumes[str(cache)] = {"bind": "/cache", "mode": "rw"}

@@ -29,8 +29,6 @@ from .launch import Unsupported
 from .problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup
 from .tune_cache import SCHEMA, device_slug, validators
 
-ORT_MANDATORY = ("ORT_VERSION", "ORT_GIT_COMMIT", "ORT_BUILD_CONFIG")
-
 
 @dataclass
 class Outcome:
@@ -144,41 +142,9 @@ def tune(registry, shapes=None, ops=("softmax",), dtypes=("fp16",), budget_ms: f
             "results": results}
 
 
-def export_ort(cache: dict, registry, op_signatures: dict[str, str], id_offset: int,
-               ort_validators: dict[str, str], ep: str = "CUDAExecutionProvider") -> list[dict]:
-    """ORT TuningResults for the ORT-launchable choices: kernel id = id_offset + index in ORT's group
-    (Triton ops are registered after the op's `id_offset` other candidates)."""
-    missing = [k for k in ORT_MANDATORY if k not in ort_validators]
-    if missing:
-        raise ValueError(f"ORT requires validators {missing} (pass them as KEY=VALUE)")
-    results: dict[str, dict[str, int]] = {}
-    for op_key, entries in cache["results"].items():
-        if op_key not in op_signatures:
-            continue
-        sig = op_signatures[op_key]
-        for params_sig, entry in entries.items():
-            if entry.get("ort_kernel"):
-                group = [k.name for k in registry.by_group[registry.by_name[entry["ort_kernel"]].group]]
-                results.setdefault(sig, {})[params_sig] = id_offset + group.index(entry["ort_kernel"])
-    unknown = sorted(set(op_signatures) - set(cache["results"]))
-    if unknown:
-        raise ValueError(f"the tune cache has no results for {unknown}")
-    return [{"ep": ep, "validators": dict(ort_validators), "results": results}]
-
-
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"error: {what} must be KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m runtime.tune", description=__doc__.splitlines()[0])
-    ap.add_argument("--dist", default="dist", help="artifact root holding cuda/sm_XX/ (default: dist)")
+    ap.add_argument("--dist", default="dist/full", help="artifact root holding cuda/sm_XX/ (default: dist/full)")
     ap.add_argument("--out", help="tune cache to write (default: tune/cuda/sm_XX/<device>.json)")
     ap.add_argument("--shapes", help="file of softmax 'batch,n_cols' lines (default: a 60-shape grid)")
     ap.add_argument("--group-norm-shapes", help="file of GroupNorm 'n,hw,c,groups' lines (default: UNet's 24)")
@@ -186,10 +152,6 @@ def main(argv=None) -> int:
                     help="comma list: softmax,log_softmax,group_norm_silu,group_norm_pass")
     ap.add_argument("--dtypes", default="fp16", help="comma list: fp32,fp16,bf16")
     ap.add_argument("--budget-ms", type=float, default=10.0, help="timing budget per candidate")
-    ap.add_argument("--export-ort", help="also write ORT TuningResults JSON here")
-    ap.add_argument("--op-signature", action="append", help="op_key=ORT op signature, e.g. softmax_fp16=...")
-    ap.add_argument("--ort-validator", action="append", help="KEY=VALUE validator for the ORT export")
-    ap.add_argument("--ort-id-offset", type=int, default=0, help="ORT ops registered before the Triton ones")
     args = ap.parse_args(argv)
 
     from . import load_artifacts
@@ -218,11 +180,6 @@ def main(argv=None) -> int:
     tmp.write_text(json.dumps(cache, indent=1) + "\n")
     tmp.replace(out)
     print(f"wrote {out}: {sum(len(v) for v in cache['results'].values())} problems in {cache['seconds']} s")
-    if args.export_ort:
-        doc = export_ort(cache, registry, _pairs(args.op_signature, "--op-signature"), args.ort_id_offset,
-                         _pairs(args.ort_validator, "--ort-validator"))
-        Path(args.export_ort).write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {args.export_ort}")
     return 0
 
 

@@ -75,6 +75,17 @@ def built(tmp_path_factory, small_scripts):
 
 
 @pytest.fixture(scope="session")
+def built_ort(tmp_path_factory, small_scripts, built):
+    """The ORT profile of the small set for TEST_TARGETS, from `built`'s cache; (report, out)."""
+    from pipeline.build import build_dist
+    from pipeline.targets import parse_targets
+
+    out = tmp_path_factory.mktemp("built_ort") / "dist"
+    report = build_dist(small_scripts, parse_targets(TEST_TARGETS), out, cache_dir=built[2], jobs=2, profile="ort")
+    return report, out
+
+
+@pytest.fixture(scope="session")
 def docker_engine():
     """A Docker client; missing engine is a failure in CI, a skip elsewhere."""
     pytest.importorskip("docker", reason="the docker SDK is not installed")
@@ -92,16 +103,18 @@ def docker_engine():
 @pytest.fixture(scope="session")
 def docker_builds(docker_engine, small_kernels, tmp_path_factory):
     """The README's main command as typed, in a fresh copy, with a Docker engine up (so `auto` picks
-    docker): `invoke build --platform cuda` (default archs, out and cache, all relative), and ci.yml's
-    `invoke build --platform rocm --runner docker`. Both compile cold in the images.
+    docker): `invoke build --platform cuda` (the ORT profile, default archs, out and cache, all relative),
+    then ci.yml's full-profile builds `invoke build --platform cuda|rocm --runner docker --profile full`.
+    Every kernel of the small set is compiled cold in the images.
 
-    Returns {"repo", "env", "cuda", "rocm"} (the last two: the finished processes)."""
+    Returns {"repo", "env", "cuda", "cuda_full", "rocm_full"} (the last three: the finished processes)."""
     from .cli import invoke, user_repo
 
     repo, env = user_repo(tmp_path_factory.mktemp("docker") / "repo", small_kernels)
     cuda = invoke(repo, "build", "--platform", "cuda", env=env)
-    rocm = invoke(repo, "build", "--platform", "rocm", "--runner", "docker", env=env)
-    return {"repo": repo, "env": env, "cuda": cuda, "rocm": rocm}
+    cuda_full = invoke(repo, "build", "--platform", "cuda", "--runner", "docker", "--profile", "full", env=env)
+    rocm_full = invoke(repo, "build", "--platform", "rocm", "--runner", "docker", "--profile", "full", env=env)
+    return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full}
 
 
 def _free_port() -> int:

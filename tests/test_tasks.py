@@ -47,14 +47,16 @@ def warm_repo(repo, built):
 # --- invoke build: auto, docker, local, and auto with no engine answering ---------------------------------------
 
 
-def test_readme_main_command_builds_in_docker_with_default_paths(docker_builds, built):
+def test_readme_main_command_builds_in_docker_with_default_paths(docker_builds, built_ort):
+    """`invoke build --platform cuda`: the ORT profile, in the image, for invoke.yaml's archs, into dist/."""
     proc = docker_builds["cuda"]
     assert proc.returncode == 0, proc.stdout[-4000:]
     out = proc.stdout
     assert "runner: docker (a Docker engine answered)" in out
-    repo, (report, local, _) = docker_builds["repo"], built
+    repo, (report, local) = docker_builds["repo"], built_ort
     for arch in ("sm_80", "sm_90"):  # invoke.yaml's default CUDA archs, under the default relative out dir
         assert not same_bytes(repo / "dist" / "cuda" / arch, local / "cuda" / arch), arch
+        assert json.loads((repo / "dist/cuda" / arch / "kernels.json").read_text())["profile"] == "ort"
         image = json.loads((repo / "dist" / "cuda" / f"{arch}.image.json").read_text())
         assert image["tag"].startswith("tritonforge/cuda:")
         assert f"consumer check {arch}: " in out
@@ -65,25 +67,29 @@ def test_readme_main_command_builds_in_docker_with_default_paths(docker_builds, 
             assert (kernels, compiled, cached) == (t.kernels, t.kernels, 0)  # cold: the container compiled
             assert cpu_s > 0
     assert "bytes" not in out.replace("archive B", "")
-    assert sorted(p.name for p in (repo / "dist").iterdir()) == ["cuda", "rocm"]  # no work dirs left
+    assert sorted(p.name for p in (repo / "dist").iterdir()) == ["cuda", "full"]  # no work dirs left
     assert (repo / ".cache/tritonforge/compile-docker").is_dir()  # relative cache dir, the container's own
 
 
-def test_docker_runner_rocm_matches_local_bytes(docker_builds, built):
-    proc = docker_builds["rocm"]
+@pytest.mark.parametrize("platform, archs", [("cuda", ("sm_80", "sm_90")), ("rocm", ("gfx90a", "gfx942"))])
+def test_docker_runner_full_profile_matches_local_bytes(docker_builds, built, platform, archs):
+    """Every kernel of the small set, compiled in the platform's image, gives the local build's bytes."""
+    proc = docker_builds[f"{platform}_full"]
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "runner:" not in proc.stdout  # asked for docker by name
-    assert not same_bytes(docker_builds["repo"] / "dist/rocm/gfx942", built[1] / "rocm/gfx942")
-    for arch in ("gfx90a", "gfx942"):  # invoke.yaml's default ROCm archs
+    for arch in archs:  # invoke.yaml's default archs, under dist/full/
         assert f"consumer check {arch}: " in proc.stdout
+    for arch in [a for a in archs if (built[1] / platform / a).is_dir()]:
+        assert not same_bytes(docker_builds["repo"] / "dist/full" / platform / arch, built[1] / platform / arch)
+        assert json.loads((built[1] / platform / arch / "kernels.json").read_text())["profile"] == "full"
 
 
-def test_local_runner_default_archs_and_out(warm_repo, built):
+def test_local_runner_default_archs_and_out(warm_repo, built_ort):
     repo, env = warm_repo
     proc = invoke(repo, "build", "--platform", "cuda", "--runner", "local", env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
     for arch in ("sm_80", "sm_90"):
-        assert not same_bytes(repo / "dist/cuda" / arch, built[1] / "cuda" / arch), arch
+        assert not same_bytes(repo / "dist/cuda" / arch, built_ort[1] / "cuda" / arch), arch
         assert f"consumer check {arch}: " in proc.stdout
         assert summary_rows(proc.stdout)[f"cuda/{arch}"][1] == 0  # every kernel from the default cache
 
@@ -91,13 +97,13 @@ def test_local_runner_default_archs_and_out(warm_repo, built):
 def test_local_runner_rocm_with_a_relative_out(warm_repo, built):
     repo, env = warm_repo
     proc = invoke(repo, "build", "--platform", "rocm", "--arch", "gfx942", "--runner", "local", "--out", "out/x",
-                  env=env)
+                  "--profile", "full", env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert not same_bytes(repo / "out/x/rocm/gfx942", built[1] / "rocm/gfx942")
+    assert not same_bytes(repo / "out/x/full/rocm/gfx942", built[1] / "rocm/gfx942")
     assert not (repo / "dist").exists()
 
 
-def test_auto_runner_without_an_engine_builds_locally(warm_repo, built):
+def test_auto_runner_without_an_engine_builds_locally(warm_repo, built_ort):
     repo, env = warm_repo
     stale = repo / "dist/cuda/sm_90.image.json"  # left by an earlier docker build
     stale.parent.mkdir(parents=True)
@@ -105,7 +111,7 @@ def test_auto_runner_without_an_engine_builds_locally(warm_repo, built):
     proc = invoke(repo, "build", "--platform", "cuda", "--arch", "sm_90", env={**env, **NO_ENGINE})
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "runner: local (no Docker engine reachable" in proc.stdout
-    assert not same_bytes(repo / "dist/cuda/sm_90", built[1] / "cuda/sm_90")
+    assert not same_bytes(repo / "dist/cuda/sm_90", built_ort[1] / "cuda/sm_90")
     assert not stale.exists()  # no image built these bytes
 
 
@@ -136,11 +142,11 @@ def test_build_argument_errors(repo):
 # --- compile, check ----------------------------------------------------------------------------------------------
 
 
-def test_compile_then_check(warm_repo, built):
+def test_compile_then_check(warm_repo, built_ort):
     repo, env = warm_repo
     proc = invoke(repo, "compile", "--platform", "rocm", "--arch", "gfx942", env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert not same_bytes(repo / "dist/rocm/gfx942", built[1] / "rocm/gfx942")
+    assert not same_bytes(repo / "dist/rocm/gfx942", built_ort[1] / "rocm/gfx942")
     n = len(json.loads((repo / "dist/rocm/gfx942/kernels.json").read_text())["kernels"])
     for path in ("dist/rocm/gfx942", "dist/rocm/gfx942/kernels.json"):
         proc = invoke(repo, "check", path, env=env)
@@ -169,9 +175,11 @@ def test_image_and_base_image(docker_builds):
 
 
 @pytest.fixture
-def repo_with_dist(repo, built):
+def repo_with_dist(repo, built, built_ort):
+    """A fresh copy whose dist/ holds the ORT profile's builds, and dist/full/ the full profile's."""
     copy, env = repo
-    shutil.copytree(built[1], copy / "dist")
+    shutil.copytree(built_ort[1], copy / "dist")
+    shutil.copytree(built[1], copy / "dist" / "full")
     return copy, env
 
 
@@ -181,7 +189,9 @@ def test_publish_versions_fetch_on_the_default_store(repo_with_dist):
     assert proc.returncode == 0, proc.stdout
     stored = repo / "artifacts/versions/1.0.0/manifest.json"  # invoke.yaml's store: file://artifacts
     assert (repo / "release-manifest.json").read_bytes() == stored.read_bytes()
-    assert json.loads(stored.read_text())["builds"].keys() == {"cuda/sm_80", "cuda/sm_90", "rocm/gfx942"}
+    builds = json.loads(stored.read_text())["builds"]
+    assert builds.keys() == {"cuda/sm_80", "cuda/sm_90", "rocm/gfx942"}  # the ORT profile by default
+    assert {b["profile"] for b in builds.values()} == {"ort"}
     proc = invoke(repo, "versions", env=env)
     assert proc.returncode == 0 and proc.stdout.split() == ["1.0.0"]
     proc = invoke(repo, "fetch", "--version", "1.0.0", "--platform", "cuda", "--arch", "sm_90",
@@ -198,6 +208,23 @@ def test_publish_versions_fetch_on_the_default_store(repo_with_dist):
     proc = invoke(repo, "fetch", "--version", "2.0.0", "--platform", "cuda", "--arch", "sm_90", "--dest", "x",
                   env=env)
     assert proc.returncode == 1 and "2.0.0 is not published" in proc.stdout and not (repo / "x").exists()
+
+
+def test_publish_and_fetch_both_profiles(repo_with_dist):
+    repo, env = repo_with_dist
+    proc = invoke(repo, "publish", "--version", "2.0.0", "--profile", "ort,full", env=env)
+    assert proc.returncode == 0, proc.stdout
+    builds = json.loads((repo / "artifacts/versions/2.0.0/manifest.json").read_text())["builds"]
+    assert {rel: b["profile"] for rel, b in builds.items()} == {
+        **{f"{p}/{a}": "ort" for p, a in (("cuda", "sm_80"), ("cuda", "sm_90"), ("rocm", "gfx942"))},
+        **{f"full/{p}/{a}": "full" for p, a in (("cuda", "sm_80"), ("cuda", "sm_90"), ("rocm", "gfx942"))}}
+    for profile, source in (("ort", "dist/cuda/sm_90"), ("full", "dist/full/cuda/sm_90")):
+        proc = invoke(repo, "fetch", "--version", "2.0.0", "--platform", "cuda", "--arch", "sm_90", "--dest",
+                      f"got-{profile}", "--profile", profile, env=env)
+        assert proc.returncode == 0, proc.stdout
+        assert not same_bytes(repo / f"got-{profile}", repo / source), profile
+    proc = invoke(repo, "publish", "--version", "3.0.0", "--profile", "some", env=env)
+    assert proc.returncode == 1 and "--profile must be one of ort, full, not 'some'" in proc.stdout
 
 
 def test_publish_versions_fetch_on_s3(repo_with_dist, s3_server):

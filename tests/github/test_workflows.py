@@ -6,6 +6,7 @@ one, never with a usage error or a traceback."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shlex
 import subprocess
@@ -152,7 +153,10 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
         else:
             assert proc.returncode == 0, said
         ran.append(args[0])
-    assert ran.count("build") == 4 and "publish" in ran
-    assert (repo / "release-manifest.json").is_file()
-    assert sorted(p.name for p in (repo / "dist").glob("*/*") if p.is_dir()) == ["gfx90a", "gfx942", "sm_80",
-                                                                                   "sm_90"]
+    assert ran.count("build") == 8 and "publish" in ran
+    manifest = json.loads((repo / "release-manifest.json").read_text())
+    archs = ["gfx90a", "gfx942", "sm_80", "sm_90"]
+    builds = [f"{'rocm' if a.startswith('gfx') else 'cuda'}/{a}" for a in archs]
+    assert sorted(manifest["builds"]) == sorted(f"{prefix}{b}" for prefix in ("", "full/") for b in builds)
+    assert sorted(p.name for p in (repo / "dist").glob("*/*") if p.is_dir() and p.parent.name != "full") == archs
+    assert sorted(p.name for p in (repo / "dist/full").glob("*/*") if p.is_dir()) == archs

@@ -24,17 +24,20 @@ def cli(root, *args, env=None, **kw):
                           text=True, env={**os.environ, "PYTHONPATH": str(root), **(env or {})}, timeout=300, **kw)
 
 
+FULL = ("full",)  # the small set's builds are full-profile builds: they live in dist/full/
+
+
 @pytest.fixture
 def dist_copy(built, tmp_path):
     _, out, _ = built
     d = tmp_path / "dist"
-    shutil.copytree(out, d)
+    shutil.copytree(out, d / "full")
     return d
 
 
 def add_tune_cache(dist, note: str):
     """A tune cache made for the sm_90 archive; `note` makes its bytes differ between publishers."""
-    doc = json.loads((dist / "cuda/sm_90/kernels.json").read_text())
+    doc = json.loads((dist / "full/cuda/sm_90/kernels.json").read_text())
     tune = dist.parent / "tune" / "cuda" / "sm_90"
     tune.mkdir(parents=True, exist_ok=True)
     (tune / "NVIDIA_H200.json").write_text(json.dumps({
@@ -62,8 +65,8 @@ def test_keys_and_versions_cannot_escape(bad, dist_copy, tmp_path):
         with pytest.raises(PipelineError, match="refusing object key"):
             check_key(bad)
     store = FileStore(tmp_path / "store")
-    for attempt in (lambda: publish(store, bad, dist_copy, None, lambda _: None),
-                    lambda: fetch(store, bad, "cuda", "sm_90", tmp_path / "dest", lambda _: None)):
+    for attempt in (lambda: publish(store, bad, dist_copy, None, lambda _: None, profiles=FULL),
+                    lambda: fetch(store, bad, "cuda", "sm_90", tmp_path / "dest", lambda _: None, "full")):
         with pytest.raises(PipelineError, match=f"bad version {re.escape(repr(bad))}: a version is 1 to 64"):
             attempt()
     assert not (tmp_path / "store").exists() and not (tmp_path / "dest").exists()
@@ -79,23 +82,24 @@ def test_good_versions_are_taken(good):
 def test_file_store_round_trip(dist_copy, tmp_path):
     store = open_store(f"file://{tmp_path / 'store'}")
     tune = add_tune_cache(dist_copy, "a")
-    assert publish(store, "1.0.0", dist_copy, tune, lambda _: None) == "published"
-    assert publish(store, "1.0.0", dist_copy, tune, lambda _: None) == "identical"
+    assert publish(store, "1.0.0", dist_copy, tune, lambda _: None, profiles=FULL) == "published"
+    assert publish(store, "1.0.0", dist_copy, tune, lambda _: None, profiles=FULL) == "identical"
     assert versions(store) == ["1.0.0"]
     doc = read_manifest(store, "1.0.0")
-    assert doc["triton_version"] == "3.5.0" and set(doc["builds"]) == {"cuda/sm_80", "cuda/sm_90", "rocm/gfx942"}
-    got = fetch(store, "1.0.0", "cuda", "sm_90", tmp_path / "ort" / "kernels", lambda _: None)
+    assert doc["triton_version"] == "3.5.0"
+    assert set(doc["builds"]) == {"full/cuda/sm_80", "full/cuda/sm_90", "full/rocm/gfx942"}
+    got = fetch(store, "1.0.0", "cuda", "sm_90", tmp_path / "ort" / "kernels", lambda _: None, "full")
     for name in ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json"):
-        assert (got / name).read_bytes() == (dist_copy / "cuda/sm_90" / name).read_bytes()
+        assert (got / name).read_bytes() == (dist_copy / "full/cuda/sm_90" / name).read_bytes()
     assert (got / "tune" / "NVIDIA_H200.json").is_file() and (got / "tritonforge-kernels.cmake").is_file()
     # A different build under the same version is refused, and nothing about 1.0.0 changes.
-    (dist_copy / "cuda/sm_90/triton_kernel_infos.h").write_text("changed")
+    (dist_copy / "full/cuda/sm_90/triton_kernel_infos.h").write_text("changed")
     with pytest.raises(PipelineError, match="does not match its kernels.json"):
-        publish(store, "1.0.0", dist_copy, tune, lambda _: None)
+        publish(store, "1.0.0", dist_copy, tune, lambda _: None, profiles=FULL)
     tune2 = add_tune_cache(dist_copy, "b")
-    shutil.copy(tmp_path / "ort/kernels/triton_kernel_infos.h", dist_copy / "cuda/sm_90/triton_kernel_infos.h")
+    shutil.copy(tmp_path / "ort/kernels/triton_kernel_infos.h", dist_copy / "full/cuda/sm_90/triton_kernel_infos.h")
     with pytest.raises(PipelineError, match="already published .* with different content"):
-        publish(store, "1.0.0", dist_copy, tune2, lambda _: None)
+        publish(store, "1.0.0", dist_copy, tune2, lambda _: None, profiles=FULL)
     assert read_manifest(store, "1.0.0") == doc
 
 
@@ -106,23 +110,23 @@ def test_tune_cache_for_another_archive_is_refused(dist_copy, tmp_path):
     doc["validators"]["archive_sha256"] = "0" * 64
     cache.write_text(json.dumps(doc))
     with pytest.raises(PipelineError, match="made for another archive"):
-        publish(FileStore(tmp_path / "s"), "1", dist_copy, tune, lambda _: None)
+        publish(FileStore(tmp_path / "s"), "1", dist_copy, tune, lambda _: None, profiles=FULL)
 
 
 def test_s3_round_trip_refusal_and_idempotence(s3, dist_copy, tmp_path):
-    assert publish(s3, "2.0.0", dist_copy, None, lambda _: None) == "published"
-    assert publish(s3, "2.0.0", dist_copy, None, lambda _: None) == "identical"
+    assert publish(s3, "2.0.0", dist_copy, None, lambda _: None, profiles=FULL) == "published"
+    assert publish(s3, "2.0.0", dist_copy, None, lambda _: None, profiles=FULL) == "identical"
     assert versions(s3) == ["2.0.0"]
     tune = add_tune_cache(dist_copy, "changed")
     with pytest.raises(PipelineError, match="already published"):
-        publish(s3, "2.0.0", dist_copy, tune, lambda _: None)
-    got = fetch(s3, "2.0.0", "rocm", "gfx942", tmp_path / "got", lambda _: None)
-    want = (dist_copy / "rocm/gfx942/triton_kernel_infos.a").read_bytes()
+        publish(s3, "2.0.0", dist_copy, tune, lambda _: None, profiles=FULL)
+    got = fetch(s3, "2.0.0", "rocm", "gfx942", tmp_path / "got", lambda _: None, "full")
+    want = (dist_copy / "full/rocm/gfx942/triton_kernel_infos.a").read_bytes()
     assert (got / "triton_kernel_infos.a").read_bytes() == want
-    with pytest.raises(PipelineError, match="has no cuda/sm_86"):
-        fetch(s3, "2.0.0", "cuda", "sm_86", tmp_path / "none", lambda _: None)
+    with pytest.raises(PipelineError, match="has no full/cuda/sm_86"):
+        fetch(s3, "2.0.0", "cuda", "sm_86", tmp_path / "none", lambda _: None, "full")
     with pytest.raises(PipelineError, match=r"9.9.9 is not published .*\(published: 2.0.0\)"):
-        fetch(s3, "9.9.9", "cuda", "sm_90", tmp_path / "none", lambda _: None)
+        fetch(s3, "9.9.9", "cuda", "sm_90", tmp_path / "none", lambda _: None, "full")
 
 
 def test_sixteen_concurrent_publishers_one_winner(root, s3, dist_copy, tmp_path):
@@ -133,7 +137,7 @@ def test_sixteen_concurrent_publishers_one_winner(root, s3, dist_copy, tmp_path)
         tune = add_tune_cache(d / "dist", f"publisher {i}")
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "pipeline.release", "publish", "--version", "3.0.0", "--store",
-             f"s3://{s3.bucket}/{s3.prefix}", "--dist", str(d / "dist"), "--tune", str(tune)],
+             f"s3://{s3.bucket}/{s3.prefix}", "--dist", str(d / "dist"), "--tune", str(tune), "--profile", "full"],
             cwd=root, env={**os.environ, "PYTHONPATH": str(root), **s3.env}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True))
     results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
@@ -151,7 +155,7 @@ def _tune_sha(doc):
 def test_killed_publish_leaves_no_version_and_resumes(root, s3, dist_copy):
     store_url = f"s3://{s3.bucket}/{s3.prefix}"
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.release", "publish", "--version", "4.0.0",
-                             "--store", store_url, "--dist", str(dist_copy)], cwd=root,
+                             "--store", store_url, "--dist", str(dist_copy), "--profile", "full"], cwd=root,
                             env={**os.environ, "PYTHONPATH": str(root), **s3.env}, stdout=subprocess.PIPE, text=True)
     for line in proc.stdout:
         if line.startswith("uploaded 1/"):
@@ -161,21 +165,22 @@ def test_killed_publish_leaves_no_version_and_resumes(root, s3, dist_copy):
     assert proc.returncode == -signal.SIGKILL
     assert "4.0.0" not in versions(s3) and s3.get("versions/4.0.0/manifest.json") is None
     assert any(k.startswith("blobs/") for k in s3.list("blobs"))  # the upload had begun
-    again = cli(root, "publish", "--version", "4.0.0", "--store", store_url, "--dist", str(dist_copy), env=s3.env)
+    again = cli(root, "publish", "--version", "4.0.0", "--store", store_url, "--dist", str(dist_copy), "--profile",
+                "full", env=s3.env)
     assert again.returncode == 0, again.stderr
     assert "already stored" in again.stdout and versions(s3) == ["4.0.0"]
 
 
 def test_tampered_object_is_caught_and_dest_kept(s3, dist_copy, tmp_path):
-    publish(s3, "5.0.0", dist_copy, None, lambda _: None)
+    publish(s3, "5.0.0", dist_copy, None, lambda _: None, profiles=FULL)
     dest = tmp_path / "ort-kernels"
     dest.mkdir()
     (dest / "keep.txt").write_text("from before")
     doc = read_manifest(s3, "5.0.0")
-    victim = next(e for e in doc["files"] if e["path"] == "cuda/sm_90/triton_kernel_infos.a")
+    victim = next(e for e in doc["files"] if e["path"] == "full/cuda/sm_90/triton_kernel_infos.a")
     s3.client.put_object(Bucket=s3.bucket, Key=f"{s3.prefix}/blobs/sha256/{victim['sha256']}", Body=b"evil")
-    with pytest.raises(PipelineError, match="cuda/sm_90/triton_kernel_infos.a of 5.0.0 does not match"):
-        fetch(s3, "5.0.0", "cuda", "sm_90", dest, lambda _: None)
+    with pytest.raises(PipelineError, match="full/cuda/sm_90/triton_kernel_infos.a of 5.0.0 does not match"):
+        fetch(s3, "5.0.0", "cuda", "sm_90", dest, lambda _: None, "full")
     assert sorted(p.name for p in dest.iterdir()) == ["keep.txt"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
@@ -183,7 +188,7 @@ def test_tampered_object_is_caught_and_dest_kept(s3, dist_copy, tmp_path):
 def test_wrong_credentials_are_clear_and_secret_free(root, s3, dist_copy):
     secret = "wrong-" + os.urandom(8).hex()
     proc = cli(root, "publish", "--version", "6.0.0", "--store", f"s3://{s3.bucket}/{s3.prefix}", "--dist",
-               str(dist_copy), env={**s3.env, "AWS_SECRET_ACCESS_KEY": secret})
+               str(dist_copy), "--profile", "full", env={**s3.env, "AWS_SECRET_ACCESS_KEY": secret})
     assert proc.returncode == 1
     assert "rejected the credentials (SignatureDoesNotMatch)" in proc.stderr
     assert secret not in proc.stdout + proc.stderr and s3.env["AWS_SECRET_ACCESS_KEY"] not in proc.stderr
@@ -193,8 +198,9 @@ def test_fetched_artifacts_build_with_cmake(root, dist_copy, tmp_path):
     cmake = require_tool("cmake", "builds the ORT-style consumer project")
     require_tool("g++", "compiles it")
     store = FileStore(tmp_path / "store")
-    publish(store, "7.0.0", dist_copy, None, lambda _: None)
-    kernels = fetch(store, "7.0.0", "cuda", "sm_90", tmp_path / "third_party" / "tritonforge", lambda _: None)
+    publish(store, "7.0.0", dist_copy, None, lambda _: None, profiles=FULL)
+    kernels = fetch(store, "7.0.0", "cuda", "sm_90", tmp_path / "third_party" / "tritonforge", lambda _: None,
+                    "full")
     templates = root / "pipeline" / "templates"
     proj = tmp_path / "proj"
     proj.mkdir()

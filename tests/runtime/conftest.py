@@ -43,12 +43,12 @@ def cuda(request):
 
 @pytest.fixture(scope="session")
 def gpu_artifacts_dir(cuda, root) -> Path:
-    """Artifacts for this GPU: $TRITONFORGE_DIST/cuda/sm_<arch> (default dist/), built beforehand."""
-    base = Path(os.environ.get("TRITONFORGE_DIST", root / "dist")).resolve()  # relative to where pytest runs
+    """Artifacts for this GPU: $TRITONFORGE_DIST/cuda/sm_<arch> (default dist/full/: the full profile)."""
+    base = Path(os.environ.get("TRITONFORGE_DIST", root / "dist" / "full")).resolve()  # relative to where pytest runs
     d = base / "cuda" / f"sm_{cuda.arch}"
     if not (d / "kernels.json").is_file():
-        pytest.fail(f"no artifacts for this GPU at {d}: run `invoke compile --platform cuda --arch sm_{cuda.arch}` "
-                    "on a build machine and bring dist/ along")
+        pytest.fail(f"no artifacts for this GPU at {d}: run `invoke compile --platform cuda --arch "
+                    f"sm_{cuda.arch} --profile full` on a build machine and bring dist/ along")
     return d
 
 

@@ -1,7 +1,9 @@
-// ORT's loader and launcher, reduced: include the generated header, dlsym every blob, load it with
-// cuModuleLoadData, register by name and group, then launch every candidate of group softmax_fp32
-// whose BLOCK_SIZE covers the row with CU_LAUNCH_PARAM_BUFFER_POINTER and a packed struct that
-// carries Triton's two hidden parameters. Built into a shared library like the CUDA provider.
+// ORT's loader and launchers, reduced: include the generated header, dlsym every blob, load it with
+// cuModuleLoadData, register by name and group; then launch every candidate ORT's rules pick from
+// group softmax_fp32 (BLOCK_SIZE covers the row) and GroupNormTriton_{Silu,Pass}_fp32 (c_per_group <=
+// BLOCK_SIZE < 2 * c_per_group, HW_SIZE divides H*W) exactly as ORT does: CU_LAUNCH_PARAM_BUFFER_POINTER
+// with ORT's own 32- and 80-byte structs (no room for Triton's hidden parameters), block 32 x num_warps,
+// the header's shared memory. Built into a shared library like the CUDA provider.
 #include <cuda.h>
 #include <dlfcn.h>
 
@@ -34,20 +36,40 @@ struct Meta {
     }                                                                      \
   } while (0)
 
-// ORT's softmax args struct plus the hidden global_scratch / profile_scratch slots (NULL).
+// softmax_triton.cuh's struct: 32 bytes.
 struct SoftmaxArgs {
   void* out;
   const void* in;
   int in_stride;
   int out_stride;
   int n_cols;
-  void* global_scratch;
-  void* profile_scratch;
 };
+static_assert(sizeof(SoftmaxArgs) == 32, "ORT packs 32 bytes for softmax");
 
-}  // namespace
+// group_norm_triton.cuh's struct: 80 bytes.
+struct GroupNormArgs {
+  const void* in;
+  const void* skip;
+  const void* bias;
+  void* out;
+  void* add_out;
+  const void* gamma;
+  const void* beta;
+  int hw;
+  int c;
+  int c_per_group;
+  float eps;
+  bool has_skip;
+  bool has_bias;
+  bool broadcast_skip;
+};
+static_assert(sizeof(GroupNormArgs) == 80, "ORT packs 80 bytes for GroupNorm");
 
-extern "C" int tf_run_softmax(int batch, int n_cols) {
+std::vector<Meta> metadata;
+std::unordered_map<std::string, std::vector<int>> groups;
+
+int Load() {
+  if (!metadata.empty()) return 0;
   CHECK(cuInit(0));
   CUdevice dev;
   CHECK(cuDeviceGet(&dev, 0));
@@ -55,8 +77,6 @@ extern "C" int tf_run_softmax(int batch, int n_cols) {
   CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cuCtxSetCurrent(ctx));
 
-  std::vector<Meta> metadata;
-  std::unordered_map<std::string, std::vector<int>> groups;
   for (const auto& info : kernel_infos) {
     dlerror();
     void* blob = dlsym(RTLD_DEFAULT, info.name_start);
@@ -73,7 +93,21 @@ extern "C" int tf_run_softmax(int batch, int n_cols) {
     metadata.push_back({info.num_warps, info.shared, func, info.constants, info.name});
   }
   std::printf("loaded %zu kernels\n", metadata.size());
+  return 0;
+}
 
+int Launch(const Meta& m, unsigned gx, unsigned gy, void* args, size_t args_size) {
+  void* config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &args_size,
+                    CU_LAUNCH_PARAM_END};
+  CHECK(cuLaunchKernel(m.func, gx, gy, 1, 32 * m.num_warps, 1, 1, m.shared, nullptr, nullptr, config));
+  CHECK(cuCtxSynchronize());
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int tf_run_softmax(int batch, int n_cols) {
+  if (Load() != 0) return 1;
   const size_t count = static_cast<size_t>(batch) * n_cols;
   std::vector<float> x(count), y(count);
   for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(std::sin(0.37 * i) * 4.0 + (i % 7) * 0.25);
@@ -87,13 +121,8 @@ extern "C" int tf_run_softmax(int batch, int n_cols) {
     const Meta& m = metadata[idx];
     if (m.constants.at("BLOCK_SIZE") < n_cols) continue;  // ORT's IsSupported rule
     CHECK(cuMemsetD8(dy, 0xFF, count * sizeof(float)));
-    SoftmaxArgs args{reinterpret_cast<void*>(dy), reinterpret_cast<const void*>(dx), n_cols, n_cols, n_cols,
-                     nullptr, nullptr};
-    size_t args_size = sizeof(args);
-    void* config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &args_size,
-                      CU_LAUNCH_PARAM_END};
-    CHECK(cuLaunchKernel(m.func, batch, 1, 1, 32 * m.num_warps, 1, 1, m.shared, nullptr, nullptr, config));
-    CHECK(cuCtxSynchronize());
+    SoftmaxArgs args{reinterpret_cast<void*>(dy), reinterpret_cast<const void*>(dx), n_cols, n_cols, n_cols};
+    if (Launch(m, batch, 1, &args, sizeof(args)) != 0) return 1;
     CHECK(cuMemcpyDtoH(y.data(), dy, count * sizeof(float)));
     double worst = 0;
     for (int r = 0; r < batch; ++r) {
@@ -116,6 +145,73 @@ extern "C" int tf_run_softmax(int batch, int n_cols) {
   }
   cuMemFree(dx);
   cuMemFree(dy);
+  std::printf("launched %d kernels, %d failures\n", launched, failed);
+  return launched > 0 && failed == 0 ? 0 : 1;
+}
+
+// ORT's GroupNorm (NHWC, no skip or bias) on n images of hw pixels and c channels in `num_groups` groups.
+extern "C" int tf_run_group_norm(int n, int hw, int c, int num_groups, int silu) {
+  if (Load() != 0) return 1;
+  const int cpg = c / num_groups;
+  const size_t count = static_cast<size_t>(n) * hw * c;
+  std::vector<float> x(count), y(count), gamma(c), beta(c);
+  for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(std::sin(0.11 * i) * 3.0 + (i % 5) * 0.5);
+  for (int i = 0; i < c; ++i) gamma[i] = 0.5f + 0.01f * i, beta[i] = 0.1f * std::cos(i);
+  CUdeviceptr dx, dy, dg, db;
+  CHECK(cuMemAlloc(&dx, count * sizeof(float)));
+  CHECK(cuMemAlloc(&dy, count * sizeof(float)));
+  CHECK(cuMemAlloc(&dg, c * sizeof(float)));
+  CHECK(cuMemAlloc(&db, c * sizeof(float)));
+  CHECK(cuMemcpyHtoD(dx, x.data(), count * sizeof(float)));
+  CHECK(cuMemcpyHtoD(dg, gamma.data(), c * sizeof(float)));
+  CHECK(cuMemcpyHtoD(db, beta.data(), c * sizeof(float)));
+  // The reference, in double: variance as E[x^2] - E[x]^2, as ORT's kernel computes it.
+  std::vector<double> ref(count);
+  for (int img = 0; img < n; ++img) {
+    for (int g = 0; g < num_groups; ++g) {
+      double sum = 0, sq = 0;
+      for (int p = 0; p < hw; ++p)
+        for (int k = 0; k < cpg; ++k) {
+          double v = x[(static_cast<size_t>(img) * hw + p) * c + g * cpg + k];
+          sum += v, sq += v * v;
+        }
+      const double mean = sum / (static_cast<double>(hw) * cpg);
+      const double rstd = 1.0 / std::sqrt(sq / (static_cast<double>(hw) * cpg) - mean * mean + 1e-5);
+      for (int p = 0; p < hw; ++p)
+        for (int k = 0; k < cpg; ++k) {
+          const size_t i = (static_cast<size_t>(img) * hw + p) * c + g * cpg + k;
+          double v = (x[i] - mean) * rstd * gamma[g * cpg + k] + beta[g * cpg + k];
+          ref[i] = silu ? v / (1.0 + std::exp(-v)) : v;
+        }
+    }
+  }
+  const std::string group = std::string("GroupNormTriton_") + (silu ? "Silu" : "Pass") + "_fp32";
+  int launched = 0, failed = 0;
+  for (int idx : groups[group]) {
+    const Meta& m = metadata[idx];
+    const int block = m.constants.at("BLOCK_SIZE"), hw_size = m.constants.at("HW_SIZE");
+    if (!(cpg <= block && block < 2 * cpg) || hw % hw_size != 0) continue;  // ORT's IsSupported rules
+    CHECK(cuMemsetD8(dy, 0xFF, count * sizeof(float)));
+    GroupNormArgs args{reinterpret_cast<const void*>(dx), nullptr, nullptr, reinterpret_cast<void*>(dy), nullptr,
+                       reinterpret_cast<const void*>(dg), reinterpret_cast<const void*>(db), hw, c, cpg, 1e-5f,
+                       false, false, false};
+    if (Launch(m, n, num_groups, &args, sizeof(args)) != 0) return 1;
+    CHECK(cuMemcpyDtoH(y.data(), dy, count * sizeof(float)));
+    double worst = 0;
+    for (size_t i = 0; i < count; ++i) {
+      double e = std::fabs(y[i] - ref[i]) / (1e-3 + std::fabs(ref[i]));
+      if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
+    }
+    const bool ok = worst < 1e-3;
+    std::printf("%s %s warps=%d shared=%d max_rel_err=%.3g\n", ok ? "OK" : "FAIL", m.name.c_str(), m.num_warps,
+                m.shared, worst);
+    ++launched;
+    if (!ok) ++failed;
+  }
+  cuMemFree(dx);
+  cuMemFree(dy);
+  cuMemFree(dg);
+  cuMemFree(db);
   std::printf("launched %d kernels, %d failures\n", launched, failed);
   return launched > 0 && failed == 0 ? 0 : 1;
 }

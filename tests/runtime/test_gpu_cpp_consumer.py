@@ -1,4 +1,6 @@
-"""A C++ program loads and launches the archive exactly as ORT does, on the GPU."""
+"""A C++ program loads and launches the archive exactly as ORT does, on the GPU: every entry loaded, the
+candidates of ORT's softmax and GroupNorm groups picked by ORT's rules and launched with ORT's own 32- and
+80-byte argument structs."""
 
 from __future__ import annotations
 
@@ -36,13 +38,19 @@ def test_ort_style_cpp_consumer(cuda, gpu_artifacts_dir, root, tmp_path):
                     f"-Wl,--version-script={root / 'pipeline/templates/provider.lds'}", *ldflags, "-lcuda", "-ldl"],
                    cwd=tmp_path, check=True)
     (tmp_path / "main.cc").write_text(
-        '#include <cstdlib>\nextern "C" int tf_run_softmax(int, int);\n'
-        "int main(int c, char** v) { return tf_run_softmax(std::atoi(v[1]), std::atoi(v[2])); }\n")
+        '#include <cstdlib>\n#include <cstring>\nextern "C" int tf_run_softmax(int, int);\n'
+        'extern "C" int tf_run_group_norm(int, int, int, int, int);\n'
+        "int main(int c, char** v) {\n"
+        '  if (std::strcmp(v[1], "softmax") == 0) return tf_run_softmax(std::atoi(v[2]), std::atoi(v[3]));\n'
+        "  return tf_run_group_norm(std::atoi(v[2]), std::atoi(v[3]), std::atoi(v[4]), std::atoi(v[5]),\n"
+        "                           std::atoi(v[6]));\n}\n")
     subprocess.run([cxx, "-o", "consumer", "main.cc", "-L.", "-lprovider", "-Wl,-rpath,$ORIGIN"], cwd=tmp_path,
                    check=True)
-    for batch, n in ((7, 1000), (3, 3000), (2, 16384)):
-        proc = subprocess.run([str(tmp_path / "consumer"), str(batch), str(n)], capture_output=True, text=True,
+    runs = [("softmax", 7, 1000), ("softmax", 3, 3000), ("softmax", 2, 16384), ("softmax", 5, 17),
+            ("group_norm", 2, 64, 320, 32, 1), ("group_norm", 1, 256, 640, 32, 0), ("group_norm", 2, 48, 64, 8, 1)]
+    for args in runs:
+        proc = subprocess.run([str(tmp_path / "consumer"), *map(str, args)], capture_output=True, text=True,
                               timeout=120)
         print(proc.stdout)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "0 failures" in proc.stdout
+        assert proc.returncode == 0, (args, proc.stdout + proc.stderr)
+        assert "0 failures" in proc.stdout and "launched 0 " not in proc.stdout, args
