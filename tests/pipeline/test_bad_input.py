@@ -54,7 +54,7 @@ def test_no_target_and_no_gpu_is_a_clear_error(root, tmp_path):
     script.write_text(table(GOOD))
     proc = run_cli(root, tmp_path, "--script_files", str(script))
     assert proc.returncode != 0
-    assert "no --target given and no GPU found" in proc.stderr
+    assert "no --target given (nor TRITONFORGE_TARGET) and no GPU found" in proc.stderr
     assert files_under(tmp_path) == ["good.py"]
 
 
