@@ -63,7 +63,7 @@ def main() -> None:
                 mib = t.archive_bytes / 2**20
                 print(f"{profile:4} {t.target.arch_name:7} {t.kernels:5} kernels  archive {mib:6.2f} MiB  header at "
                       f"g++ -O2 {seconds:6.2f} s", flush=True)
-                shape = t.target.arch_name
+                shape = f"{profile}/{t.target.arch_name}"  # one row set per profile and arch
                 rows += [{"provider": profile, "shape": shape, "metric": "archive_bytes", "unit": "B",
                           "value": str(t.archive_bytes), "extra": f"{t.kernels} kernels"},
                          {"provider": profile, "shape": shape, "metric": "header_gxx_O2", "unit": "s",
