@@ -92,6 +92,11 @@ def test_file_store_round_trip(dist_copy, tmp_path):
     for name in ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json"):
         assert (got / name).read_bytes() == (dist_copy / "full/cuda/sm_90" / name).read_bytes()
     assert (got / "tune" / "NVIDIA_H200.json").is_file() and (got / "tritonforge-kernels.cmake").is_file()
+    cmake = (got / "tritonforge-kernels.cmake").read_text()  # the driver library ORT's provider links
+    assert "target_link_libraries(tritonforge_kernels INTERFACE CUDA::cuda_driver)" in cmake
+    rocm = fetch(store, "1.0.0", "rocm", "gfx942", tmp_path / "rocm", lambda _: None, "full")
+    rocm_cmake = (rocm / "tritonforge-kernels.cmake").read_text()
+    assert "target_link_libraries(tritonforge_kernels INTERFACE hip::host)" in rocm_cmake
     # A different build under the same version is refused, and nothing about 1.0.0 changes.
     (dist_copy / "full/cuda/sm_90/triton_kernel_infos.h").write_text("changed")
     with pytest.raises(PipelineError, match="does not match its kernels.json"):
