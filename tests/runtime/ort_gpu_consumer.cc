@@ -104,6 +104,15 @@ int Launch(const Meta& m, unsigned gx, unsigned gy, void* args, size_t args_size
   return 0;
 }
 
+// One launch's verdict: its worst relative error against the reference, within `tolerance` or not.
+void Tally(const Meta& m, double worst, double tolerance, int& launched, int& failed) {
+  const bool ok = worst < tolerance;
+  std::printf("%s %s warps=%d shared=%d max_rel_err=%.3g\n", ok ? "OK" : "FAIL", m.name.c_str(), m.num_warps,
+              m.shared, worst);
+  ++launched;
+  if (!ok) ++failed;
+}
+
 }  // namespace
 
 extern "C" int tf_run_softmax(int batch, int n_cols) {
@@ -137,11 +146,7 @@ extern "C" int tf_run_softmax(int batch, int n_cols) {
         if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
       }
     }
-    const bool ok = worst < 1e-4;
-    std::printf("%s %s warps=%d shared=%d max_rel_err=%.3g\n", ok ? "OK" : "FAIL", m.name.c_str(), m.num_warps,
-                m.shared, worst);
-    ++launched;
-    if (!ok) ++failed;
+    Tally(m, worst, 1e-4, launched, failed);
   }
   cuMemFree(dx);
   cuMemFree(dy);
@@ -202,11 +207,7 @@ extern "C" int tf_run_group_norm(int n, int hw, int c, int num_groups, int silu)
       double e = std::fabs(y[i] - ref[i]) / (1e-3 + std::fabs(ref[i]));
       if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
     }
-    const bool ok = worst < 1e-3;
-    std::printf("%s %s warps=%d shared=%d max_rel_err=%.3g\n", ok ? "OK" : "FAIL", m.name.c_str(), m.num_warps,
-                m.shared, worst);
-    ++launched;
-    if (!ok) ++failed;
+    Tally(m, worst, 1e-3, launched, failed);
   }
   cuMemFree(dx);
   cuMemFree(dy);
