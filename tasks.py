@@ -110,7 +110,6 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
           out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False,
           profile: str | None = None):
     """Build the platform's image and compile the kernels in it (or locally), then run the consumer check."""
-    from pipeline.consumer_check import check_artifacts
     from pipeline.report import console, print_summary
     from pipeline.runners import choose_runner, run_docker
 
@@ -128,10 +127,45 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
                             platform, profile)
         if not quiet:
             print_summary(report)
-    for t in report.targets:
-        result = check_artifacts(t.paths["archive"].parent)
-        console.print(f"consumer check {t.target.arch_name}: {result.kernels} kernels resolved by dlsym, "
-                      f"blobs match kernels.json, stack {result.stack_flags}", highlight=False)
+    for name, path in [(t.target.arch_name, t.paths["archive"].parent) for t in report.targets] + \
+            [(f"{m.platform}/multi", m.paths["archive"].parent) for m in report.multi]:
+        _consumer_check(name, path)
+
+
+def _consumer_check(name: str, path: Path) -> None:
+    from pipeline.consumer_check import check_artifacts
+    from pipeline.report import console
+
+    result = check_artifacts(path)
+    inside = ", archs inside each blob match kernels.json" if path.name == "multi" else ""
+    console.print(f"consumer check {name}: {result.kernels} kernels resolved by dlsym, blobs match kernels.json"
+                  f"{inside}, stack {result.stack_flags}", highlight=False)
+
+
+@task(help={
+    "platform": "cuda or rocm",
+    "arch": "comma-separated archs to merge (default: invoke.yaml archs)",
+    "parts": "comma-separated output roots of per-arch builds, e.g. from other machines (default: --out itself)",
+    "out": "output root: writes <out>/<platform>/multi/ and copies each arch's build beside it (default: dist)",
+    "profile": "ort or full (which builds: <root>/... or <root>/full/...); default: ort",
+})
+@_fail_on_pipeline_error
+def merge(c: Context, platform: str = "cuda", arch: str | None = None, parts: str | None = None,
+          out: str | None = None, profile: str | None = None):
+    """Merge per-arch builds into one multi-arch archive (<out>/<platform>/multi/) without compiling."""
+    from pipeline.multi import merge_builds
+    from pipeline.profiles import root as profile_root
+    from pipeline.report import console
+
+    targets = _targets(c, platform, arch)
+    profile, root = _profile_out(c, profile, out)
+    roots = [profile_root(p.strip(), profile) for p in parts.split(",") if p.strip()] if parts else [root]
+    report = merge_builds(roots, platform, [t.arch_name for t in targets], root)
+    console.print(f"{platform}/multi ({'+'.join(report.archs)}): {report.kernels} kernels, "
+                  f"{report.archive_bytes:,} B archive: {report.paths['archive'].parent}", highlight=False)
+    for line in report.warnings():
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    _consumer_check(f"{platform}/multi", report.paths["archive"].parent)
 
 
 @task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists"})
@@ -280,7 +314,7 @@ def publish(c: Context, version: str, store: str | None = None, dist: str | None
 @task(help={
     "version": "release version",
     "platform": "cuda or rocm",
-    "arch": "e.g. sm_90 or gfx942",
+    "arch": "e.g. sm_90, gfx942, or multi (one archive for every arch of the platform)",
     "dest": "directory to fill (replaced only after every file verified)",
     "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",

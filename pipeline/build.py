@@ -23,6 +23,7 @@ from . import embed, header, manifest
 from .cache import CompileCache, compile_key
 from .compiler import CompileJob, compile_job, compile_spec
 from .errors import PipelineError
+from .multi import MULTI, MultiReport, write_multi
 from .pin import check_pin
 from .profiles import select
 from .table import KernelTable, load_table
@@ -59,11 +60,13 @@ class BuildReport:
     targets: list[TargetReport]
     seconds: float
     triton_version: str
+    multi: list[MultiReport] = field(default_factory=list)  # <platform>/multi/, one per platform built
 
     def to_json(self) -> str:
         """What a build in a container hands back to the host (the paths are the container's own)."""
         return json.dumps({"seconds": self.seconds, "triton_version": self.triton_version,
-                           "targets": [t.counts() for t in self.targets]}, indent=2) + "\n"
+                           "targets": [t.counts() for t in self.targets],
+                           "multi": [m.counts() for m in self.multi]}, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> BuildReport:
@@ -72,7 +75,7 @@ class BuildReport:
         doc = json.loads(text)
         targets = [TargetReport(parse_target(t["target"]), **{k: t[k] for k in TargetReport.COUNTS})
                    for t in doc["targets"]]
-        return cls(targets, doc["seconds"], doc["triton_version"])
+        return cls(targets, doc["seconds"], doc["triton_version"], [MultiReport(**m) for m in doc["multi"]])
 
     @property
     def compiled(self) -> int:
@@ -191,30 +194,38 @@ def compile_table(table: KernelTable, targets: list[Target], cache: CompileCache
 
 def write_artifacts(table: KernelTable, target: Target, compiled: list, out_dir: Path,
                     triton_version: str, host: str = "x86_64", profile: str = "full") -> dict[str, Path]:
-    """Write binaries, objects, archive, header and kernels.json into out_dir (a staging dir)."""
-    ext = target.binary_ext
+    """Write archive, header, kernels.json (and CUDA's ptx/) into out_dir (a staging dir)."""
+    kernels, blobs = [], []
+    for index, (spec, binary, record, _cached) in enumerate(compiled):
+        symbol = embed.symbol_base(spec.name, target.binary_ext)
+        kernels.append(manifest.kernel_entry(index, spec, target, record, symbol, table.contracts.get(spec.group)))
+        blobs.append((spec.name, target.binary_ext, binary))
+        if record.get("ptx") is not None:
+            ptx = out_dir / manifest.ptx_file(spec.name)
+            ptx.parent.mkdir(exist_ok=True)
+            ptx.write_text(record["ptx"])
+    return package(out_dir, blobs, kernels, host, lambda archive, header_file: manifest.build_manifest(
+        manifest.target_doc(target), triton_version, kernels, table.contracts, archive=archive,
+        header=header_file, host=host, profile=profile))
+
+
+def package(out_dir: Path, blobs: list[tuple[str, str, bytes]], kernels: list[dict], host: str,
+            make_manifest: Callable[[dict, dict], dict]) -> dict[str, Path]:
+    """Each (name, ext, bytes) blob wrapped by objcopy and archived in order, the header rendered from the
+    kernels.json entries, then kernels.json itself (made by make_manifest(archive, header) digests)."""
     work = out_dir / ".objects"
     work.mkdir(parents=True)
-    objects, entries, kernels = [], [], []
-    for index, (spec, binary, record, _cached) in enumerate(compiled):
-        fname = f"{spec.name}.{ext}"
-        (work / fname).write_bytes(binary)
-        objects.append(embed.binary_to_object(fname, work, host))
-        symbol = embed.symbol_base(spec.name, ext)
-        entries.append({"symbol": f"{symbol}_start", "func_name": record["func_name"], "group": spec.group,
-                        "name": spec.name, "num_warps": record["num_warps"], "shared": record["shared"],
-                        "constants": spec.constants})
-        kernels.append(manifest.kernel_entry(index, spec, target, record, symbol, table.contracts.get(spec.group)))
-    archive_path = embed.archive(objects, work, ARCHIVE_NAME)
+    objects = []
+    for name, ext, data in blobs:
+        (work / f"{name}.{ext}").write_bytes(data)
+        objects.append(embed.binary_to_object(f"{name}.{ext}", work, host))
     final_archive = out_dir / ARCHIVE_NAME
-    os.replace(archive_path, final_archive)
+    os.replace(embed.archive(objects, work, ARCHIVE_NAME), final_archive)
     shutil.rmtree(work)
     header_path = out_dir / HEADER_NAME
-    header_path.write_text(header.render(entries))
-    doc = manifest.build_manifest(
-        target, triton_version, kernels, table.contracts,
-        archive={"file": ARCHIVE_NAME, **_file_digest(final_archive)},
-        header={"file": HEADER_NAME, **_file_digest(header_path)}, host=host, profile=profile)
+    header_path.write_text(header.render(kernels))  # reads the fields ORT's header has
+    doc = make_manifest({"file": ARCHIVE_NAME, **_file_digest(final_archive)},
+                        {"file": HEADER_NAME, **_file_digest(header_path)})
     manifest_path = out_dir / MANIFEST_NAME
     manifest_path.write_text(json.dumps(doc, indent=2) + "\n")
     return {"archive": final_archive, "header": header_path, "manifest": manifest_path}
@@ -235,8 +246,9 @@ def _prepare(scripts, targets, allow_unpinned: bool, profile: str = "full"):
 def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cache_dir=None, jobs: int = 0,
                allow_unpinned: bool = False, progress: Progress | None = None,
                host: str = "x86_64", profile: str = "full") -> BuildReport:
-    """Build `<out>/<platform>/<arch>/{archive, header, kernels.json}` for each target, all or nothing,
-    from the kernels of `profile` (pipeline/profiles.py)."""
+    """Build `<out>/<platform>/<arch>/{archive, header, kernels.json}` for each target and
+    `<out>/<platform>/multi/` from all of a platform's targets, all or nothing, from the kernels of
+    `profile` (pipeline/profiles.py)."""
     t0 = time.perf_counter()
     version, table = _prepare(scripts, targets, allow_unpinned, profile)
     results, reports = compile_table(table, targets, CompileCache(cache_dir), version, jobs, progress)
@@ -248,27 +260,41 @@ def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cach
             stage = staging / t.platform / t.arch_name
             stage.mkdir(parents=True)
             write_artifacts(table, t, results[t], stage, version, host, profile)
+        multi = []
+        for platform in dict.fromkeys(t.platform for t in targets):
+            parts = [staging / t.platform / t.arch_name for t in targets if t.platform == platform]
+            multi.append(write_multi(parts, staging / platform / MULTI))
         # Everything is built: now swap each target directory into place.
-        install_targets(staging, targets, out, [reports[t] for t in targets])
+        install_targets(staging, targets, out, [reports[t] for t in targets], multi)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return BuildReport([reports[t] for t in targets], time.perf_counter() - t0, version)
+    return BuildReport([reports[t] for t in targets], time.perf_counter() - t0, version, multi)
 
 
-def install_targets(staged_root: Path, targets: list[Target], out: Path, reports: list[TargetReport]) -> None:
-    """Move each `<staged_root>/<platform>/<arch>` over `<out>/<platform>/<arch>` (rename: no half state),
-    and fill each report's paths, archive size and ORT warnings from what was installed."""
-    for t, rep in zip(targets, reports):
-        final = out / t.platform / t.arch_name
+def install_targets(staged_root: Path, targets: list[Target], out: Path, reports: list[TargetReport],
+                    multi: list[MultiReport] = ()) -> None:
+    """Move each `<staged_root>/<platform>/<arch>` (and `<platform>/multi`) over its place in `out`
+    (rename: no half state), and fill each report's paths, archive size and ORT warnings from what was
+    installed."""
+    dirs = [(t.platform, t.arch_name, rep) for t, rep in zip(targets, reports)]
+    dirs += [(m.platform, MULTI, m) for m in multi]
+    for platform, name, rep in dirs:
+        final = out / platform / name
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
-            os.replace(final, staged_root / f".old-{t.platform}-{t.arch_name}")
-        os.replace(staged_root / t.platform / t.arch_name, final)
-        rep.paths = {k: final / n for k, n in
-                     (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
-        _read_installed(rep)
-    for t in targets:  # old copies were moved under staged_root; drop them now
-        shutil.rmtree(staged_root / f".old-{t.platform}-{t.arch_name}", ignore_errors=True)
+            os.replace(final, staged_root / f".old-{platform}-{name}")
+        os.replace(staged_root / platform / name, final)
+        rep.paths = artifact_paths(final)
+        if isinstance(rep, TargetReport):
+            _read_installed(rep)
+        else:
+            rep.archive_bytes = rep.paths["archive"].stat().st_size
+    for platform, name, _ in dirs:  # old copies were moved under staged_root; drop them now
+        shutil.rmtree(staged_root / f".old-{platform}-{name}", ignore_errors=True)
+
+
+def artifact_paths(d: Path) -> dict[str, Path]:
+    return {k: d / n for k, n in (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
 
 
 def build_ort(scripts: list[Path], target: Target, header_path: Path | str, obj_file: Path | str,

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 # Bump when what the compiler step records changes, so old entries are not reused.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 def compile_key(*, source_key: str, sig: str, constants: dict, options: dict, target: str,

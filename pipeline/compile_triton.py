@@ -7,7 +7,8 @@ it the GPU of this machine is used, and with no GPU the command stops with an er
 
 Fetch mode: given a store and a version (`--store`, `--version`, or TRITONFORGE_STORE and
 TRITONFORGE_VERSION in the environment, as ORT's CMake passes no flags of ours) and a target
-(`--target` or TRITONFORGE_TARGET), it fetches the published build of the ORT profile, verifies every
+(`--target` or TRITONFORGE_TARGET; `cuda:multi` or `hip:multi` for the build that serves every GPU of
+the platform), it fetches the published build of the ORT profile, verifies every
 sha256, and writes the header and archive where ORT's CMake asked: no compiling and no triton on the
 machine that builds ORT. `--script_files` are then not compiled: the published build is what ORT gets.
 """
@@ -35,8 +36,8 @@ def parse_args(argv=None):
     p.add_argument("--script_files", nargs="*", default=[], help="kernel scripts with get_function_table()")
     p.add_argument("--obj_file", default="triton_kernel_infos.a", help="static archive to generate")
     p.add_argument("--target", default=os.environ.get("TRITONFORGE_TARGET"),
-                   help="BACKEND:ARCH[:WARP], e.g. cuda:90, hip:gfx942 (default: TRITONFORGE_TARGET, else this "
-                        "machine's GPU)")
+                   help="BACKEND:ARCH[:WARP], e.g. cuda:90, hip:gfx942, or in fetch mode cuda:multi / hip:multi "
+                        "(default: TRITONFORGE_TARGET, else this machine's GPU)")
     p.add_argument("--cache_dir", default=None, help="compile cache directory (default: no cache)")
     p.add_argument("--jobs", type=int, default=0, help="parallel compile processes (default: one per CPU)")
     p.add_argument("--allow_unpinned_triton", action="store_true",
@@ -50,6 +51,9 @@ def parse_args(argv=None):
 
 
 def _target(args):
+    if args.target and args.target.endswith(":multi"):
+        raise PipelineError(f"--target {args.target}: a multi-arch build is fetched, not compiled here; set "
+                            "--version (or TRITONFORGE_VERSION) and a store to fetch it")
     if args.target:
         return parse_target(args.target)
     target = detect_local_target()
@@ -59,6 +63,18 @@ def _target(args):
     return target
 
 
+def _fetch_target(args) -> tuple[str, str]:
+    """(platform, arch directory) to fetch: a target as in compile mode, or BACKEND:multi."""
+    backend, _, arch = (args.target or "").partition(":")
+    if arch == "multi":
+        platform = {"cuda": "cuda", "hip": "rocm", "rocm": "rocm"}.get(backend.lower())
+        if platform is None:
+            raise PipelineError(f"unknown backend in target '{args.target}' (expected cuda:multi or hip:multi)")
+        return platform, "multi"
+    target = _target(args)
+    return target.platform, target.arch_name
+
+
 def fetch_into(args, log=print) -> None:
     """Fetch mode: the published ORT-profile build of the target, its header and archive where ORT asked."""
     from .release import fetch
@@ -66,12 +82,12 @@ def fetch_into(args, log=print) -> None:
 
     if not args.store:
         raise PipelineError("fetch mode needs a store: --store or TRITONFORGE_STORE (file://DIR or s3://bucket/prefix)")
-    target = _target(args)
+    platform, arch = _fetch_target(args)
     header, archive = Path(args.header), Path(args.obj_file)
     for d in (header.parent, archive.parent):
         d.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".tritonforge-fetch-", dir=archive.parent) as tmp:
-        got = fetch(open_store(args.store), args.version, target.platform, target.arch_name, Path(tmp) / "build",
+        got = fetch(open_store(args.store), args.version, platform, arch, Path(tmp) / "build",
                     lambda line: None, "ort")
         pending = [(got / "triton_kernel_infos.a", archive), (got / "triton_kernel_infos.h", header),
                    (got / "kernels.json", archive.parent / "kernels.json")]
@@ -83,7 +99,7 @@ def fetch_into(args, log=print) -> None:
         for part, dest in staged:
             os.replace(part, dest)
     ignored = f"; --script_files not compiled ({len(args.script_files)} given)" if args.script_files else ""
-    log(f"tritonforge: fetched {target.platform}/{target.arch_name} (ort profile) of version {args.version} from "
+    log(f"tritonforge: fetched {platform}/{arch} (ort profile) of version {args.version} from "
         f"{args.store}, every sha256 verified: header {header}, archive {archive}{ignored}")
 
 

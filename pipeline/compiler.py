@@ -7,6 +7,9 @@ compiles, and returns the binary plus everything the manifest needs about it.
 from __future__ import annotations
 
 import hashlib
+import re
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +57,33 @@ def _spec_for(job: CompileJob):
     return spec
 
 
+PTX_TARGET = re.compile(r"^(\.target\s+)sm_(\d+)(a?)\b", re.M)
+
+
+def portable_ptx(ptx: str, where: str) -> tuple[str | None, str, str]:
+    """(PTX a newer GPU can JIT-compile, its target, why not when None). Triton writes `.target sm_90a` for
+    sm_90+, PTX no other GPU may load; retargeted to `sm_90` it is kept only if ptxas still assembles it
+    (no sm_90a-only instruction in it)."""
+    m = PTX_TARGET.search(ptx)
+    if m is None:
+        return None, "", f"{where}: no .target line in Triton's PTX"
+    target = f"sm_{m.group(2)}"
+    if not m.group(3):
+        return ptx, target, ""  # already portable, and ptxas just made the cubin from it
+    text = PTX_TARGET.sub(lambda mm: f"{mm.group(1)}sm_{mm.group(2)}", ptx, count=1)
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(text)
+        f.flush()
+        proc = subprocess.run([get_ptxas().path, "--gpu-name", target, f.name, "-o", "/dev/null"],
+                              capture_output=True, text=True)
+    if proc.returncode:
+        why = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no message"]
+        return None, target, f"the PTX needs {target}a: ptxas for {target} says: {why[0]}"
+    return text, target, ""
+
+
 def compile_spec(spec, target) -> tuple[bytes, dict]:
     """Compile; return (binary, record). Errors name the script, kernel and target."""
     import triton
@@ -76,8 +106,13 @@ def compile_spec(spec, target) -> tuple[bytes, dict]:
     if not binary:
         raise PipelineError(f"triton produced no {ext}", script=spec.script, kernel=spec.name,
                             target=target.arch_name)
+    ptx = {}
     if target.backend == "cuda":
         declared = abi.ptx_param_slots(kernel.asm["ptx"], md.name)
+        m = PTX_TARGET.search(kernel.asm["ptx"])
+        text, ptx_target, note = portable_ptx(kernel.asm["ptx"], spec.name)
+        ptx = {"binary_arch": f"sm_{m.group(2)}{m.group(3)}" if m else target.arch_name,
+               "ptx": text, "ptx_target": ptx_target, "ptx_note": note}
     else:
         declared, _ = abi.amdgpu_arg_slots(kernel.asm["amdgcn"], md.name)
     try:
@@ -113,6 +148,8 @@ def compile_spec(spec, target) -> tuple[bytes, dict]:
         "sha256": hashlib.sha256(binary).hexdigest(),
         "size": len(binary),
         "compile_seconds": round(seconds, 4),
+        "binary_arch": target.arch_name,  # CUDA: the cubin's own arch (sm_90a), and the portable PTX
+        **ptx,
     }
     return binary, record
 

@@ -1,5 +1,7 @@
 """CPU-side proof that ORT can consume an artifact set: build a provider-like shared library from the
-header and archive with g++, resolve every kernel with dlsym, and compare each blob to kernels.json."""
+header and archive with g++, resolve every kernel with dlsym, and compare each blob to kernels.json.
+For a multi-arch build, the archs inside every blob (cuobjdump; clang-offload-bundler) must be the ones
+kernels.json lists."""
 
 from __future__ import annotations
 
@@ -43,7 +45,11 @@ def check_artifacts(artifact_dir: Path | str, workdir: Path | str | None = None)
         doc = json.loads((d / "kernels.json").read_text())
     except ValueError as exc:
         raise PipelineError(f"{d / 'kernels.json'}: not JSON ({exc})") from None
-    machine = 190 if doc["target"]["backend"] == "cuda" else 224
+    multi = doc["target"]["arch"] == "multi"
+    if multi:
+        kind = "fatbin" if doc["target"]["backend"] == "cuda" else "hipfb"
+    else:
+        kind = "190" if doc["target"]["backend"] == "cuda" else "224"  # the blobs' ELF machine
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         raise PipelineError("g++ not found: the consumer check needs a C++ compiler")
@@ -65,9 +71,11 @@ def check_artifacts(artifact_dir: Path | str, workdir: Path | str | None = None)
         stack = _gnu_stack_flags(w / "libprovider.so")
         if "E" in stack:
             raise PipelineError(f"the consumer library got an executable stack ({stack})")
-        out = _run([str(w / "consumer"), str(machine), str(dump)], w, "running the consumer")
+        out = _run([str(w / "consumer"), kind, str(dump)], w, "running the consumer")
         seen = _read_index(dump / "index.tsv")
         _compare(d, doc["kernels"], seen, dump)
+        if multi:
+            _compare_contents(d, doc["kernels"], dump, kind)
         return ConsumerResult(len(seen), link, stack, out)
 
 
@@ -97,6 +105,21 @@ def _compare(d: Path, kernels: list[dict], seen: list[dict], dump: Path) -> None
             mismatched.append(k["name"])
     if mismatched:
         raise PipelineError(f"{d}: the archive or header differs from kernels.json for {mismatched[:5]}")
+
+
+def _compare_contents(d: Path, kernels: list[dict], dump: Path, kind: str) -> None:
+    """Every container holds exactly the code kernels.json lists for it (kind:arch, in any order)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .containers import list_bundle, list_fatbin
+
+    lister = list_fatbin if kind == "fatbin" else list_bundle
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = list(pool.map(lambda k: lister(dump / f"{k['name']}.bin", k["name"]), kernels))
+    wrong = [f"{k['name']} holds {sorted(f)}, kernels.json lists {sorted(want)}" for k, f in zip(kernels, found)
+             if sorted(f) != sorted(want := [f"{c['kind']}:{c['arch']}" for c in k["contents"]])]
+    if wrong:
+        raise PipelineError(f"{d}: blobs differ from kernels.json: " + "; ".join(wrong[:5]))
 
 
 def _gnu_stack_flags(lib: Path) -> str:

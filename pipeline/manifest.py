@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from . import __version__
@@ -54,7 +55,8 @@ def kernel_entry(index: int, spec, target, record: dict, symbol: str, contract: 
         "func_name": record["func_name"],
         "symbol": f"{symbol}_start",
         "symbol_end": f"{symbol}_end",
-        "binary": {"format": target.binary_ext, "size": record["size"], "sha256": record["sha256"]},
+        "binary": {"format": target.binary_ext, "arch": record["binary_arch"], "size": record["size"],
+                   "sha256": record["sha256"]},
         "target": target.spec(),
         "warp_size": record["warp_size"],
         "num_warps": record["num_warps"],
@@ -71,11 +73,34 @@ def kernel_entry(index: int, spec, target, record: dict, symbol: str, contract: 
         "args_size": layout["args_size"],
         "ort_launchable": not notes,
         "ort_notes": notes,
+        **_ptx_entry(spec.name, target, record),
     }
 
 
-def build_manifest(target, triton_version: str, kernels: list[dict], contracts: dict,
-                   archive: dict, header: dict, host: str, profile: str = "full") -> dict:
+def ptx_file(name: str) -> str:
+    return f"ptx/{name}.ptx"
+
+
+def _ptx_entry(name: str, target, record: dict) -> dict:
+    """CUDA: the PTX kept beside the build (ptx/<name>.ptx) for multi-arch fatbins, or why there is none."""
+    if target.backend != "cuda":
+        return {}
+    text = record.get("ptx")
+    if text is None:
+        return {"ptx": None, "ptx_note": record.get("ptx_note", "")}
+    data = text.encode()
+    return {"ptx": {"file": ptx_file(name), "target": record["ptx_target"], "size": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest()}}
+
+
+def target_doc(target) -> dict:
+    return {"backend": target.backend, "arch": target.arch, "arch_name": target.arch_name,
+            "platform": target.platform, "warp_size": target.warp_size}
+
+
+def build_manifest(target: dict, triton_version: str, kernels: list[dict], contracts: dict,
+                   archive: dict, header: dict, host: str, profile: str = "full", **extra) -> dict:
+    """The kernels.json document; `target` is target_doc()'s dict (a multi-arch build adds `archs`)."""
     groups: dict[str, dict] = {}
     for k in kernels:
         g = groups.setdefault(k["group"], {"kernels": [], "contract": contracts.get(k["group"])})
@@ -85,11 +110,11 @@ def build_manifest(target, triton_version: str, kernels: list[dict], contracts: 
         "tool": {"name": "tritonforge", "version": tool_version()},
         "triton_version": triton_version,
         "profile": profile,
-        "target": {"backend": target.backend, "arch": target.arch, "arch_name": target.arch_name,
-                   "platform": target.platform, "warp_size": target.warp_size},
+        "target": target,
         "host": host,
         "archive": archive,
         "header": header,
         "groups": groups,
         "kernels": kernels,
+        **extra,
     }

@@ -6,6 +6,7 @@ import contextlib
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -43,6 +44,8 @@ def summary_table(report: BuildReport) -> Table:
     for t in report.targets:
         table.add_row(f"{t.target.platform}/{t.target.arch_name}", str(t.kernels), str(t.compiled),
                       str(t.cached), f"{t.compile_seconds:.1f}", f"{t.archive_bytes:,}")
+    for m in report.multi:
+        table.add_row(f"{m.platform}/multi ({'+'.join(m.archs)})", str(m.kernels), "", "", "", f"{m.archive_bytes:,}")
     return table
 
 
@@ -56,3 +59,9 @@ def print_summary(report: BuildReport) -> None:
             console.print(f"[yellow]warning[/]: {t.target.arch_name}: {n} kernels that ORT's plain launch cannot "
                           f"run (ort_notes in kernels.json says why), in {len(groups)} groups: "
                           f"{', '.join(groups)}", highlight=False)
+    for m in report.multi:
+        if m.paths:
+            console.print(f"multi: {m.paths['archive'].parent}", highlight=False)
+        for i, line in enumerate(m.warnings()):
+            console.print(f"[yellow]warning[/]: {escape(line)}" if i == 0 else escape(line), highlight=False,
+                          soft_wrap=True)

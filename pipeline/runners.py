@@ -40,14 +40,20 @@ def run_local(kernels_dir, targets, out, cache_dir, jobs, host, progress=None,
     """Compile in this Python; no image built these bytes, so a stale record of one is dropped."""
     report = build_dist(discover_scripts(kernels_dir), targets, out, cache_dir=cache_dir, jobs=jobs,
                         allow_unpinned=allow_unpinned, progress=progress, host=host, profile=profile)
-    for t in targets:
-        image_record(Path(out), t).unlink(missing_ok=True)
+    for platform, name in built_dirs(targets):
+        image_record(Path(out), platform, name).unlink(missing_ok=True)
     return report
 
 
-def image_record(out: Path, target) -> Path:
-    """`<out>/<platform>/<arch>.image.json`: which image built that target's bytes (docker runner)."""
-    return out / target.platform / f"{target.arch_name}.image.json"
+def built_dirs(targets) -> list[tuple[str, str]]:
+    """(platform, directory name) of everything a build of `targets` writes: each arch, each platform's multi."""
+    return ([(t.platform, t.arch_name) for t in targets] +
+            [(p, "multi") for p in dict.fromkeys(t.platform for t in targets)])
+
+
+def image_record(out: Path, platform: str, name: str) -> Path:
+    """`<out>/<platform>/<arch>.image.json`: which image built that directory's bytes (docker runner)."""
+    return out / platform / f"{name}.image.json"
 
 
 def _shared_dir(path: Path) -> Path:
@@ -97,10 +103,13 @@ def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: 
         for t in targets:
             if not (work / "out" / t.platform / t.arch_name / "kernels.json").is_file():
                 raise PipelineError(f"the container produced no {t.platform}/{t.arch_name}")
-        install_targets(work / "out", targets, out, report.targets)
+        for m in report.multi:
+            if not (work / "out" / m.platform / "multi" / "kernels.json").is_file():
+                raise PipelineError(f"the container produced no {m.platform}/multi")
+        install_targets(work / "out", targets, out, report.targets, report.multi)
         record = json.dumps({"tag": image, "id": c.images.get(image).id}) + "\n"
-        for t in targets:  # which image built it, for the release manifest
-            _write_atomic(image_record(out, t), record)
+        for platform, name in built_dirs(targets):  # which image built it, for the release manifest
+            _write_atomic(image_record(out, platform, name), record)
         return report
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -61,6 +61,23 @@ class Artifacts:
     def arch(self) -> str:
         return self.manifest["target"]["arch"]
 
+    @property
+    def archs(self) -> list[str]:
+        """The arch names inside: [sm_90] for a per-arch build, every merged arch for a multi build."""
+        return self.manifest["target"].get("archs", [self.manifest["target"]["arch_name"]])
+
+    def runs_on(self, arch: str) -> bool:
+        """Whether a CUDA device of compute capability `arch` ("90") can load every blob: a cubin it runs
+        (made for it, or before sm_90 for an older minor of its major: sm_80 code runs on sm_86), or, in a
+        multi build, PTX of an arch no newer than it, which the driver JIT-compiles."""
+        dev = int(arch)
+        for name in self.archs:
+            cc = int(name.removeprefix("sm_"))
+            if cc == dev or (cc < 90 and cc // 10 == dev // 10 and cc <= dev):
+                return True
+        ptx = [c["arch"] for k in self.kernels for c in k.raw.get("contents", []) if c["kind"] == "ptx"]
+        return bool(ptx) and len(ptx) == len(self.kernels) and all(int(a[3:]) <= int(arch) for a in ptx)
+
     def contract(self, group: str) -> dict | None:
         return self.manifest["groups"][group]["contract"]
 

@@ -95,7 +95,9 @@ class CudaBackend:
         get = lambda x: check(cu.cuFuncGetAttribute(x, func), f"cuFuncGetAttribute({x.name})")
         return {"max_threads_per_block": get(f.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
                 "static_shared": get(f.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
-                "num_regs": get(f.CU_FUNC_ATTRIBUTE_NUM_REGS)}
+                "num_regs": get(f.CU_FUNC_ATTRIBUTE_NUM_REGS),
+                # the arch of the code the driver loaded (90: SASS for sm_90, or PTX it JIT-compiled)
+                "binary_version": get(f.CU_FUNC_ATTRIBUTE_BINARY_VERSION)}
 
     def set_max_dynamic_shared(self, func, nbytes: int, what: str) -> None:
         check(cu.cuFuncSetAttribute(func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -122,8 +122,9 @@ class Registry:
     def __init__(self, artifacts: Artifacts, backend):
         if artifacts.backend != backend.name:
             raise ValueError(f"{artifacts.path}: {artifacts.backend} artifacts, but the backend is {backend.name}")
-        if backend.name == "cuda" and artifacts.arch != backend.arch:
-            raise ValueError(f"{artifacts.path}: built for sm_{artifacts.arch}, but the device is sm_{backend.arch}")
+        if backend.name == "cuda" and not artifacts.runs_on(backend.arch):
+            raise ValueError(f"{artifacts.path}: built for {', '.join(artifacts.archs)}, but the device is "
+                             f"sm_{backend.arch}")
         self.artifacts = artifacts
         self.backend = backend
         self.by_name = {k.name: k for k in artifacts.kernels}

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -24,11 +25,22 @@ const void* Resolve(const std::string& symbol, std::string* error) {
 
 }  // namespace
 
+// What each blob must be: an ELF of one machine ("190" CUDA, "224" AMDGPU), or a multi-arch container
+// ("fatbin": CUDA fatbin magic 0xBA55ED50; "hipfb": clang offload bundle).
+static bool BlobKindOk(const char* kind, const char* begin, size_t size, uint16_t* machine) {
+  const std::string k(kind);
+  if (k == "fatbin") return size > 16 && std::memcmp(begin, "\x50\xed\x55\xba", 4) == 0;
+  if (k == "hipfb") return size > 32 && std::memcmp(begin, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0;
+  if (size <= 20 || std::memcmp(begin, "\x7f" "ELF", 4) != 0) return false;
+  std::memcpy(machine, begin + 18, sizeof(*machine));
+  return *machine == std::atoi(kind);
+}
+
 // Checks every kernel_infos[] entry; when dump_dir is set, writes each blob to <dump_dir>/<name>.bin and
 // one line per entry, in header order, to <dump_dir>/index.tsv:
-//   name \t group \t func_name \t num_warps \t shared \t bytes \t machine \t constants (K=V,...)
+//   name \t group \t func_name \t num_warps \t shared \t bytes \t machine (0: a container) \t constants (K=V,...)
 // Returns the number of failures.
-extern "C" int tf_check_kernels(int expected_machine, const char* dump_dir) {
+extern "C" int tf_check_kernels(const char* kind, const char* dump_dir) {
   int failures = 0;
   const size_t count = sizeof(kernel_infos) / sizeof(kernel_infos[0]);
   FILE* index = nullptr;
@@ -59,15 +71,15 @@ extern "C" int tf_check_kernels(int expected_machine, const char* dump_dir) {
     }
     const size_t size = static_cast<size_t>(end - begin);
     uint16_t machine = 0;
-    if (size > 20) std::memcpy(&machine, begin + 18, sizeof(machine));
-    const bool elf = size > 20 && std::memcmp(begin, "\x7f" "ELF", 4) == 0;
-    // The entry point's name sits NUL-terminated in the binary's string table.
+    const bool kind_ok = BlobKindOk(kind, begin, size, &machine);
+    // The entry point's name sits NUL-terminated in the binary's string table (in a container: in each
+    // code object's, which nvfatbin and the bundle keep uncompressed).
     const std::string func(info.func_name);
     bool has_func = false;
     for (const char* p = begin; p + func.size() < end && !has_func; ++p) {
       has_func = std::memcmp(p, func.c_str(), func.size() + 1) == 0 && (p == begin || p[-1] == '\0' || p[-1] == '.');
     }
-    const bool ok = elf && machine == expected_machine && has_func && info.num_warps > 0 && info.shared >= 0;
+    const bool ok = kind_ok && has_func && info.num_warps > 0 && info.shared >= 0;
     std::printf("%s %s group=%s func=%s bytes=%zu machine=%u warps=%d shared=%d constants=%zu\n",
                 ok ? "OK" : "FAIL", info.name, info.group_name, info.func_name, size,
                 static_cast<unsigned>(machine), info.num_warps, info.shared, info.constants.size());

@@ -26,8 +26,15 @@ def cuda_home() -> Path:
     pytest.fail("cuda.h not found (set CUDA_HOME)")
 
 
-def test_ort_style_cpp_consumer(cuda, gpu_artifacts_dir, root, tmp_path):
+@pytest.mark.parametrize("build", ["arch", "multi"])
+def test_ort_style_cpp_consumer(cuda, gpu_artifacts_dir, root, tmp_path, build):
+    """The archive of this GPU's arch, and the multi-arch one (fatbins) with PTX JIT disabled in the driver:
+    every blob loads from the cubin made for this arch, never from the PTX."""
     cxx = shutil.which("g++") or pytest.fail("g++ not found")
+    env = dict(os.environ)
+    if build == "multi":
+        gpu_artifacts_dir = gpu_artifacts_dir.parent / "multi"
+        env["CUDA_DISABLE_PTX_JIT"] = "1"  # a blob without a cubin for this GPU then fails to load
     home = cuda_home()
     candidates = (home / "lib64", home / "lib64" / "stubs", home / "targets/x86_64-linux/lib/stubs")
     libdirs = [p for p in candidates if p.is_dir()]
@@ -50,7 +57,7 @@ def test_ort_style_cpp_consumer(cuda, gpu_artifacts_dir, root, tmp_path):
             ("group_norm", 2, 64, 320, 32, 1), ("group_norm", 1, 256, 640, 32, 0), ("group_norm", 2, 48, 64, 8, 1)]
     for args in runs:
         proc = subprocess.run([str(tmp_path / "consumer"), *map(str, args)], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=120, env=env)
         print(proc.stdout)
         assert proc.returncode == 0, (args, proc.stdout + proc.stderr)
         assert "0 failures" in proc.stdout and "launched 0 " not in proc.stdout, args

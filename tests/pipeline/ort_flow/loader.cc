@@ -18,11 +18,11 @@ int main(int argc, char** argv) {
     std::printf("FAIL %s is in the global scope of an RTLD_LOCAL library\n", argv[3]);
     return 1;
   }
-  using Check = int (*)(int, const char*);
+  using Check = int (*)(const char*, const char*);
   auto check = reinterpret_cast<Check>(dlsym(lib, "tf_check_kernels"));
   if (check == nullptr) {
     std::printf("no tf_check_kernels: %s\n", dlerror());
     return 2;
   }
-  return check(std::atoi(argv[2]), nullptr) == 0 ? 0 : 1;
+  return check(argv[2], nullptr) == 0 ? 0 : 1;
 }
