@@ -1,5 +1,6 @@
-# Compile image for CUDA targets: the pinned triton (its wheel carries ptxas, cuobjdump, nvdisasm),
-# GNU binutils and the tritonforge pipeline. Kernels are compiled without a GPU.
+# Compile image for CUDA targets: the pinned triton (its wheel carries ptxas, cuobjdump, nvdisasm), the
+# pinned nvfatbin (multi-arch fatbins), GNU binutils and the tritonforge pipeline. Kernels are compiled
+# without a GPU.
 ARG BASE_IMAGE=nvidia/cuda:12.8.1-devel-ubuntu24.04
 
 FROM ${BASE_IMAGE} AS build
@@ -14,7 +15,7 @@ RUN apt-get update \
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY pins/ /src/pins/
 RUN python3 -m venv /opt/tritonforge \
- && /opt/tritonforge/bin/pip install -r /src/pins/triton.txt -r /src/pins/image.txt \
+ && /opt/tritonforge/bin/pip install -r /src/pins/triton.txt -r /src/pins/fatbin.txt -r /src/pins/image.txt \
  && mkdir /opt/tritonforge/pins && cp /src/pins/triton.txt /opt/tritonforge/pins/
 COPY pyproject.toml /src/
 COPY pipeline/ /src/pipeline/

@@ -107,9 +107,9 @@ def compile_into(args) -> None:
     from .build import build_ort
     from .report import compile_progress, print_summary
 
+    target = _target(args)
     if not args.script_files:
         raise PipelineError("--script_files names no kernel script (or set TRITONFORGE_VERSION to fetch a build)")
-    target = _target(args)
     with compile_progress(not args.quiet) as progress:
         report = build_ort(args.script_files, target, args.header, args.obj_file, cache_dir=args.cache_dir,
                            jobs=args.jobs, allow_unpinned=args.allow_unpinned_triton, progress=progress)

@@ -60,6 +60,9 @@ def test_readme_main_command_builds_in_docker_with_default_paths(docker_builds, 
         image = json.loads((repo / "dist" / "cuda" / f"{arch}.image.json").read_text())
         assert image["tag"].startswith("tritonforge/cuda:")
         assert f"consumer check {arch}: " in out
+    # ... and one archive for both archs, its fatbins made in the image: the local build's bytes
+    assert not same_bytes(repo / "dist/cuda/multi", local / "cuda/multi")
+    assert "consumer check cuda/multi: " in out and "archs inside each blob match kernels.json" in out
     rows = summary_rows(out)
     for t in report.targets:
         if t.target.platform == "cuda":
@@ -190,7 +193,7 @@ def test_publish_versions_fetch_on_the_default_store(repo_with_dist):
     stored = repo / "artifacts/versions/1.0.0/manifest.json"  # invoke.yaml's store: file://artifacts
     assert (repo / "release-manifest.json").read_bytes() == stored.read_bytes()
     builds = json.loads(stored.read_text())["builds"]
-    assert builds.keys() == {"cuda/sm_80", "cuda/sm_90", "rocm/gfx942"}  # the ORT profile by default
+    assert builds.keys() == {"cuda/sm_80", "cuda/sm_90", "cuda/multi", "rocm/gfx942", "rocm/multi"}  # ORT profile
     assert {b["profile"] for b in builds.values()} == {"ort"}
     proc = invoke(repo, "versions", env=env)
     assert proc.returncode == 0 and proc.stdout.split() == ["1.0.0"]
@@ -199,6 +202,10 @@ def test_publish_versions_fetch_on_the_default_store(repo_with_dist):
     assert proc.returncode == 0, proc.stdout
     assert not same_bytes(repo / "third_party/tritonforge", repo / "dist/cuda/sm_90")
     assert (repo / "third_party/tritonforge/tritonforge-kernels.cmake").is_file()
+    proc = invoke(repo, "fetch", "--version", "1.0.0", "--platform", "cuda", "--arch", "multi",
+                  "--dest", "third_party/multi", env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert not same_bytes(repo / "third_party/multi", repo / "dist/cuda/multi")
     proc = invoke(repo, "publish", "--version", "1.0.0", env=env)
     assert proc.returncode == 0 and "already published with identical content" in proc.stdout
     (repo / "dist/cuda/sm_90/kernels.json").write_text("{}")
@@ -215,9 +222,9 @@ def test_publish_and_fetch_both_profiles(repo_with_dist):
     proc = invoke(repo, "publish", "--version", "2.0.0", "--profile", "ort,full", env=env)
     assert proc.returncode == 0, proc.stdout
     builds = json.loads((repo / "artifacts/versions/2.0.0/manifest.json").read_text())["builds"]
+    each = (("cuda", "sm_80"), ("cuda", "sm_90"), ("cuda", "multi"), ("rocm", "gfx942"), ("rocm", "multi"))
     assert {rel: b["profile"] for rel, b in builds.items()} == {
-        **{f"{p}/{a}": "ort" for p, a in (("cuda", "sm_80"), ("cuda", "sm_90"), ("rocm", "gfx942"))},
-        **{f"full/{p}/{a}": "full" for p, a in (("cuda", "sm_80"), ("cuda", "sm_90"), ("rocm", "gfx942"))}}
+        **{f"{p}/{a}": "ort" for p, a in each}, **{f"full/{p}/{a}": "full" for p, a in each}}
     for profile, source in (("ort", "dist/cuda/sm_90"), ("full", "dist/full/cuda/sm_90")):
         proc = invoke(repo, "fetch", "--version", "2.0.0", "--platform", "cuda", "--arch", "sm_90", "--dest",
                       f"got-{profile}", "--profile", profile, env=env)

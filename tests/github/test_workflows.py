@@ -120,8 +120,10 @@ def test_full_matrix_runs_in_its_own_ci_job(root):
 
 
 def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
-    """ci.yml's lint and container builds, gpu.yml's GPU steps on the artifacts they built, then
-    publish.yml's builds and S3 publish, each run as typed."""
+    """ci.yml's lint, per-arch container builds and merges, gpu.yml's GPU steps on the artifacts they
+    built, then publish.yml's builds, merges and S3 publish, each run as typed. The workflows hand the
+    per-arch builds from job to job through dist/ (upload and download of the arch directories); here
+    they are simply left there."""
     import boto3
 
     from pipeline.runners import gpu_unavailable
@@ -138,7 +140,7 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
     values = {"github.ref_name": "v0.0.1", "vars.TRITONFORGE_STORE": f"s3://{bucket}/releases"}
     lines = invoke_lines(root, values)
     tasks = {args[0] for _, args in lines}
-    assert {"lint", "build", "gpu-test", "tune", "bench", "publish"} <= tasks
+    assert {"lint", "build", "merge", "gpu-test", "tune", "bench", "publish"} <= tasks
     ran = []
     for where, args in lines:
         needs_gpu = args[0] in GPU_TASKS
@@ -153,10 +155,15 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
         else:
             assert proc.returncode == 0, said
         ran.append(args[0])
-    assert ran.count("build") == 8 and "publish" in ran
+    assert ran.count("build") == 16 and ran.count("merge") == 8 and "publish" in ran  # 4 archs x 2 profiles, twice
     manifest = json.loads((repo / "release-manifest.json").read_text())
-    archs = ["gfx90a", "gfx942", "sm_80", "sm_90"]
-    builds = [f"{'rocm' if a.startswith('gfx') else 'cuda'}/{a}" for a in archs]
+    archs = ["gfx90a", "gfx942", "multi", "multi", "sm_80", "sm_90"]
+    builds = [f"{p}/{a}" for p, a in (("rocm", "gfx90a"), ("rocm", "gfx942"), ("cuda", "multi"), ("rocm", "multi"),
+                                       ("cuda", "sm_80"), ("cuda", "sm_90"))]
     assert sorted(manifest["builds"]) == sorted(f"{prefix}{b}" for prefix in ("", "full/") for b in builds)
     assert sorted(p.name for p in (repo / "dist").glob("*/*") if p.is_dir() and p.parent.name != "full") == archs
     assert sorted(p.name for p in (repo / "dist/full").glob("*/*") if p.is_dir()) == archs
+    for prefix in ("dist", "dist/full"):  # merged from the per-arch jobs' builds: every arch inside
+        for platform, merged in (("cuda", ["sm_80", "sm_90"]), ("rocm", ["gfx90a", "gfx942"])):
+            doc = json.loads((repo / prefix / platform / "multi/kernels.json").read_text())
+            assert doc["target"]["archs"] == merged, (prefix, platform)

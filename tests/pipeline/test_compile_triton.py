@@ -32,13 +32,15 @@ def drop_in(root, cwd, env, *args):
                           env={**os.environ, "PYTHONPATH": str(root), **env}, timeout=300)
 
 
-def test_fetch_mode_writes_where_ort_asks_without_triton(root, built_ort, store, tmp_path):
-    env = {"TRITONFORGE_STORE": store, "TRITONFORGE_VERSION": "1.4.0", "TRITONFORGE_TARGET": "gfx942"}
+@pytest.mark.parametrize("target, build", [("gfx942", "rocm/gfx942"), ("cuda:multi", "cuda/multi"),
+                                           ("hip:multi", "rocm/multi")])
+def test_fetch_mode_writes_where_ort_asks_without_triton(root, built_ort, store, tmp_path, target, build):
+    env = {"TRITONFORGE_STORE": store, "TRITONFORGE_VERSION": "1.4.0", "TRITONFORGE_TARGET": target}
     proc = drop_in(root, tmp_path, env, "--header", "inc/triton_kernel_infos.h", "--script_files",
                    "onnxruntime/core/providers/rocm/math/softmax_triton.py", "--obj_file", "lib/triton_kernel_infos.a")
     assert proc.returncode == 0, proc.stderr
-    assert "fetched rocm/gfx942 (ort profile) of version 1.4.0" in proc.stdout and "not compiled" in proc.stdout
-    want = built_ort[1] / "rocm/gfx942"
+    assert f"fetched {build} (ort profile) of version 1.4.0" in proc.stdout and "not compiled" in proc.stdout
+    want = built_ort[1] / build
     assert (tmp_path / "lib/triton_kernel_infos.a").read_bytes() == (want / "triton_kernel_infos.a").read_bytes()
     assert (tmp_path / "inc/triton_kernel_infos.h").read_bytes() == (want / "triton_kernel_infos.h").read_bytes()
     assert json.loads((tmp_path / "lib/kernels.json").read_text())["profile"] == "ort"
@@ -49,6 +51,8 @@ def test_fetch_mode_writes_where_ort_asks_without_triton(root, built_ort, store,
     ({"TRITONFORGE_VERSION": "9.9.9", "TRITONFORGE_TARGET": "gfx942"}, "9.9.9 is not published"),
     ({"TRITONFORGE_VERSION": "1.4.0", "TRITONFORGE_TARGET": "gfx90a"}, "version 1.4.0 has no rocm/gfx90a"),
     ({"TRITONFORGE_VERSION": "1.4.0"}, "no --target given (nor TRITONFORGE_TARGET)"),
+    ({"TRITONFORGE_VERSION": "1.4.0", "TRITONFORGE_TARGET": "metal:multi"}, "unknown backend in target 'metal:multi'"),
+    ({"TRITONFORGE_TARGET": "cuda:multi"}, "a multi-arch build is fetched, not compiled here"),
 ])
 def test_fetch_mode_errors_leave_nothing(root, store, tmp_path, env, message, monkeypatch):
     monkeypatch.delenv("TRITONFORGE_TARGET", raising=False)

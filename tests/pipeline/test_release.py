@@ -87,7 +87,11 @@ def test_file_store_round_trip(dist_copy, tmp_path):
     assert versions(store) == ["1.0.0"]
     doc = read_manifest(store, "1.0.0")
     assert doc["triton_version"] == "3.5.0"
-    assert set(doc["builds"]) == {"full/cuda/sm_80", "full/cuda/sm_90", "full/rocm/gfx942"}
+    assert set(doc["builds"]) == {"full/cuda/sm_80", "full/cuda/sm_90", "full/rocm/gfx942", "full/cuda/multi",
+                                  "full/rocm/multi"}
+    multi = fetch(store, "1.0.0", "cuda", "multi", tmp_path / "multi", lambda _: None, "full")
+    for name in ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json"):  # like any arch
+        assert (multi / name).read_bytes() == (dist_copy / "full/cuda/multi" / name).read_bytes()
     got = fetch(store, "1.0.0", "cuda", "sm_90", tmp_path / "ort" / "kernels", lambda _: None, "full")
     for name in ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json"):
         assert (got / name).read_bytes() == (dist_copy / "full/cuda/sm_90" / name).read_bytes()
