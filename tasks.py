@@ -288,58 +288,157 @@ def bench(c: Context, op: str = "softmax", dtypes: str = "fp32,fp16,bf16", quick
     c.run(f"{sys.executable} {scripts[op]} --dist {_full_dist(c, dist)} --dtypes {dtypes}{flags}", pty=False)
 
 
+def _store(c: Context, store: str | None, endpoint_url: str | None = None):
+    from pipeline.stores import open_store
+
+    return open_store(store or _cfg(c).store, endpoint_url)
+
+
+def _trust(c: Context, trust: str | None) -> str | None:
+    """The public key fetch verifies signatures with: --trust, else invoke.yaml's trust (empty: none)."""
+    return trust or _cfg(c).get("trust") or None
+
+
 @task(help={
     "version": "release version, e.g. 1.4.0 (immutable once published)",
     "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
     "dist": "built artifacts root (default: invoke.yaml out)",
     "tune": "tune caches root (default: tune)",
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
-    "manifest_out": "also write the published manifest here (for a provenance attestation)",
+    "manifest_out": "also write the published manifest here (for a provenance attestation; the signature "
+                    "goes beside it as <FILE>.sig)",
     "profile": "ort, full or ort,full: which builds of dist/ (ort in dist/, full in dist/full/); default: ort",
+    "sign_key": "Ed25519 private key (PEM file, from `invoke keygen`) to sign the manifest with "
+                "(default: the PEM in $TRITONFORGE_SIGNING_KEY, if set)",
 })
 @_fail_on_pipeline_error
 def publish(c: Context, version: str, store: str | None = None, dist: str | None = None, tune: str = "tune",
-            endpoint_url: str | None = None, manifest_out: str | None = None, profile: str | None = None):
+            endpoint_url: str | None = None, manifest_out: str | None = None, profile: str | None = None,
+            sign_key: str | None = None):
     """Publish every built arch of the profiles (and matching tune caches) as an immutable version."""
+    import os
+
     from pipeline.profiles import parse_profiles
     from pipeline.release import publish as do_publish
-    from pipeline.stores import open_store
 
-    s = open_store(store or _cfg(c).store, endpoint_url)
     profiles = parse_profiles(profile or _cfg(c).profile)
-    if do_publish(s, version, dist or _cfg(c).out, tune, print, manifest_out, profiles) == "identical":
+    key = sign_key or os.environ.get("TRITONFORGE_SIGNING_KEY") or None
+    if do_publish(_store(c, store, endpoint_url), version, dist or _cfg(c).out, tune, print, manifest_out,
+                  profiles, key) == "identical":
         print(f"{version} is already published with identical content: nothing to do")
 
 
 @task(help={
-    "version": "release version",
+    "version": "release version, or latest (the newest not yanked)",
     "platform": "cuda or rocm",
     "arch": "e.g. sm_90, gfx942, or multi (one archive for every arch of the platform)",
     "dest": "directory to fill (replaced only after every file verified)",
-    "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
+    "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store; with --lock: the lock's)",
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
     "profile": "ort (what ORT's build links) or full (every group, for the runtime); default: ort",
+    "trust": "public key (PEM file) the manifest must be signed with (default: invoke.yaml trust)",
+    "lock": "a lock file (`invoke lock`): fetch exactly its bytes; it names version, platform, arch, profile",
 })
 @_fail_on_pipeline_error
-def fetch(c: Context, version: str, platform: str, arch: str, dest: str, store: str | None = None,
-          endpoint_url: str | None = None, profile: str | None = None):
-    """Download one build of a version, verify every sha256, and add a CMake file for ORT's build."""
+def fetch(c: Context, dest: str, version: str | None = None, platform: str | None = None, arch: str | None = None,
+          store: str | None = None, endpoint_url: str | None = None, profile: str | None = None,
+          trust: str | None = None, lock: str | None = None):
+    """Download one build of a version, verify every sha256 (and signature, lock), add a CMake file."""
+    from pipeline.lockfile import fetch_locked
     from pipeline.profiles import check_profile
     from pipeline.release import fetch as do_fetch
-    from pipeline.stores import open_store
+    from pipeline.release import resolve_version
 
-    out = do_fetch(open_store(store or _cfg(c).store, endpoint_url), version, platform, arch, dest, print,
-                   check_profile(profile or _cfg(c).profile))
+    if lock:
+        if version or platform or arch or profile:
+            raise Exit("error: --lock names the version, platform, arch and profile; give none of them", code=2)
+        out = fetch_locked(lock, dest, _store(c, store, endpoint_url) if store else None, _trust(c, trust), print)
+    else:
+        if not (version and platform and arch):
+            raise Exit("error: fetch needs --version, --platform and --arch (or --lock FILE)", code=2)
+        s = _store(c, store, endpoint_url)
+        out = do_fetch(s, resolve_version(s, version), platform, arch, dest, print,
+                       check_profile(profile or _cfg(c).profile), _trust(c, trust))
     print(f"fetched into {out}; in CMake: include({out}/tritonforge-kernels.cmake) and link tritonforge::kernels")
+
+
+@task(help={
+    "version": "release version, or latest (the newest not yanked)",
+    "platform": "cuda or rocm",
+    "arch": "e.g. sm_90, gfx942, or multi",
+    "profile": "ort or full (default: invoke.yaml profile)",
+    "out": "lock file to write (default: tritonforge.lock)",
+    "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store); recorded in the lock",
+    "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+    "trust": "public key (PEM file) the manifest must be signed with (default: invoke.yaml trust)",
+})
+@_fail_on_pipeline_error
+def lock(c: Context, version: str, platform: str, arch: str, profile: str | None = None,
+         out: str = "tritonforge.lock", store: str | None = None, endpoint_url: str | None = None,
+         trust: str | None = None):
+    """Pin one build of a published version to its exact bytes (manifest and file sha256s) in a lock file."""
+    from pipeline.lockfile import lock_build
+    from pipeline.profiles import check_profile
+
+    doc = lock_build(_store(c, store, endpoint_url), version, platform, arch, check_profile(profile or _cfg(c).profile),
+                     out, _trust(c, trust), print)
+    print(f"locked {doc['platform']}/{doc['arch']} ({doc['profile']}) of {doc['version']}: {len(doc['files'])} files, "
+          f"manifest sha256 {doc['manifest_sha256']} -> {out}")
+
+
+@task(help={
+    "version": "the published version to withdraw",
+    "reason": "why (shown to everyone who fetches it)",
+    "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
+    "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+})
+@_fail_on_pipeline_error
+def yank(c: Context, version: str, reason: str, store: str | None = None, endpoint_url: str | None = None):
+    """Withdraw a version: it stays fetchable by name or lock (with a warning), `latest` skips it; nothing
+    is deleted."""
+    from pipeline.release import yank as do_yank
+
+    doc = do_yank(_store(c, store, endpoint_url), version, reason)
+    print(f"yanked {version} at {doc['yanked_at']}: {doc['reason']}")
+
+
+@task(help={
+    "private": "where to write the private key (PEM, mode 0600; keep it secret, e.g. as a CI secret)",
+    "public": "where to write the public key (PEM; give it to consumers for `fetch --trust`)",
+})
+@_fail_on_pipeline_error
+def keygen(c: Context, private: str = "tritonforge-signing.key", public: str = "tritonforge-signing.pub"):
+    """Make an Ed25519 key pair for signing releases (never overwrites a key)."""
+    from pipeline.signing import keygen as make
+
+    kid = make(private, public)
+    print(f"key {kid}: private {private} (publish --sign-key), public {public} (fetch --trust)")
+
+
+@task(help={
+    "grace": "keep unreferenced blobs younger than this: seconds, or 90s, 15m, 2h, 7d (default: 1h)",
+    "dry_run": "list what would be deleted, delete nothing",
+    "store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
+    "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+})
+@_fail_on_pipeline_error
+def gc(c: Context, grace: str = "1h", dry_run: bool = False, store: str | None = None,
+       endpoint_url: str | None = None):
+    """Delete blobs no version references (left by refused or killed publishes), safely beside publishers."""
+    from pipeline.gc import collect_garbage, parse_duration
+
+    collect_garbage(_store(c, store, endpoint_url), parse_duration(grace), dry_run, print)
 
 
 @task(help={"store": "file://DIR or s3://bucket/prefix (default: invoke.yaml store)",
             "endpoint_url": "S3-compatible endpoint"})
 @_fail_on_pipeline_error
 def versions(c: Context, store: str | None = None, endpoint_url: str | None = None):
-    """List the published versions in a store."""
+    """List the published versions in a store, oldest first; yanked ones say so."""
     from pipeline.release import versions as list_versions
-    from pipeline.stores import open_store
+    from pipeline.release import yanked
 
-    for v in list_versions(open_store(store or _cfg(c).store, endpoint_url)):
-        print(v)
+    s = _store(c, store, endpoint_url)
+    for v in list_versions(s):
+        y = yanked(s, v)
+        print(v if y is None else f"{v}  yanked: {y['reason']}")

@@ -9,7 +9,11 @@ is usually served from L2, since a group is at most a few hundred KB.
 
 The `_keep` kernels (KEEP_FIRST) hold their first HW_SIZE x BLOCK_SIZE tile in registers through
 both passes: with HW_SIZE up to 1024 that is the whole group of a small UNet level (16x16; 32x32 at 320),
-read once, with one load, one reduction and one store per program.
+read once, with one load, one reduction and one store per program. Wide-tile kernels (32K values a
+tile) keep more bytes in flight for large images, where ORT's grid of n * groups programs leaves most
+SMs idle. Every kernel picks, at run time, the widest loads its shape allows: 16-, 8- or 4-byte
+vectors when c and c_per_group are multiples of that many elements (tensors 16-byte aligned: ORT's
+are), single elements otherwise.
 
 ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_{fp16|fp32}` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
@@ -53,6 +57,35 @@ def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, ga
                       img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                       BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
                       KEEP_FIRST: tl.constexpr):
+    # Each pixel's channels of the group start on a multiple of 16, 8 or 4 bytes when c and c_per_group
+    # are multiples of that many elements: written as multiples, the compiler knows it (with the
+    # signature's aligned pointers) and moves vectors that wide instead of single elements.
+    V16: tl.constexpr = 128 // input_ptr.dtype.element_ty.primitive_bitwidth
+    V8: tl.constexpr = V16 // 2
+    V4: tl.constexpr = V16 // 4
+    if (c % V16 == 0) & (c_per_group % V16 == 0):
+        _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                    c // V16 * V16, c_per_group // V16 * V16, eps, has_skip, has_bias, broadcast_skip,
+                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+    elif (c % V8 == 0) & (c_per_group % V8 == 0):
+        _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                    c // V8 * V8, c_per_group // V8 * V8, eps, has_skip, has_bias, broadcast_skip,
+                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+    elif V4 > 1 and (c % V4 == 0) & (c_per_group % V4 == 0):  # 16-bit pairs (fp32 has no narrower rung)
+        _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                    c // V4 * V4, c_per_group // V4 * V4, eps, has_skip, has_bias, broadcast_skip,
+                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+    else:
+        _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                    c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+
+
+@triton.jit
+def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
+                img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
+                KEEP_FIRST: tl.constexpr):
     image = tl.program_id(0).to(tl.int64)
     group = tl.program_id(1)
     base = image * img_size * c + group * c_per_group
@@ -77,6 +110,18 @@ def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, ga
                        broadcast_skip)
         part, part_sq = tl.reduce((first, first * first), 0, _add2)
         for start in tl.range(HW_SIZE, img_size, HW_SIZE):
+            mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
+            a = _input(input_ptr, skip_ptr, add_out_ptr, base + start * c + offsets, mask, shift, has_skip,
+                       broadcast_skip)
+            tile_sum, tile_sq = tl.reduce((a, a * a), 0, _add2)
+            part += tile_sum
+            part_sq += tile_sq
+        sum_all, sq_all = tl.reduce((part, part_sq), 0, _add2)
+    elif HW_SIZE * BLOCK_SIZE >= 16384:
+        # Wide tiles (many bytes in flight per load): reduce each tile rather than keep tile-sized sums.
+        part = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        part_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        for start in tl.range(0, img_size, HW_SIZE):
             mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
             a = _input(input_ptr, skip_ptr, add_out_ptr, base + start * c + offsets, mask, shift, has_skip,
                        broadcast_skip)
@@ -127,10 +172,15 @@ BLOCKS = (4, 8, 16, 32, 64, 128)  # c_per_group up to 128
 # in registers (KEEP_FIRST: the whole group of a small UNet level).
 LOOPED_64 = [(64, 64, 8), (64, 64, 16)]
 KEPT = [(16, 256, 4), (16, 512, 8), (16, 1024, 16), (32, 256, 8), (32, 512, 16)]
+# Wide tiles for large images, where ORT's grid leaves most SMs idle (n * groups programs): 32K values
+# per tile, so each program keeps tens of KB in flight.
+WIDE = [(32, 1024, 16, 0), (64, 512, 16, 0)]
 # Group GroupNormAny: (BLOCK_SIZE, HW_SIZE, num_warps).
 ANY = [(64, 16, 4), (512, 4, 4)]
 # ORT's 14 arguments: 5 tensors of the storage type, gamma/beta in fp32, hw, c, c_per_group, eps, 3 flags.
+# ORT's group takes 16-byte aligned tensors (every ORT allocation is 256-byte aligned); the fallback any.
 SIG = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,i32,i32,i32,fp32,i1,i1,i1"
+ALIGNED_SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32,i32,fp32,i1,i1,i1"
 
 
 def warps(block: int, hw_size: int) -> int:
@@ -141,7 +191,7 @@ def warps(block: int, hw_size: int) -> int:
 def variants() -> list[tuple[int, int, int, int]]:
     """(BLOCK_SIZE, HW_SIZE, num_warps, KEEP_FIRST) of every kernel of ORT's group."""
     looped = [(b, 16, warps(b, 16), 0) for b in BLOCKS] + [(b, hw, w, 0) for b, hw, w in LOOPED_64]
-    return looped + [(b, hw, w, 1) for b, hw, w in KEPT]
+    return looped + [(b, hw, w, 1) for b, hw, w in KEPT] + WIDE
 
 
 def get_function_table():
@@ -157,7 +207,7 @@ def get_function_table():
                         "name": f"{group}_b{block}_hw{hw_size}_w{warps}{'_keep' if keep else ''}",
                         "group": group,
                         "func": group_norm_kernel,
-                        "sig": SIG.format(t=dtype),
+                        "sig": (SIG if group.startswith("GroupNormAny") else ALIGNED_SIG).format(t=dtype),
                         "kwargs": {"num_warps": warps, "constants": {
                             "BLOCK_SIZE": block, "HW_SIZE": hw_size, "ACTIVATION_SILU": int(silu),
                             "KEEP_FIRST": keep}},

@@ -6,14 +6,18 @@ Half the registers of an fp32 copy: rows up to 32K fit in 64 registers per threa
 programs share an SM and one loads while the other reduces. Traffic is the minimum, one read and one
 write: 2 * batch * n_cols * 2 bytes.
 
-Group `<op>_packed_<dtype>`: ORT's five arguments and grid (batch, 1, 1); a candidate when
-n_cols <= BLOCK_SIZE and n_cols and both strides are multiples of 16 with 16-byte aligned pointers
-(words load as 16-byte vectors). Inline PTX: CUDA only.
+The packed path runs when n_cols and both strides are multiples of 16 (16-byte words and vectors);
+any other row takes the plain path of kernels/_softmax_row.py, so the softmax kernels keep ORT's
+contract whole and sit in ORT's own groups `softmax_<dtype>` (and `log_softmax_<dtype>`, the
+runtime's): ORT's five arguments, grid (batch, 1, 1), a candidate when n_cols <= BLOCK_SIZE, pointers
+16-byte aligned (every ORT allocation is). Inline PTX: CUDA only, so the ROCm build of those groups
+has the portable kernels of softmax_triton.py alone.
 """
 
 import triton
 import triton.language as tl
 from _packed16 import load_words, max_and_sum, normalized
+from _softmax_row import is_aligned, normalize_row
 
 PLATFORMS = ("cuda",)  # inline PTX
 
@@ -23,12 +27,16 @@ def softmax_packed_kernel(output_ptr, input_ptr, input_row_stride, output_row_st
                           BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
     DT: tl.constexpr = input_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
-    words = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)  # word i: columns 2i, 2i+1
-    mask = words < n_cols // 2
-    packed = load_words(input_ptr, input_row_stride, row, words, mask, DT, "")
-    row_max, row_sum = max_and_sum(packed, DT)
-    dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + tl.multiple_of(row * (output_row_stride // 2), 8)
-    tl.store(dst + words, normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
+    if is_aligned(input_row_stride, output_row_stride, n_cols, 16):
+        words = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_SIZE // 2), 8), 8)  # word i: columns 2i, 2i+1
+        mask = words < n_cols // 16 * 8
+        packed = load_words(input_ptr, input_row_stride // 16 * 16, row, words, mask, DT, "")
+        row_max, row_sum = max_and_sum(packed, DT)
+        out_words = tl.multiple_of(row * (output_row_stride // 16 * 8), 8)
+        dst = output_ptr.to(tl.pointer_type(tl.uint32), bitcast=True) + out_words
+        tl.store(dst + words, normalized(packed, row_max, row_sum, LOG, DT), mask=mask)
+    else:
+        normalize_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row, BLOCK_SIZE, LOG)
 
 
 DTYPES = ("fp16", "bf16")
@@ -45,20 +53,11 @@ def get_function_table():
             for block, warps, maxnreg in CONFIGS:
                 table.append({
                     "name": f"{op}_packed_{dtype}_b{block}_w{warps}",
-                    "group": f"{op}_packed_{dtype}",
+                    "group": f"{op}_{dtype}",  # ORT's groups: the contract is softmax_triton.py's
                     "func": softmax_packed_kernel,
-                    "sig": f"*{dtype}:16,*{dtype}:16,i32:16,i32:16,i32:16",
+                    "sig": f"*{dtype}:16,*{dtype}:16,i32,i32,i32",
                     "kwargs": {"num_warps": warps, "maxnreg": maxnreg,
                                "constants": {"BLOCK_SIZE": block, "LOG": log}},
                 })
     return table
 
-
-def get_launch_contracts():
-    contract = {
-        "params": ["out", "in", "in_stride", "out_stride", "n_cols"],
-        "grid": ["batch", "1", "1"],
-        "requires": ["n_cols <= BLOCK_SIZE", "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"],
-        "doc": "one row per program, held packed; 16-byte aligned pointers (checked at launch)",
-    }
-    return {f"{op}_packed_{dtype}": contract for op in OPS for dtype in DTYPES}

@@ -18,26 +18,21 @@ fallback of the runtime's log-softmax.
 
 import triton
 import triton.language as tl
+from _softmax_row import aligned_row, is_aligned, normalize_row
 
 
 @triton.jit
 def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
                    BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
+    VEC: tl.constexpr = 128 // input_ptr.dtype.element_ty.primitive_bitwidth  # elements in 16 bytes
     row = tl.program_id(0).to(tl.int64)  # 64-bit row offsets: batch * stride may pass 2**31
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(input_ptr + row * input_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    shifted = x - tl.max(x, axis=0)
-    numerator = tl.exp(shifted)
-    denominator = tl.sum(numerator, axis=0)
-    if LOG:
-        y = shifted - tl.log(denominator)
+    if is_aligned(input_row_stride, output_row_stride, n_cols, VEC):
+        aligned_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row, BLOCK_SIZE, LOG, VEC)
     else:
-        y = numerator / denominator
-    tl.store(output_ptr + row * output_row_stride + cols, y.to(output_ptr.dtype.element_ty), mask=mask)
+        normalize_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row, BLOCK_SIZE, LOG)
 
 
-DTYPES = ("fp32", "fp16", "bf16")
+DTYPES = ("fp32", "fp16", "bf16", "fp64")
 BLOCKS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 OPS = {"softmax": 0, "log_softmax": 1}
 
@@ -68,7 +63,7 @@ def get_function_table():
                         "name": f"{op}_{dtype}_{block}{suffix}",
                         "group": f"{op}_{dtype}",
                         "func": softmax_kernel,
-                        "sig": f"*{dtype},*{dtype},i32,i32,i32",
+                        "sig": f"*{dtype}:16,*{dtype}:16,i32,i32,i32",
                         "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "LOG": log}},
                     })
     return table

@@ -11,6 +11,8 @@ TRITONFORGE_VERSION in the environment, as ORT's CMake passes no flags of ours) 
 the platform), it fetches the published build of the ORT profile, verifies every
 sha256, and writes the header and archive where ORT's CMake asked: no compiling and no triton on the
 machine that builds ORT. `--script_files` are then not compiled: the published build is what ORT gets.
+A lock file (`--lock` or TRITONFORGE_LOCK, from `invoke lock`) names the store, version and build and
+pins their bytes; TRITONFORGE_TRUST (or `--trust`) names the public key the manifest must be signed with.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ def parse_args(argv=None):
     p.add_argument("--store", default=os.environ.get("TRITONFORGE_STORE"),
                    help="fetch mode: file://DIR or s3://bucket/prefix (default: TRITONFORGE_STORE)")
     p.add_argument("--version", default=os.environ.get("TRITONFORGE_VERSION"),
-                   help="fetch mode: the published version to fetch (default: TRITONFORGE_VERSION)")
+                   help="fetch mode: the published version to fetch, or latest (default: TRITONFORGE_VERSION)")
+    p.add_argument("--lock", default=os.environ.get("TRITONFORGE_LOCK"),
+                   help="fetch mode: a lock file naming store, version and build (default: TRITONFORGE_LOCK)")
+    p.add_argument("--trust", default=os.environ.get("TRITONFORGE_TRUST"),
+                   help="fetch mode: public key the manifest must be signed with (default: TRITONFORGE_TRUST)")
     return p.parse_args(argv)
 
 
@@ -76,19 +82,33 @@ def _fetch_target(args) -> tuple[str, str]:
 
 
 def fetch_into(args, log=print) -> None:
-    """Fetch mode: the published ORT-profile build of the target, its header and archive where ORT asked."""
-    from .release import fetch
+    """Fetch mode: the published ORT-profile build of the target (or the locked build), its header and
+    archive where ORT asked."""
+    from .lockfile import fetch_locked, read_lock
+    from .release import fetch, resolve_version
     from .stores import open_store
 
-    if not args.store:
-        raise PipelineError("fetch mode needs a store: --store or TRITONFORGE_STORE (file://DIR or s3://bucket/prefix)")
-    platform, arch = _fetch_target(args)
+    say = lambda line: log(f"tritonforge: {line}") if line.startswith("warning") else None
     header, archive = Path(args.header), Path(args.obj_file)
+    if args.lock:
+        lock = read_lock(args.lock)
+        platform, arch, version = lock["platform"], lock["arch"], lock["version"]
+        store_url = args.store or lock["store"]
+    else:
+        if not args.store:
+            raise PipelineError("fetch mode needs a store: --store or TRITONFORGE_STORE (file://DIR or "
+                                "s3://bucket/prefix), or a lock file")
+        platform, arch = _fetch_target(args)
+        store_url = args.store
     for d in (header.parent, archive.parent):
         d.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".tritonforge-fetch-", dir=archive.parent) as tmp:
-        got = fetch(open_store(args.store), args.version, platform, arch, Path(tmp) / "build",
-                    lambda line: None, "ort")
+        store = open_store(store_url)
+        if args.lock:
+            got = fetch_locked(args.lock, Path(tmp) / "build", store, args.trust, say)
+        else:
+            version = resolve_version(store, args.version)
+            got = fetch(store, version, platform, arch, Path(tmp) / "build", say, "ort", args.trust)
         pending = [(got / "triton_kernel_infos.a", archive), (got / "triton_kernel_infos.h", header),
                    (got / "kernels.json", archive.parent / "kernels.json")]
         staged = []
@@ -99,8 +119,10 @@ def fetch_into(args, log=print) -> None:
         for part, dest in staged:
             os.replace(part, dest)
     ignored = f"; --script_files not compiled ({len(args.script_files)} given)" if args.script_files else ""
-    log(f"tritonforge: fetched {platform}/{arch} (ort profile) of version {args.version} from "
-        f"{args.store}, every sha256 verified: header {header}, archive {archive}{ignored}")
+    how = f"locked by {args.lock}" if args.lock else "every sha256 verified"
+    log(f"tritonforge: fetched {platform}/{arch} (ort profile) of version {version} from "
+        f"{store_url}, {how}{', signature verified' if args.trust else ''}: header {header}, archive {archive}"
+        f"{ignored}")
 
 
 def compile_into(args) -> None:
@@ -120,7 +142,7 @@ def compile_into(args) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        if args.version:
+        if args.version or args.lock:
             fetch_into(args)
         else:
             compile_into(args)

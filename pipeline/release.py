@@ -5,6 +5,11 @@ Store layout (the manifest is the only thing that makes a version exist, and it 
     versions/<version>/manifest.json      version, commit, triton, builds (profile, images), each file's
                                           path/size/sha256: <platform>/<arch>/... for the ort profile,
                                           full/<platform>/<arch>/... for the full one
+    versions/<version>/signatures/...     Ed25519 signatures of the manifest's bytes (pipeline/signing.py),
+                                          written before the manifest
+    versions/<version>/yank.json          the version is withdrawn: kept and fetchable by name, never
+                                          picked as the newest
+    locks/                                publishers' and gc's locks (pipeline/gc.py)
 
 A re-publish with identical files succeeds without writing; with different files it is refused. Of
 concurrent publishers of one version the first manifest wins. A publish killed midway leaves blobs but
@@ -127,16 +132,25 @@ def _same_release(a: dict, b: dict) -> bool:
 
 
 def publish(store, version: str, dist: Path | str, tune: Path | str | None = None, log=print,
-            manifest_out: Path | str | None = None, profiles=("ort",)) -> str:
-    """Returns "published" or "identical"; raises on a conflicting version. `manifest_out` receives a
-    copy of the manifest now in the store (the subject of a provenance attestation)."""
-    result = _publish(store, version, dist, tune, log, profiles)
+            manifest_out: Path | str | None = None, profiles=("ort",), sign_key: str | None = None) -> str:
+    """Returns "published" or "identical"; raises on a conflicting version. `sign_key` (a PEM file or
+    text) signs the manifest. `manifest_out` receives a copy of the manifest now in the store (the
+    subject of a provenance attestation), and its signature beside it as `<manifest_out>.sig`."""
+    from .signing import load_private
+
+    private = load_private(sign_key) if sign_key else None  # a bad key fails before anything is written
+    result, signature = _publish(store, version, dist, tune, log, profiles, private)
     if manifest_out:
         Path(manifest_out).write_bytes(store.get(manifest_key(version)))
+        if signature:
+            Path(f"{manifest_out}.sig").write_bytes(signature)
     return result
 
 
-def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log, profiles) -> str:
+def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log, profiles, private):
+    from .gc import PublishLock
+    from .signing import sign, signature_key
+
     key = manifest_key(version)
     files, builds = collect(Path(dist), Path(tune) if tune else None, profiles)
     entries = [{"path": p, "size": len(b), "sha256": _sha(b)} for p, b in sorted(files.items())]
@@ -144,18 +158,32 @@ def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log
     manifest = {"schema": SCHEMA, "version": version, "git_commit": _git_commit(), "triton_version": triton[0]
                 if len(triton) == 1 else triton, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(),
                 "builds": builds, "files": entries}
+
+    def signed(data: bytes) -> bytes | None:
+        if private is None:
+            return None
+        kid, doc = sign(private, data)
+        store.create(signature_key(f"versions/{version}", data, kid), doc)  # before the manifest is visible
+        return doc
+
     existing = store.get(key)
-    if existing is not None:
-        return _compare_existing(store, version, existing, manifest)
-    for i, e in enumerate(entries, 1):
-        created = store.create(f"blobs/sha256/{e['sha256']}", files[e["path"]])
-        log(f"uploaded {i}/{len(entries)} {e['path']} ({e['size']} B{'' if created else ', already stored'})")
-    try:
-        store.create(key, (json.dumps(manifest, indent=1) + "\n").encode())
-    except Conflict:
-        return _compare_existing(store, version, store.get(key), manifest)
-    log(f"published {version}: {len(entries)} files to {store.url}")
-    return "published"
+    if existing is not None:  # identical content (else this raises): sign what is there, as a re-run completes
+        return _compare_existing(store, version, existing, manifest), signed(existing)
+    with PublishLock(store, log=log) as lock:  # a concurrent gc keeps its hands off the blobs used here
+        for i, e in enumerate(entries, 1):
+            lock.heartbeat()
+            created = store.create(f"blobs/sha256/{e['sha256']}", files[e["path"]])
+            log(f"uploaded {i}/{len(entries)} {e['path']} ({e['size']} B{'' if created else ', already stored'})")
+        data = (json.dumps(manifest, indent=1) + "\n").encode()
+        signature = signed(data)
+        try:
+            store.create(key, data)
+        except Conflict:
+            existing = store.get(key)
+            result = _compare_existing(store, version, existing, manifest)
+            return result, signed(existing)
+    log(f"published {version}: {len(entries)} files to {store.url}" + (" (signed)" if signature else ""))
+    return "published", signature
 
 
 def _compare_existing(store, version, existing: bytes, manifest: dict) -> str:
@@ -166,12 +194,54 @@ def _compare_existing(store, version, existing: bytes, manifest: dict) -> str:
 
 
 def versions(store) -> list[str]:
+    """Published versions, oldest first (numeric parts compare as numbers, a pre-release before its release)."""
     out = []
     for key in store.list("versions"):
         parts = key.split("/")
         if len(parts) == 3 and parts[2] == "manifest.json":
             out.append(parts[1])
-    return sorted(out)
+    return sorted(out, key=version_key)
+
+
+def version_key(version: str) -> tuple:
+    m = re.fullmatch(r"v?(\d+(?:\.\d+)*)(.*)", version)
+    if not m:
+        return ((), 0, version)
+    return (tuple(int(x) for x in m.group(1).split(".")), 0 if m.group(2) else 1, m.group(2))
+
+
+def yank_key(version: str) -> str:
+    return f"versions/{check_version(version)}/yank.json"
+
+
+def yanked(store, version: str) -> dict | None:
+    """{reason, yanked_at} when the version is yanked, else None."""
+    data = store.get(yank_key(version))
+    return json.loads(data) if data is not None else None
+
+
+def yank(store, version: str, reason: str) -> dict:
+    """Mark a published version as withdrawn (create-only: a yank is not changed or undone here)."""
+    if not reason.strip():
+        raise PipelineError("a yank needs a reason (--reason TEXT): consumers are told it")
+    read_manifest(store, version)  # only a published version can be yanked
+    doc = {"version": version, "reason": reason.strip(),
+           "yanked_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        store.create(yank_key(version), (json.dumps(doc, indent=1) + "\n").encode())
+    except Conflict:
+        raise PipelineError(f"version {version} is already yanked: {yanked(store, version)['reason']}") from None
+    return doc
+
+
+def resolve_version(store, version: str) -> str:
+    """`latest`: the newest version that is not yanked; any other name as it is."""
+    if version != "latest":
+        return check_version(version)
+    for v in reversed(versions(store)):
+        if yanked(store, v) is None:
+            return v
+    raise PipelineError(f"no version in {store.url} to call latest (none published, or every one yanked)")
 
 
 def read_manifest(store, version: str) -> dict:
@@ -188,16 +258,34 @@ def read_manifest(store, version: str) -> dict:
 DRIVER = {"cuda": ("CUDAToolkit", "CUDA::cuda_driver"), "rocm": ("hip", "hip::host")}
 
 
-def cmake_text(version: str, build: str, platform: str) -> str:
+def cmake_text(version: str, build: str, platform: str, digests: dict[str, str] | None = None) -> str:
     package, driver = DRIVER.get(platform, DRIVER["cuda"])
+    checks = "".join(f"""file(SHA256 "${{CMAKE_CURRENT_LIST_DIR}}/{name}" _tf_sha)
+if(NOT _tf_sha STREQUAL "{sha}")
+  message(FATAL_ERROR "tritonforge: {name} is not the fetched file (sha256 ${{_tf_sha}}, expected {sha})")
+endif()
+if(DEFINED TRITONFORGE_LOCK)
+  string(JSON _tf_locked ERROR_VARIABLE _tf_err GET "${{_tf_lock}}" files {name} sha256)
+  if(NOT _tf_locked STREQUAL "{sha}")
+    message(FATAL_ERROR "tritonforge: {name} does not match the lock ${{TRITONFORGE_LOCK}} (${{_tf_locked}})")
+  endif()
+endif()
+""" for name, sha in sorted((digests or {}).items()))
     return f"""# Generated by tritonforge fetch: version {version}, {build}. Include it, then link
 # tritonforge::kernels into the provider: it adds the header's directory, USE_TRITON_KERNEL, the
 # archive under --whole-archive (nothing references the blobs, so the linker would drop them), and the
-# driver library ORT's provider links ({driver}) where CMake finds it.
+# driver library ORT's provider links ({driver}) where CMake finds it. At configure time every file is
+# checked against the sha256 fetched, and against a lock file when TRITONFORGE_LOCK names one.
 if(TARGET tritonforge_kernels)
   return()
 endif()
-set(TRITONFORGE_KERNELS_DIR "${{CMAKE_CURRENT_LIST_DIR}}")
+if(DEFINED TRITONFORGE_LOCK)
+  if(CMAKE_VERSION VERSION_LESS 3.19)
+    message(FATAL_ERROR "tritonforge: checking TRITONFORGE_LOCK needs CMake 3.19 or newer (string(JSON))")
+  endif()
+  file(READ "${{TRITONFORGE_LOCK}}" _tf_lock)
+endif()
+{checks}set(TRITONFORGE_KERNELS_DIR "${{CMAKE_CURRENT_LIST_DIR}}")
 set(TRITONFORGE_KERNELS_ARCHIVE "${{CMAKE_CURRENT_LIST_DIR}}/triton_kernel_infos.a")
 add_library(tritonforge_kernels INTERFACE)
 target_include_directories(tritonforge_kernels INTERFACE "${{TRITONFORGE_KERNELS_DIR}}")
@@ -216,14 +304,37 @@ add_library(tritonforge::kernels ALIAS tritonforge_kernels)
 """
 
 
-def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=print, profile: str = "ort") -> Path:
-    """Download one build of a version into dest, verified; dest changes only if everything checks."""
+def read_verified(store, version: str, trust: str | None, log=print) -> tuple[dict, bytes]:
+    """The manifest of a version (and its bytes), its signature checked against `trust` (a public key
+    file or PEM text) when one is given; a yanked version is said so."""
+    from .signing import load_public, verify
+
     doc = read_manifest(store, version)
+    data = store.get(manifest_key(version))
+    if trust:
+        sigs = {k: store.get(k) for k in store.list(f"versions/{version}/signatures")}
+        kid = verify(load_public(trust), data, sigs, f"version {version} in {store.url}")
+        log(f"manifest of {version} signed by trusted key {kid}")
+    y = yanked(store, version)
+    if y is not None:
+        log(f"warning: version {version} is yanked ({y['yanked_at']}): {y['reason']}")
+    return doc, data
+
+
+def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=print, profile: str = "ort",
+          trust: str | None = None, lock: dict | None = None) -> Path:
+    """Download one build of a version into dest, verified (and, with `trust`, its manifest's signature;
+    with `lock`, the exact bytes the lock names); dest changes only if everything checks."""
+    doc, data = read_verified(store, version, trust, log)
     build = f"{store_prefix(profile)}{platform}/{arch}"
     check_key(build)
     wanted = [e for e in doc["files"] if e["path"].startswith(build + "/")]
     if not wanted:
         raise PipelineError(f"version {version} has no {build} (it has: {', '.join(sorted(doc['builds']))})")
+    if lock is not None:
+        from .lockfile import check_against
+
+        check_against(lock, data, {e["path"][len(build) + 1:]: e for e in wanted})
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
@@ -239,7 +350,9 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             log(f"verified {e['path']} ({e['size']} B)")
-        (staging / CMAKE_FILE).write_text(cmake_text(version, build, platform))
+        depth = build.count("/") + 1  # the build's own files, not its tune/ caches
+        digests = {e["path"][len(build) + 1:]: e["sha256"] for e in wanted if e["path"].count("/") == depth}
+        (staging / CMAKE_FILE).write_text(cmake_text(version, build, platform, digests))
         (staging / "release.json").write_text(json.dumps({k: doc[k] for k in ("version", "git_commit",
                                                                               "triton_version")}, indent=1) + "\n")
         old = None

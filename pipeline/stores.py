@@ -1,8 +1,9 @@
-"""Artifact stores with one write primitive: create an object only if its key is free.
+"""Artifact stores with one write primitive for releases: create an object only if its key is free.
 
 `file://DIR` (the default, ./artifacts) uses exclusive hard links; `s3://bucket/prefix` uses
 PutObject with If-None-Match: * and an x-amz-checksum-sha256 the server verifies. Credentials come
-from boto3's standard chain and are never printed.
+from boto3's standard chain and are never printed. `put` (overwrite), `delete` and `list_times`
+serve the store's housekeeping only: locks and garbage collection (pipeline/gc.py).
 """
 
 from __future__ import annotations
@@ -67,11 +68,34 @@ class FileStore:
             return None
 
     def list(self, prefix: str) -> list[str]:
+        return [k for k, _ in self.list_times(prefix)]
+
+    def list_times(self, prefix: str) -> list[tuple[str, float]]:
+        """(key, last-modified time in seconds since the epoch) under prefix, sorted by key."""
         base = self.root / prefix if prefix else self.root
         if not base.is_dir():
             return []
-        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*")
-                      if p.is_file() and not p.name.startswith("."))
+        out = []
+        for p in base.rglob("*"):
+            if p.name.startswith("."):
+                continue
+            try:
+                if p.is_file():
+                    out.append((str(p.relative_to(self.root)), p.stat().st_mtime))
+            except FileNotFoundError:  # deleted while listing
+                continue
+        return sorted(out)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
 
 
 class S3Store:
@@ -137,16 +161,32 @@ class S3Store:
             self._fail(exc, "reading", key)
 
     def list(self, prefix: str) -> list[str]:
+        return [k for k, _ in self.list_times(prefix)]
+
+    def list_times(self, prefix: str) -> list[tuple[str, float]]:
+        """(key, last-modified time in seconds since the epoch) under prefix, sorted by key."""
         full = self._key(prefix) if prefix else self.prefix
-        keys = []
+        objects = []
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(
                     Bucket=self.bucket, Prefix=f"{full}/" if full else ""):
-                keys += [o["Key"] for o in page.get("Contents", [])]
+                objects += [(o["Key"], o["LastModified"].timestamp()) for o in page.get("Contents", [])]
         except Exception as exc:
             self._fail(exc, "listing", prefix)
         strip = len(self.prefix) + 1 if self.prefix else 0
-        return sorted(k[strip:] for k in keys)
+        return sorted((k[strip:], t) for k, t in objects)
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except Exception as exc:
+            self._fail(exc, "writing", key)
+
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            self._fail(exc, "deleting", key)
 
 
 def open_store(url: str | None, endpoint_url: str | None = None):

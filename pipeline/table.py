@@ -340,9 +340,9 @@ def _script_contracts(module, path: Path, kernels: list[KernelSpec], known: dict
     for group, members in groups.items():
         first = members[0]
         for k in members[1:]:
-            if k.params != first.params:
+            if [p.type for p in k.params] != [p.type for p in first.params]:  # `:16` hints may differ
                 raise PipelineError(
-                    f"group '{group}' mixes signatures ('{first.sig_string()}' in {first.name}); every "
+                    f"group '{group}' mixes argument types ('{first.sig_string()}' in {first.name}); every "
                     "kernel of a group is launched with the same argument struct",
                     script=str(path), kernel=k.name)
         if group in known and group not in declared:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-DTYPES = {"fp32": (np.float32, "<f4"), "fp16": (np.float16, "<f2"), "bf16": (np.uint16, "<u2")}
+DTYPES = {"fp32": (np.float32, "<f4"), "fp16": (np.float16, "<f2"), "bf16": (np.uint16, "<u2"),
+          "fp64": (np.float64, "<f8")}
 TYPESTR_TO_DTYPE = {"<f4": "fp32", "<f2": "fp16"}
 
 

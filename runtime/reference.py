@@ -6,9 +6,10 @@ import numpy as np
 
 from .memory import bf16_bits_to_f32, f32_to_bf16_bits
 
-# |y - ref| <= ATOL + RTOL * |ref|: one or two roundings of the storage type, fp32 maths inside.
-RTOL = {"fp32": 2e-5, "fp16": 2e-3, "bf16": 1.6e-2}
-ATOL = {"fp32": 1e-6, "fp16": 2e-5, "bf16": 1e-4}
+# |y - ref| <= ATOL + RTOL * |ref|: one or two roundings of the storage type, fp32 maths inside (fp64
+# maths for fp64).
+RTOL = {"fp32": 2e-5, "fp16": 2e-3, "bf16": 1.6e-2, "fp64": 1e-12}
+ATOL = {"fp32": 1e-6, "fp16": 2e-5, "bf16": 1e-4, "fp64": 1e-15}
 
 
 def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -17,6 +18,8 @@ def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
         return x.astype(np.float16).astype(np.float64)
     if dtype == "bf16":
         return bf16_bits_to_f32(f32_to_bf16_bits(x.astype(np.float32))).astype(np.float64)
+    if dtype == "fp64":
+        return x.astype(np.float64)
     return x.astype(np.float32).astype(np.float64)
 
 

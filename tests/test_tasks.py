@@ -254,6 +254,57 @@ def test_publish_versions_fetch_on_s3(repo_with_dist, s3_server):
     assert not same_bytes(repo / "got", repo / "dist/rocm/gfx942")
 
 
+# --- keygen, signed publish, fetch --trust, lock, fetch --lock, yank, gc -----------------------------------------
+
+
+def test_signed_locked_yanked_and_collected_through_invoke(repo_with_dist):
+    """The README's release recipe as typed, on invoke.yaml's default store."""
+    repo, env = repo_with_dist
+    run = lambda *args: invoke(repo, *args, env=env)
+    proc = run("keygen")
+    assert proc.returncode == 0 and "tritonforge-signing.key" in proc.stdout, proc.stdout
+    assert run("keygen").returncode == 1  # never overwrites a key
+    proc = run("publish", "--version", "1.0.0", "--sign-key", "tritonforge-signing.key", "--manifest-out", "m.json")
+    assert proc.returncode == 0 and "(signed)" in proc.stdout, proc.stdout
+    assert (repo / "m.json.sig").is_file()
+    proc = run("fetch", "--version", "1.0.0", "--platform", "cuda", "--arch", "multi", "--dest", "got",
+               "--trust", "tritonforge-signing.pub")
+    assert proc.returncode == 0 and "signed by trusted key" in proc.stdout, proc.stdout
+    assert not same_bytes(repo / "got", repo / "dist/cuda/multi")
+    assert run("publish", "--version", "2.0.0").returncode == 0  # unsigned
+    proc = run("fetch", "--version", "2.0.0", "--platform", "cuda", "--arch", "sm_90", "--dest", "got",
+               "--trust", "tritonforge-signing.pub")
+    assert proc.returncode == 1 and "unsigned" in proc.stdout and "Traceback" not in proc.stdout
+    assert not same_bytes(repo / "got", repo / "dist/cuda/multi")  # the earlier fetch, untouched
+
+    proc = run("lock", "--version", "latest", "--platform", "rocm", "--arch", "gfx942")
+    assert proc.returncode == 0 and "of 2.0.0" in proc.stdout, proc.stdout
+    proc = run("fetch", "--lock", "tritonforge.lock", "--dest", "locked")
+    assert proc.returncode == 0, proc.stdout
+    assert not same_bytes(repo / "locked", repo / "dist/rocm/gfx942")
+    proc = run("fetch", "--lock", "tritonforge.lock", "--dest", "locked", "--version", "1.0.0")
+    assert proc.returncode == 2 and "--lock names the version" in proc.stdout
+
+    proc = run("yank", "--version", "2.0.0", "--reason", "wrong tune cache")
+    assert proc.returncode == 0, proc.stdout
+    assert run("versions").stdout.splitlines() == ["1.0.0", "2.0.0  yanked: wrong tune cache"]
+    proc = run("fetch", "--version", "latest", "--platform", "rocm", "--arch", "gfx942", "--dest", "newest")
+    assert proc.returncode == 0 and "version 1.0.0" not in proc.stdout, proc.stdout
+    assert json.loads((repo / "newest/release.json").read_text())["version"] == "1.0.0"  # 2.0.0 skipped
+    proc = run("fetch", "--lock", "tritonforge.lock", "--dest", "locked")
+    assert proc.returncode == 0 and "warning: version 2.0.0 is yanked" in proc.stdout, proc.stdout
+
+    stray = repo / "artifacts/blobs/sha256" / ("0" * 64)  # a blob no manifest names
+    stray.write_bytes(b"left by a killed publish")
+    proc = run("gc", "--dry-run", "--grace", "0")
+    assert proc.returncode == 0 and f"would delete blobs/sha256/{'0' * 64}" in proc.stdout and stray.exists()
+    proc = run("gc", "--grace", "0")
+    assert proc.returncode == 0 and "deleted 1 unreferenced" in proc.stdout and not stray.exists(), proc.stdout
+    for version, dest in (("1.0.0", "after-gc-1"), ("2.0.0", "after-gc-2")):
+        assert run("fetch", "--version", version, "--platform", "cuda", "--arch", "sm_80", "--dest",
+                   dest).returncode == 0
+
+
 # --- GPU tasks on a machine without a GPU, lint, help ------------------------------------------------------------
 
 
@@ -291,8 +342,8 @@ def test_every_task_has_help(repo):
     listed = json.loads(proc.stdout)["tasks"]
     assert all(t["help"] for t in listed)
     tasks = [t["name"] for t in listed]
-    assert {"build", "compile", "check", "image", "base-image", "gpu-test", "tune", "bench", "publish", "fetch",
-            "versions", "lint"} <= set(tasks)
+    assert {"build", "compile", "check", "merge", "image", "base-image", "gpu-test", "tune", "bench", "publish",
+            "fetch", "versions", "lint", "keygen", "lock", "yank", "gc"} <= set(tasks)
     for name in tasks:
         proc = invoke(repo[0], "--help", name)
         assert proc.returncode == 0 and f"Usage: inv[oke] [--core-opts] {name}" in proc.stdout, name

@@ -1,23 +1,39 @@
-"""Rows streamed twice through one program: aligned long rows, and the fallback that takes every row."""
+"""Rows streamed twice through one program: every row in ORT's own groups (BLOCK_SIZE is the longest row
+they take, CHUNK the piece), and the fallback that takes every row at any alignment."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from .conftest import admits, admitted, grid
+from pipeline.table import load_table
+
+from .conftest import admits, admitted, grid, ptx
 
 
-def test_stream_takes_aligned_rows_past_its_block(table):
-    for k in (k for k in table.kernels if k.group == "softmax_stream_bf16"):
-        block = k.constants["BLOCK_SIZE"]
-        ok = lambda n, stride=None, k=k: admits(table, k, n_cols=n, in_stride=stride or n, out_stride=stride or n,
-                                                batch=3)
-        assert not ok(block)  # rows that fit a block are the held kernels' job
-        for n in (block + 16, 3 * block - 48, 1 << 20):  # any length past the block: a partial last chunk
-            assert ok(n), (k.name, n)
-        assert not ok(block + 8) and not ok(block + 16, stride=block + 24)
-        assert grid(table, k, batch=5) == [5, 1, 1]
-    assert not table.contracts["softmax_stream_fp32"].get("fallback")
+@pytest.fixture(scope="module")
+def with_orts(root):
+    """This script with softmax_triton.py, which declares the contract of ORT's groups."""
+    return load_table([root / "kernels/softmax_stream_triton.py", root / "kernels/softmax_triton.py"])
+
+
+def test_streamed_kernels_take_every_row_in_orts_groups(with_orts):
+    streamed = [k for k in with_orts.kernels if "_stream_" in k.name]
+    assert {k.group for k in streamed} == {f"{op}_{dt}" for op in ("softmax", "log_softmax")
+                                           for dt in ("fp32", "fp16", "bf16")}
+    for k in streamed:
+        assert k.constants["BLOCK_SIZE"] == 1 << 30 and k.constants["CHUNK"] in (4096, 8192)
+        assert k.sig_string().endswith(",i32,i32,i32")  # ORT's struct: no promise about n_cols or strides
+        for n, stride in ((1, 1), (1000, 1003), (k.constants["CHUNK"] + 16, 9000), (300007, 300011)):
+            assert admits(with_orts, k, n_cols=n, in_stride=stride, out_stride=stride, batch=2), (k.name, n)
+        assert grid(with_orts, k, batch=5) == [5, 1, 1]
+
+
+def test_aligned_rows_stream_as_16_byte_vectors(with_orts):
+    k = next(k for k in with_orts.kernels if k.name == "softmax_stream_fp16_c4096_w8")
+    text = ptx(k)
+    assert re.search(r"ld\.global[\w:.]*\.v4\.b32", text) and re.search(r"ld\.global[\w:.]*\.b16\s", text)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])

@@ -8,7 +8,9 @@
 #include <dlfcn.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -113,40 +115,130 @@ void Tally(const Meta& m, double worst, double tolerance, int& launched, int& fa
   if (!ok) ++failed;
 }
 
+// Storage types as bits: fp16 and bf16 rounded to nearest even, as a host would write them.
+uint16_t ToHalf(double v) {
+  float f = static_cast<float>(v);
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  const uint32_t sign = (b >> 16) & 0x8000u, exp = (b >> 23) & 0xFFu, man = b & 0x7FFFFFu;
+  if (exp == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (man ? 0x200u : 0));
+  int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7C00u);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    const uint32_t m = man | 0x800000u;
+    const int shift = 14 - e;
+    uint32_t h = m >> shift;
+    const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(e) << 10) | (man >> 13);
+  const uint32_t rest = man & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+double FromHalf(uint16_t h) {
+  const uint32_t sign = h >> 15, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  double v = exp == 0 ? std::ldexp(man, -24) : exp == 31 ? (man ? NAN : INFINITY) : std::ldexp(man | 0x400, exp - 25);
+  return sign ? -v : v;
+}
+uint16_t ToBf16(double v) {
+  float f = static_cast<float>(v);
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((b >> 16) | 0x40);
+  b += 0x7FFFu + ((b >> 16) & 1);
+  return static_cast<uint16_t>(b >> 16);
+}
+double FromBf16(uint16_t h) {
+  uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+struct DType {
+  size_t size;
+  double rtol, atol;  // |got - ref| <= atol + rtol * |ref|, against a float64 reference of the stored inputs
+};
+const std::unordered_map<std::string, DType> kDTypes = {
+    {"fp32", {4, 1e-4, 1e-6}}, {"fp16", {2, 4e-3, 2e-5}}, {"bf16", {2, 3e-2, 1e-4}}, {"fp64", {8, 1e-10, 1e-15}}};
+
+void Store(const std::string& dt, double v, unsigned char* p) {
+  if (dt == "fp32") { float f = static_cast<float>(v); std::memcpy(p, &f, 4); }
+  if (dt == "fp64") std::memcpy(p, &v, 8);
+  if (dt == "fp16") { uint16_t h = ToHalf(v); std::memcpy(p, &h, 2); }
+  if (dt == "bf16") { uint16_t h = ToBf16(v); std::memcpy(p, &h, 2); }
+}
+double Read(const std::string& dt, const unsigned char* p) {
+  if (dt == "fp32") { float f; std::memcpy(&f, p, 4); return f; }
+  if (dt == "fp64") { double d; std::memcpy(&d, p, 8); return d; }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return dt == "fp16" ? FromHalf(h) : FromBf16(h);
+}
+
 }  // namespace
 
-extern "C" int tf_run_softmax(int batch, int n_cols) {
+// Every candidate ORT's rule picks from softmax_<dtype> for `batch` rows of `n_cols` (strides in
+// elements, at least n_cols), launched with ORT's 32-byte struct. Row 0 is all -inf when batch > 2
+// (torch gives NaN: so must every kernel), row 1 holds one -inf; the output, padding included, is
+// poisoned first, and the padding between rows must come back untouched.
+extern "C" int tf_run_softmax(const char* dtype, int batch, int n_cols, int in_stride, int out_stride) {
   if (Load() != 0) return 1;
-  const size_t count = static_cast<size_t>(batch) * n_cols;
-  std::vector<float> x(count), y(count);
-  for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(std::sin(0.37 * i) * 4.0 + (i % 7) * 0.25);
+  const std::string dt(dtype);
+  if (!kDTypes.count(dt) || in_stride < n_cols || out_stride < n_cols) return 2;
+  const DType t = kDTypes.at(dt);
+  const size_t in_bytes = static_cast<size_t>(batch) * in_stride * t.size;
+  const size_t out_bytes = static_cast<size_t>(batch) * out_stride * t.size;
+  std::vector<unsigned char> x(in_bytes, 0), y(out_bytes);
+  std::vector<double> xs(static_cast<size_t>(batch) * n_cols);  // the stored inputs, as doubles
+  for (int r = 0; r < batch; ++r) {
+    for (int c = 0; c < n_cols; ++c) {
+      const size_t i = static_cast<size_t>(r) * n_cols + c;
+      double v = std::sin(0.37 * i) * 4.0 + (i % 7) * 0.25;
+      if ((batch > 2 && r == 0) || (r == 1 && c == n_cols / 2)) v = -INFINITY;
+      Store(dt, v, x.data() + (static_cast<size_t>(r) * in_stride + c) * t.size);
+      xs[i] = Read(dt, x.data() + (static_cast<size_t>(r) * in_stride + c) * t.size);
+    }
+  }
   CUdeviceptr dx, dy;
-  CHECK(cuMemAlloc(&dx, count * sizeof(float)));
-  CHECK(cuMemAlloc(&dy, count * sizeof(float)));
-  CHECK(cuMemcpyHtoD(dx, x.data(), count * sizeof(float)));
+  CHECK(cuMemAlloc(&dx, in_bytes));
+  CHECK(cuMemAlloc(&dy, out_bytes));
+  CHECK(cuMemcpyHtoD(dx, x.data(), in_bytes));
 
   int launched = 0, failed = 0;
-  for (int idx : groups["softmax_fp32"]) {
+  for (int idx : groups["softmax_" + dt]) {
     const Meta& m = metadata[idx];
     if (m.constants.at("BLOCK_SIZE") < n_cols) continue;  // ORT's IsSupported rule
-    CHECK(cuMemsetD8(dy, 0xFF, count * sizeof(float)));
-    SoftmaxArgs args{reinterpret_cast<void*>(dy), reinterpret_cast<const void*>(dx), n_cols, n_cols, n_cols};
+    CHECK(cuMemsetD8(dy, 0xFF, out_bytes));
+    SoftmaxArgs args{reinterpret_cast<void*>(dy), reinterpret_cast<const void*>(dx), in_stride, out_stride, n_cols};
     if (Launch(m, batch, 1, &args, sizeof(args)) != 0) return 1;
-    CHECK(cuMemcpyDtoH(y.data(), dy, count * sizeof(float)));
+    CHECK(cuMemcpyDtoH(y.data(), dy, out_bytes));
     double worst = 0;
     for (int r = 0; r < batch; ++r) {
-      const float* row = x.data() + static_cast<size_t>(r) * n_cols;
-      double mx = row[0], sum = 0;
+      const double* row = xs.data() + static_cast<size_t>(r) * n_cols;
+      double mx = -INFINITY, sum = 0;
       for (int c = 0; c < n_cols; ++c) mx = std::fmax(mx, row[c]);
       for (int c = 0; c < n_cols; ++c) sum += std::exp(row[c] - mx);
-      for (int c = 0; c < n_cols; ++c) {
-        double ref = std::exp(row[c] - mx) / sum;
-        double got = y[static_cast<size_t>(r) * n_cols + c];
-        double e = std::fabs(got - ref) / (1e-6 + std::fabs(ref));
+      for (int c = 0; c < out_stride; ++c) {
+        const unsigned char* at = y.data() + (static_cast<size_t>(r) * out_stride + c) * t.size;
+        if (c >= n_cols) {  // padding: still the poison
+          for (size_t b = 0; b < t.size; ++b)
+            if (at[b] != 0xFF) worst = INFINITY;
+          continue;
+        }
+        const double ref = std::exp(row[c] - mx) / sum, got = Read(dt, at);
+        if (std::isnan(ref)) {  // a row of -inf: NaN, like torch
+          if (!std::isnan(got)) worst = INFINITY;
+          continue;
+        }
+        const double e = std::fabs(got - ref) / (t.atol / t.rtol + std::fabs(ref));  // < rtol: within bounds
         if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
       }
     }
-    Tally(m, worst, 1e-4, launched, failed);
+    Tally(m, worst, t.rtol, launched, failed);
   }
   cuMemFree(dx);
   cuMemFree(dy);

@@ -64,7 +64,7 @@ reg = Registry(load_artifacts(sys.argv[1]), CudaBackend(0))
 done = []
 for name in json.loads(sys.argv[2]):
     info = reg.by_name[name]
-    dtype, n = info.group.rsplit("_", 1)[1], info.constants["BLOCK_SIZE"] - 3
+    dtype, n = info.group.rsplit("_", 1)[1], info.constants.get("CHUNK", info.constants["BLOCK_SIZE"]) - 3
     x = np.random.default_rng(5).standard_normal((3, n)).astype(np.float32)
     test_gpu_softmax.run_and_check(reg, name, dtype, False, x, what="from PTX")
     done.append([name, reg.kernel(name).attributes["num_regs"]])

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.gpu
 
 def test_registry_order_and_lookup(registry):
     assert [k.index for k in registry.metadata] == list(range(len(registry.metadata)))
-    assert registry.by_group["softmax_fp16"][0].name.startswith("softmax_fp16_")
+    group = registry.by_group["softmax_fp16"]  # in table order: kernels/ scripts by name, then entries
+    assert [k.index for k in group] == sorted(k.index for k in group)
+    assert group == [k for k in registry.metadata if k.group == "softmax_fp16"]
     with pytest.raises(KeyError, match="no kernel named"):
         registry.kernel("nope")
 

@@ -119,7 +119,7 @@ def test_every_kernel_of_every_group_runs(registry, rng):
         log = group.startswith("log_")
         op = Softmax(registry, dtype, log)
         for info in infos:
-            block = info.constants["BLOCK_SIZE"]
+            block = info.constants.get("CHUNK", info.constants["BLOCK_SIZE"])  # streamed: the piece
             # The first row length this kernel's contract admits: a partial vector inside the block,
             # a multiple of 16, (streamed kernels) several blocks and a remainder, (cluster kernels)
             # SPLIT pieces, the last one partial, or (streamed, 16-aligned) two blocks and a partial one.

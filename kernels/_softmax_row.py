@@ -1,0 +1,42 @@
+"""One row of softmax or log-softmax held in registers: the body every one-program-per-row kernel of
+ORT's `softmax_<dtype>` groups runs, on any row (masked lanes load -inf and drop out of max and sum;
+a row of -inf gives NaN, as torch does).
+
+`aligned_row` is the same row when n_cols and both strides are multiples of 16 bytes and the pointers
+16-byte aligned (the kernels' signatures say so): written as multiples, the compiler knows it and moves
+16-byte vectors instead of single elements. Maths in fp32, fp64 for fp64 rows.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def normalize_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row,
+                  BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(input_ptr + row * input_row_stride + cols, mask=mask, other=-float("inf"))
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    shifted = x - tl.max(x, axis=0)
+    numerator = tl.exp(shifted)
+    denominator = tl.sum(numerator, axis=0)
+    if LOG:
+        y = shifted - tl.log(denominator)
+    else:
+        y = numerator / denominator
+    tl.store(output_ptr + row * output_row_stride + cols, y.to(output_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def is_aligned(input_row_stride, output_row_stride, n_cols, VEC: tl.constexpr):
+    """Whether the row may move as 16-byte vectors of VEC elements (pointers: the signature's promise)."""
+    return (n_cols % VEC == 0) & (input_row_stride % VEC == 0) & (output_row_stride % VEC == 0)
+
+
+@triton.jit
+def aligned_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row,
+                BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr, VEC: tl.constexpr):
+    normalize_row(output_ptr, input_ptr, input_row_stride // VEC * VEC, output_row_stride // VEC * VEC,
+                  n_cols // VEC * VEC, row, BLOCK_SIZE, LOG)

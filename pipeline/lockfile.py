@@ -1,0 +1,91 @@
+"""Lock files: one build of one published version pinned to its exact bytes, kept in the consumer's repo.
+
+    {"schema": "tritonforge.lock/1", "store": URL, "version": V, "profile": P, "platform": ..., "arch": ...,
+     "manifest_sha256": ..., "files": {name: {"size": N, "sha256": ...}}}
+
+`fetch --lock` brings exactly those bytes or fails: the store's manifest must be the locked one (a
+version never changes, so a different manifest is a different store or tampering), and the build's
+files must be the locked ones, each checked again as it is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .errors import PipelineError
+from .profiles import check_profile, store_prefix
+
+SCHEMA = "tritonforge.lock/1"
+FIELDS = ("store", "version", "profile", "platform", "arch", "manifest_sha256", "files")
+
+
+def make_lock(store, version: str, platform: str, arch: str, profile: str, manifest: dict, data: bytes) -> dict:
+    build = f"{store_prefix(check_profile(profile))}{platform}/{arch}"
+    files = {e["path"][len(build) + 1:]: {"size": e["size"], "sha256": e["sha256"]}
+             for e in manifest["files"] if e["path"].startswith(build + "/")}
+    if not files:
+        raise PipelineError(f"version {version} has no {build} (it has: {', '.join(sorted(manifest['builds']))})")
+    return {"schema": SCHEMA, "store": store.url, "version": version, "profile": profile, "platform": platform,
+            "arch": arch, "manifest_sha256": hashlib.sha256(data).hexdigest(), "files": dict(sorted(files.items()))}
+
+
+def write_lock(lock: dict, path: Path | str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(lock, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_lock(path: Path | str) -> dict:
+    try:
+        lock = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise PipelineError(f"cannot read lock file {path}: {exc.strerror}") from None
+    except ValueError:
+        raise PipelineError(f"{path}: not a lock file (not JSON)") from None
+    if not isinstance(lock, dict) or lock.get("schema") != SCHEMA or any(f not in lock for f in FIELDS):
+        raise PipelineError(f"{path}: not a {SCHEMA} lock file (needs {', '.join(FIELDS)})")
+    return lock
+
+
+def check_against(lock: dict, manifest_data: bytes, build_files: dict[str, dict]) -> None:
+    """The store's manifest bytes and the build's files ({name: manifest entry}) must be the locked ones."""
+    got = hashlib.sha256(manifest_data).hexdigest()
+    if got != lock["manifest_sha256"]:
+        raise PipelineError(f"the manifest of {lock['version']} in the store (sha256 {got}) is not the locked one "
+                            f"({lock['manifest_sha256']}): the lock no longer matches the store")
+    have = {name: {"size": e["size"], "sha256": e["sha256"]} for name, e in build_files.items()}
+    if have != lock["files"]:
+        differ = sorted(set(have) ^ set(lock["files"]) | {n for n in have.keys() & lock["files"].keys()
+                                                          if have[n] != lock["files"][n]})
+        raise PipelineError(f"the {lock['platform']}/{lock['arch']} files of {lock['version']} differ from the "
+                            f"lock: {', '.join(differ)}")
+
+
+def lock_build(store, version: str, platform: str, arch: str, profile: str, out: Path | str,
+               trust: str | None = None, log=print) -> dict:
+    """Write the lock of one build of a version (`latest`: the newest not yanked), its manifest's signature
+    checked first when `trust` names a key."""
+    from .release import read_verified, resolve_version
+
+    version = resolve_version(store, version)
+    manifest, data = read_verified(store, version, trust, log)
+    lock = make_lock(store, version, platform, arch, profile, manifest, data)
+    write_lock(lock, out)
+    return lock
+
+
+def fetch_locked(lock_path: Path | str, dest: Path | str, store=None, trust: str | None = None, log=print) -> Path:
+    """Exactly the locked bytes into dest (from the lock's store unless another is given), or an error
+    and dest untouched."""
+    from .release import fetch
+    from .stores import open_store
+
+    lock = read_lock(lock_path)
+    store = store or open_store(lock["store"])
+    return fetch(store, lock["version"], lock["platform"], lock["arch"], dest, log, lock["profile"], trust, lock)
