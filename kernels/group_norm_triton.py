@@ -11,9 +11,9 @@ The `_keep` kernels (KEEP_FIRST) hold their first HW_SIZE x BLOCK_SIZE tile in r
 both passes: with HW_SIZE up to 1024 that is the whole group of a small UNet level (16x16; 32x32 at 320),
 read once, with one load, one reduction and one store per program. Wide-tile kernels (32K values a
 tile) keep more bytes in flight for large images, where ORT's grid of n * groups programs leaves most
-SMs idle. Every kernel picks, at run time, the widest loads its shape allows: 16-, 8- or 4-byte
-vectors when c and c_per_group are multiples of that many elements (tensors 16-byte aligned: ORT's
-are), single elements otherwise.
+SMs idle. Every kernel moves vectors of BLOCK_SIZE / 8 values (at most 16 bytes) when c and c_per_group
+are multiples of that (tensors 16-byte aligned: ORT's are), single elements otherwise: the choice is
+made at run time, so any shape ORT hands a kernel is right.
 
 ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_{fp16|fp32}` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
@@ -53,28 +53,54 @@ def _add2(a, b, c, d):
 
 
 @triton.jit
+def _tile_sums(input_ptr, skip_ptr, add_out_ptr, base, offsets, c, hw, col_mask, img_size, shift, has_skip,
+               broadcast_skip, first_pixel, part, part_sq, HW_SIZE: tl.constexpr):
+    """part and part_sq plus the per-channel sums and sums of squares of the tiles from first_pixel on."""
+    for start in tl.range(first_pixel, img_size, HW_SIZE):
+        mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
+        a = _input(input_ptr, skip_ptr, add_out_ptr, base + start * c + offsets, mask, shift, has_skip,
+                   broadcast_skip)
+        tile_sum, tile_sq = tl.reduce((a, a * a), 0, _add2)
+        part += tile_sum
+        part_sq += tile_sq
+    return part, part_sq
+
+
+@triton.jit
 def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                       img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                       BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
                       KEEP_FIRST: tl.constexpr):
-    # Each pixel's channels of the group start on a multiple of 16, 8 or 4 bytes when c and c_per_group
-    # are multiples of that many elements: written as multiples, the compiler knows it (with the
-    # signature's aligned pointers) and moves vectors that wide instead of single elements.
-    V16: tl.constexpr = 128 // input_ptr.dtype.element_ty.primitive_bitwidth
-    V8: tl.constexpr = V16 // 2
-    V4: tl.constexpr = V16 // 4
-    if (c % V16 == 0) & (c_per_group % V16 == 0):
-        _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
-                    c // V16 * V16, c_per_group // V16 * V16, eps, has_skip, has_bias, broadcast_skip,
-                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
-    elif (c % V8 == 0) & (c_per_group % V8 == 0):
-        _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
-                    c // V8 * V8, c_per_group // V8 * V8, eps, has_skip, has_bias, broadcast_skip,
-                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
-    elif V4 > 1 and (c % V4 == 0) & (c_per_group % V4 == 0):  # 16-bit pairs (fp32 has no narrower rung)
-        _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
-                    c // V4 * V4, c_per_group // V4 * V4, eps, has_skip, has_bias, broadcast_skip,
-                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+    # The vector this kernel's block is made for: 2, 4, 8 values for BLOCK_SIZE 16, 32, 64 (UNet's 10, 20, 40
+    # channels per group), at most 16 bytes. When c and c_per_group are multiples of it, written as
+    # multiples the compiler knows each pixel's channels start on that boundary (with the signature's
+    # aligned pointers) and moves vectors; other shapes move single elements.
+    BLOCK_VEC: tl.constexpr = BLOCK_SIZE // 8
+    MOST: tl.constexpr = 128 // input_ptr.dtype.element_ty.primitive_bitwidth
+    if BLOCK_VEC > MOST:
+        _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                            c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST, MOST)
+    else:
+        _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                            c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST, BLOCK_VEC)
+
+
+@triton.jit
+def _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                        c, c_per_group, eps, has_skip, has_bias, broadcast_skip, BLOCK_SIZE: tl.constexpr,
+                        HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr, KEEP_FIRST: tl.constexpr,
+                        VEC: tl.constexpr):
+    if VEC > 1:
+        if (c % VEC == 0) & (c_per_group % VEC == 0):
+            _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                        c // VEC * VEC, c_per_group // VEC * VEC, eps, has_skip, has_bias, broadcast_skip,
+                        BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+        else:
+            _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
+                        c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
+                        BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
     else:
         _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                     c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
@@ -109,25 +135,14 @@ def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_pt
         first = _input(input_ptr, skip_ptr, add_out_ptr, base + offsets, first_mask, shift, has_skip,
                        broadcast_skip)
         part, part_sq = tl.reduce((first, first * first), 0, _add2)
-        for start in tl.range(HW_SIZE, img_size, HW_SIZE):
-            mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
-            a = _input(input_ptr, skip_ptr, add_out_ptr, base + start * c + offsets, mask, shift, has_skip,
-                       broadcast_skip)
-            tile_sum, tile_sq = tl.reduce((a, a * a), 0, _add2)
-            part += tile_sum
-            part_sq += tile_sq
+        part, part_sq = _tile_sums(input_ptr, skip_ptr, add_out_ptr, base, offsets, c, hw, col_mask, img_size,
+                                   shift, has_skip, broadcast_skip, HW_SIZE, part, part_sq, HW_SIZE)
         sum_all, sq_all = tl.reduce((part, part_sq), 0, _add2)
     elif HW_SIZE * BLOCK_SIZE >= 16384:
         # Wide tiles (many bytes in flight per load): reduce each tile rather than keep tile-sized sums.
-        part = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-        part_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-        for start in tl.range(0, img_size, HW_SIZE):
-            mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
-            a = _input(input_ptr, skip_ptr, add_out_ptr, base + start * c + offsets, mask, shift, has_skip,
-                       broadcast_skip)
-            tile_sum, tile_sq = tl.reduce((a, a * a), 0, _add2)
-            part += tile_sum
-            part_sq += tile_sq
+        zero = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        part, part_sq = _tile_sums(input_ptr, skip_ptr, add_out_ptr, base, offsets, c, hw, col_mask, img_size,
+                                   shift, has_skip, broadcast_skip, 0, zero, zero, HW_SIZE)
         sum_all, sq_all = tl.reduce((part, part_sq), 0, _add2)
     else:
         total = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)

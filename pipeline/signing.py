@@ -62,17 +62,21 @@ def _raw(public) -> bytes:
     return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
-def load_private(source: str) -> object:
-    """A private key from a PEM file path, or the PEM text itself (as a CI secret hands it over)."""
-    serialization, ed25519, _ = _crypto()
-    text = source if source.lstrip().startswith("-----BEGIN") else None
-    if text is None:
-        try:
-            text = Path(source).read_text()
-        except OSError as exc:
-            raise PipelineError(f"cannot read the signing key {source}: {exc.strerror}") from None
+def _pem(source: str, what: str) -> bytes:
+    """PEM text given as such (as a CI secret hands it over), or read from the file it names."""
+    if source.lstrip().startswith("-----BEGIN"):
+        return source.encode()
     try:
-        key = serialization.load_pem_private_key(text.encode(), password=None)
+        return Path(source).read_bytes()
+    except OSError as exc:
+        raise PipelineError(f"cannot read the {what} {source}: {exc.strerror}") from None
+
+
+def load_private(source: str) -> object:
+    """An Ed25519 private key from a PEM file path or PEM text."""
+    serialization, ed25519, _ = _crypto()
+    try:
+        key = serialization.load_pem_private_key(_pem(source, "signing key"), password=None)
     except (ValueError, TypeError) as exc:
         raise PipelineError(f"the signing key is not an unencrypted PEM private key ({exc})") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
@@ -81,16 +85,10 @@ def load_private(source: str) -> object:
 
 
 def load_public(source: str) -> object:
-    """A public key from a PEM file path, or the PEM text itself."""
+    """An Ed25519 public key from a PEM file path or PEM text."""
     serialization, ed25519, _ = _crypto()
-    text = source if source.lstrip().startswith("-----BEGIN") else None
-    if text is None:
-        try:
-            text = Path(source).read_text()
-        except OSError as exc:
-            raise PipelineError(f"cannot read the trusted key {source}: {exc.strerror}") from None
     try:
-        key = serialization.load_pem_public_key(text.encode())
+        key = serialization.load_pem_public_key(_pem(source, "trusted key"))
     except (ValueError, TypeError) as exc:
         raise PipelineError(f"the trusted key is not a PEM public key ({exc})") from None
     if not isinstance(key, ed25519.Ed25519PublicKey):

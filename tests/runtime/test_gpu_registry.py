@@ -63,10 +63,12 @@ def test_driver_error_names_kernel(registry):
 
 
 def test_wrong_arch_is_refused(registry, cuda):
+    """A build for another major arch (its cubins cannot run here, and it holds no PTX) is refused."""
     arts = registry.artifacts
-    arts_other = type(arts)(arts.path, {**arts.manifest, "target": {**arts.manifest["target"], "arch": "1"}},
-                            arts.kernels, arts.blobs)
-    with pytest.raises(ValueError, match="built for sm_1"):
+    other = "70" if int(cuda.arch) >= 80 else "90"
+    target = {**arts.manifest["target"], "arch": other, "arch_name": f"sm_{other}"}
+    arts_other = type(arts)(arts.path, {**arts.manifest, "target": target}, arts.kernels, arts.blobs)
+    with pytest.raises(ValueError, match=f"built for sm_{other}, but the device is sm_{cuda.arch}"):
         Registry(arts_other, cuda)
 
 

@@ -198,7 +198,7 @@ def test_every_family_gives_the_same_answer(registry, rng, dtype):
 def test_packed_rows_special_values_and_strides(registry, rng, dtype):
     """The packed-row kernels unpack each 32-bit word into two columns: -inf and huge values in either
     half, a row shorter than the block (masked words), padded strides, and rows of one survivor."""
-    packed = [g for g in registry.by_group if "_packed_" in g]
+    packed = [name for name in registry.by_name if "_packed_" in name]
     if not packed:
         pytest.skip("no packed-row kernels in this archive (CUDA only)")
     big = 6e4 if dtype == "fp16" else 1e30
