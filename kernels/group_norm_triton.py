@@ -12,8 +12,9 @@ both passes: with HW_SIZE up to 1024 that is the whole group of a small UNet lev
 read once, with one load, one reduction and one store per program. Wide-tile kernels (32K values a
 tile) keep more bytes in flight for large images, where ORT's grid of n * groups programs leaves most
 SMs idle. Every kernel moves vectors of BLOCK_SIZE / 8 values (at most 16 bytes) when c and c_per_group
-are multiples of that (tensors 16-byte aligned: ORT's are), single elements otherwise: the choice is
-made at run time, so any shape ORT hands a kernel is right.
+are multiples of that (tensors 16-byte aligned: ORT's are); other shapes, which UNet never has, take
+single elements in 16-pixel tiles. The choice is made at run time, so any shape ORT hands a kernel
+is right.
 
 ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_{fp16|fp32}` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
@@ -97,10 +98,10 @@ def _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, 
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c // VEC * VEC, c_per_group // VEC * VEC, eps, has_skip, has_bias, broadcast_skip,
                         BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
-        else:
+        else:  # shapes UNet never has: 16-pixel tiles, which every HW_SIZE here is a multiple of
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                        BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+                        BLOCK_SIZE, 16, ACTIVATION_SILU, 0)
     else:
         _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                     c, c_per_group, eps, has_skip, has_bias, broadcast_skip,

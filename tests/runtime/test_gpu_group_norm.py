@@ -96,10 +96,13 @@ def test_every_kernel_runs(registry, rng):
             block, hw_size = info.constants["BLOCK_SIZE"], info.constants["HW_SIZE"]
             cpg = max(1, block * 3 // 4) if block > 1 else 1
             cpg = cpg if block < 2 * cpg else block  # the contract: BLOCK is the next power of two
+            # An odd channel count per group too: no vectors, the kernel's element path.
+            odd = [block // 2 + 1] if block >= 4 else []
             # Kernels that keep their first tile: the whole image in it, and two more tiles read twice.
             for w in (1, 3) if info.constants.get("KEEP_FIRST") else (2,):
                 hw = hw_size + 5 if group.startswith("GroupNormAny_") else hw_size
-                check(registry, rng, 2, hw, w, 2 * cpg, 2, dtype, silu, "full", True, info.name, "kernel")
+                for k in [cpg, *odd]:
+                    check(registry, rng, 2, hw, w, 2 * k, 2, dtype, silu, "full", True, info.name, "kernel")
             ran.append(info.name)
     assert len(ran) == sum(len(v) for g, v in registry.by_group.items()
                            if g.startswith(("GroupNormTriton_", "GroupNormAny_")))
