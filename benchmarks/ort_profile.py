@@ -57,17 +57,18 @@ def main() -> None:
         for profile in parse_profiles(args.profiles):
             report = build_dist(scripts, parse_targets(args.arch), Path(tmp) / profile, cache_dir=args.cache_dir,
                                 profile=profile)
-            for t in report.targets:
-                d = Path(tmp) / profile / t.target.platform / t.target.arch_name
-                seconds = header_seconds(d)
-                mib = t.archive_bytes / 2**20
-                print(f"{profile:4} {t.target.arch_name:7} {t.kernels:5} kernels  archive {mib:6.2f} MiB  header at "
-                      f"g++ -O2 {seconds:6.2f} s", flush=True)
-                shape = f"{profile}/{t.target.arch_name}"  # one row set per profile and arch
+            builds = [(t.target.platform, t.target.arch_name, t.kernels, t.archive_bytes) for t in report.targets]
+            builds += [(m.platform, "multi", m.kernels, m.archive_bytes) for m in report.multi]  # every arch in one
+            for platform_name, arch, kernels, archive_bytes in builds:
+                seconds = header_seconds(Path(tmp) / profile / platform_name / arch)
+                name = arch if arch != "multi" else f"{platform_name}/multi"
+                print(f"{profile:4} {name:11} {kernels:5} kernels  archive {archive_bytes / 2**20:6.2f} MiB  header "
+                      f"at g++ -O2 {seconds:6.2f} s", flush=True)
+                shape = f"{profile}/{name}"  # one row set per profile and arch
                 rows += [{"provider": profile, "shape": shape, "metric": "archive_bytes", "unit": "B",
-                          "value": str(t.archive_bytes), "extra": f"{t.kernels} kernels"},
+                          "value": str(archive_bytes), "extra": f"{kernels} kernels"},
                          {"provider": profile, "shape": shape, "metric": "header_gxx_O2", "unit": "s",
-                          "value": f"{seconds:.2f}", "extra": f"{t.kernels} kernels"}]
+                          "value": f"{seconds:.2f}", "extra": f"{kernels} kernels"}]
     device = f"{platform.machine()} cpu x{len(os.sched_getaffinity(0))}"
     print("wrote", write_rows("ort_profile", device, rows, args.results))
 
