@@ -141,8 +141,11 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
     lines = invoke_lines(root, values)
     tasks = {args[0] for _, args in lines}
     assert {"lint", "build", "merge", "gpu-test", "tune", "bench", "publish"} <= tasks
-    ran = []
+    ran, done = [], set()
     for where, args in lines:
+        if tuple(args) in done:  # publish.yml repeats ci.yml's per-arch builds and merges word for word
+            ran.append(args[0])
+            continue
         needs_gpu = args[0] in GPU_TASKS
         if needs_gpu and not gpu_unavailable("cuda" if "rocm" not in args else "rocm"):
             continue  # a GPU runner: gpu.yml runs these itself
@@ -154,6 +157,7 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
                 proc.stdout, said
         else:
             assert proc.returncode == 0, said
+            done.add(tuple(args))
         ran.append(args[0])
     assert ran.count("build") == 16 and ran.count("merge") == 8 and "publish" in ran  # 4 archs x 2 profiles, twice
     manifest = json.loads((repo / "release-manifest.json").read_text())

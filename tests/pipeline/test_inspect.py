@@ -28,10 +28,11 @@ def nvidia_tool(name):
     return str(path)
 
 
-def first_of(d, group: str) -> str:
-    """The archive member of the first kernel of `group` in the artifact directory d."""
+def first_of(d, group: str, func: str = "softmax_kernel") -> str:
+    """The archive member of the first kernel of `group` made from the jit function `func` in the artifact
+    directory d."""
     kernels = json.loads((d / "kernels.json").read_text())["kernels"]
-    return next(k["name"] for k in kernels if k["group"] == group) + ".o"
+    return next(k["name"] for k in kernels if k["group"] == group and k["func_name"] == func) + ".o"
 
 
 def test_cubin_arch_matches(built, tmp_path):
