@@ -47,17 +47,20 @@ def test_consumer_check_of_every_arch(full_built):
     for t in report.targets:
         result = check_artifacts(out / t.target.platform / t.target.arch_name)
         assert result.kernels == t.kernels and result.stack_flags == "RW", t.target
+    assert {m.platform for m in report.multi} == {"cuda", "rocm"}
+    for m in report.multi:  # one archive per platform: the archs inside every blob listed and compared
+        assert check_artifacts(out / m.platform / "multi").kernels == m.kernels > 0, m.platform
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
 def test_container_build_of_everything_matches_local(platform, docker_engine, full_built, root, tmp_path):
-    """`invoke build --platform P` in a fresh copy with invoke.yaml as it is: kernels/, default archs."""
+    """`invoke build --platform P --profile full` in a fresh copy with invoke.yaml as it is: kernels/, default
+    archs; every arch and the multi-arch archive, byte for byte."""
     report, out = full_built
     repo, _ = user_repo(tmp_path / "repo", root / "kernels")
-    proc = invoke(repo, "build", "--platform", platform, timeout=3600)
+    proc = invoke(repo, "build", "--platform", platform, "--profile", "full", timeout=3600)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    for t in report.targets:
-        if t.target.platform == platform:
-            sub = f"{platform}/{t.target.arch_name}"
-            for name in FILES:
-                assert (repo / "dist" / sub / name).read_bytes() == (out / sub / name).read_bytes(), f"{sub}/{name}"
+    for arch in [t.target.arch_name for t in report.targets if t.target.platform == platform] + ["multi"]:
+        sub = f"{platform}/{arch}"
+        for name in FILES:
+            assert (repo / "dist/full" / sub / name).read_bytes() == (out / sub / name).read_bytes(), f"{sub}/{name}"
