@@ -2,9 +2,9 @@
 per group.
 
 Each script is copied as it is, with a footer that wraps its get_function_table(): per group it keeps
-the first and the last entry and the first entry of every jit function the group uses. Every script,
-group, launch contract, jit function, helper import and PLATFORMS / MIN_SM / MAX_SM declaration is compiled
-and checked; the tuning variants in between are not (the `full` tests build those).
+the first entry and the first entry of every jit function the group uses. Every script, group, launch
+contract, jit function, helper import and PLATFORMS / MIN_SM / MAX_SM declaration is compiled and
+checked; the tuning variants are not (the `full` tests build those).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from pathlib import Path
 
 FOOTER = '''
 
-# --- tests/kernel_subset.py: the first and last entry per group, and one entry per jit function ---
+# --- tests/kernel_subset.py: the first entry per group, and one entry per jit function ---
 def _subset(table):
     groups = {}
     for entry in table:
         groups.setdefault(entry["group"], []).append(entry)
     keep = set()
     for entries in groups.values():
-        keep.update({id(entries[0]), id(entries[-1])})
+        keep.add(id(entries[0]))
         funcs = {}
         for entry in entries:
             funcs.setdefault(entry["func"], id(entry))
