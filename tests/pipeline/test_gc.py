@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ from pipeline.gc import GC_LOCK, collect_garbage, parse_duration
 from pipeline.release import fetch, publish, read_manifest, versions
 from pipeline.stores import FileStore, S3Store
 
-from .test_release import FULL, add_tune_cache, dist_copy, s3  # noqa: F401 (fixtures)
+from .test_release import FULL, add_tune_cache, dist_copy, kill_when, s3  # noqa: F401 (fixtures)
 
 QUIET = lambda _: None  # noqa: E731
 
@@ -137,12 +136,7 @@ def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_pat
             "collect_garbage(open_store(sys.argv[1]), grace_s=0, lease_s=5)")
     proc = subprocess.Popen([sys.executable, "-u", "-c", code, f"s3://{s3.bucket}/{s3.prefix}"], cwd=root, env=env,
                             stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.startswith("deleted "):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    kill_when(proc, "deleted ")
     killed = time.monotonic()
     left = [k for k in s3.list("blobs") if k not in referenced(s3)]
     assert left and s3.get(GC_LOCK) is not None  # killed midway, holding its lease

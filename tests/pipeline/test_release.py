@@ -157,6 +157,16 @@ def test_sixteen_concurrent_publishers_one_winner(root, s3, dist_copy, tmp_path)
     assert "published 3.0.0" in winners[0][1] and note.startswith("publisher ")
 
 
+def kill_when(proc, prefix: str) -> None:
+    """SIGKILL `proc` as soon as it prints a line starting with `prefix`: killed in the middle of its work."""
+    for line in proc.stdout:
+        if line.startswith(prefix):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
 def _tune_sha(doc):
     return next(e["sha256"] for e in doc["files"] if e["path"].endswith("tune/NVIDIA_H200.json"))
 
@@ -166,12 +176,7 @@ def test_killed_publish_leaves_no_version_and_resumes(root, s3, dist_copy):
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.release", "publish", "--version", "4.0.0",
                              "--store", store_url, "--dist", str(dist_copy), "--profile", "full"], cwd=root,
                             env={**os.environ, "PYTHONPATH": str(root), **s3.env}, stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.startswith("uploaded 1/"):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    kill_when(proc, "uploaded 1/")
     assert "4.0.0" not in versions(s3) and s3.get("versions/4.0.0/manifest.json") is None
     assert any(k.startswith("blobs/") for k in s3.list("blobs"))  # the upload had begun
     again = cli(root, "publish", "--version", "4.0.0", "--store", store_url, "--dist", str(dist_copy), "--profile",
