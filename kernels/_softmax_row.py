@@ -1,10 +1,8 @@
-"""One row of softmax or log-softmax held in registers: the body every one-program-per-row kernel of
-ORT's `softmax_<dtype>` groups runs, on any row (masked lanes load -inf and drop out of max and sum;
-a row of -inf gives NaN, as torch does).
-
-`aligned_row` is the same row when n_cols and both strides are multiples of 16 bytes and the pointers
-16-byte aligned (the kernels' signatures say so): written as multiples, the compiler knows it and moves
-16-byte vectors instead of single elements. Maths in fp32, fp64 for fp64 rows.
+"""One row of softmax or log-softmax held in registers, on any row (masked lanes load -inf and drop out
+of max and sum; a row of -inf gives NaN, as torch does), for the scripts that add kernels to ORT's
+`softmax_<dtype>` groups: their plain path for rows the packed or streamed path cannot take, and the
+test for rows that move as 16-byte vectors. (softmax_triton.py keeps its own copy of the row: ORT
+compiles that script alone.) Maths in fp32, fp64 for fp64 rows.
 """
 
 import triton
@@ -34,9 +32,3 @@ def is_aligned(input_row_stride, output_row_stride, n_cols, VEC: tl.constexpr):
     """Whether the row may move as 16-byte vectors of VEC elements (pointers: the signature's promise)."""
     return (n_cols % VEC == 0) & (input_row_stride % VEC == 0) & (output_row_stride % VEC == 0)
 
-
-@triton.jit
-def aligned_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row,
-                BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr, VEC: tl.constexpr):
-    normalize_row(output_ptr, input_ptr, input_row_stride // VEC * VEC, output_row_stride // VEC * VEC,
-                  n_cols // VEC * VEC, row, BLOCK_SIZE, LOG)

@@ -18,7 +18,28 @@ fallback of the runtime's log-softmax.
 
 import triton
 import triton.language as tl
-from _softmax_row import aligned_row, is_aligned, normalize_row
+
+# ORT compiles its scripts one by one (compile_triton.py --script_files): this one imports nothing but
+# triton, so it stays a drop-in for ORT's own softmax_triton.py. (kernels/_softmax_row.py holds the same
+# row for the scripts that add kernels to ORT's groups.)
+
+
+@triton.jit
+def _row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row,
+         BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(input_ptr + row * input_row_stride + cols, mask=mask, other=-float("inf"))
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    shifted = x - tl.max(x, axis=0)
+    numerator = tl.exp(shifted)
+    denominator = tl.sum(numerator, axis=0)
+    if LOG:
+        y = shifted - tl.log(denominator)
+    else:
+        y = numerator / denominator
+    tl.store(output_ptr + row * output_row_stride + cols, y.to(output_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -26,10 +47,13 @@ def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n
                    BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):
     VEC: tl.constexpr = 128 // input_ptr.dtype.element_ty.primitive_bitwidth  # elements in 16 bytes
     row = tl.program_id(0).to(tl.int64)  # 64-bit row offsets: batch * stride may pass 2**31
-    if is_aligned(input_row_stride, output_row_stride, n_cols, VEC):
-        aligned_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row, BLOCK_SIZE, LOG, VEC)
+    if (n_cols % VEC == 0) & (input_row_stride % VEC == 0) & (output_row_stride % VEC == 0):
+        # Written as multiples, the compiler knows rows start on 16 bytes (with the signature's aligned
+        # pointers) and moves 16-byte vectors instead of single elements.
+        _row(output_ptr, input_ptr, input_row_stride // VEC * VEC, output_row_stride // VEC * VEC,
+             n_cols // VEC * VEC, row, BLOCK_SIZE, LOG)
     else:
-        normalize_row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row, BLOCK_SIZE, LOG)
+        _row(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, row, BLOCK_SIZE, LOG)
 
 
 DTYPES = ("fp32", "fp16", "bf16", "fp64")

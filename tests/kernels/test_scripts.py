@@ -66,3 +66,12 @@ def test_every_unet_shape_and_row_has_a_kernel_other_than_the_fallback(root):
                 problem = dict(batch=4, n_cols=cols, in_stride=cols, out_stride=cols)
                 assert any(k.group.startswith("softmax_") and k.group.endswith(f"_{dtype}")
                            and admits(table, k, **problem) for k in kernels), (arch, dtype, cols)
+
+
+def test_orts_own_scripts_stand_alone(root):
+    """ORT's compile_triton.py compiles the scripts it is given one by one: ORT's two import only triton."""
+    for name in ("softmax_triton.py", "group_norm_triton.py"):
+        for node in ast.walk(ast.parse((root / "kernels" / name).read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                assert all(m.split(".")[0] == "triton" for m in mods), (name, mods)
