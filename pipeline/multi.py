@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,10 +203,6 @@ def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_ro
     """`<out_root>/<platform>/multi/` from `<root>/<platform>/<arch>/` of each arch, found in one of
     part_roots (per-arch builds from other machines); arch builds found elsewhere are copied into
     out_root beside it. All or nothing: everything is staged, then renamed into place."""
-    import os
-    import shutil
-    import tempfile
-
     sources = {}
     for arch in archs:
         found = [Path(r) / platform / arch for r in part_roots
