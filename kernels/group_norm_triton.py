@@ -1,24 +1,29 @@
 """GroupNorm over NHWC activations (Stable Diffusion's UNet), in ONNX Runtime's convention and with
 ORT's argument list: optional skip (full or broadcast over H*W), bias, add_out and SiLU.
 
-One program normalises one (image, group) pair: pass 1 streams the group's HW x c_per_group values
-accumulating sum and sum of squares in fp32 (storing input + skip + bias to add_out when there is a
-skip), pass 2 streams them again and writes (x - mean) * rstd * gamma + beta, then SiLU. Minimum
-traffic is one read and one write of the tensor (plus skip and add_out); the second read of a group
-is usually served from L2, since a group is at most a few hundred KB.
+One program normalises one (image, group) pair, ORT's grid (n, groups, 1): at UNet's largest levels that
+is 32 or 64 programs for 132 SMs, so each program has to move bytes as fast as one SM can, and the SM's
+instruction issue, not DRAM, becomes the limit. A program walks its group in steps of TILES x HW_SIZE
+pixels. Pass 1 sums x and x^2 in fp32, the next step's load in flight while one is summed; the step's
+tiles fold into one HW_SIZE x BLOCK_SIZE accumulator inside each thread, and bias / broadcast skip
+enter the sums per channel at the end. With a skip, pass 1 also writes x + skip + bias to add_out. The
+last step stays in registers; pass 2 writes it, then walks back over the other steps (the most recently
+read first, the likeliest still in L2), writing (x - mean) * rstd * gamma + beta, then SiLU. A group
+of one step is read once. Variance is E[x^2] - E[x]^2 in fp32, as ORT's kernel computes it.
 
-The `_keep` kernels (KEEP_FIRST) hold their first HW_SIZE x BLOCK_SIZE tile in registers through
-both passes: with HW_SIZE up to 1024 that is the whole group of a small UNet level (16x16; 32x32 at 320),
-read once, with one load, one reduction and one store per program. Wide-tile kernels (32K values a
-tile) keep more bytes in flight for large images, where ORT's grid of n * groups programs leaves most
-SMs idle. Every kernel moves vectors of BLOCK_SIZE / 8 values (at most 16 bytes) when c and c_per_group
-are multiples of that (tensors 16-byte aligned: ORT's are); other shapes, which UNet never has, take
-single elements in 16-pixel tiles. The choice is made at run time, so any shape ORT hands a kernel
-is right.
+On CUDA the compile target decides two more things (`triton.language.target_info`, which the build
+points at the target being compiled): on Hopper each program asks the copy engine to bring the steps
+two ahead into L2 (its share of those pixels' rows, all groups splitting them evenly), and with 16-bit
+outputs SiLU is h + h * tanh(h), h = y / 2, one tanh.approx.f16x2 per two values (within the fp16
+tolerance, not fp32's). Elsewhere SiLU is y / (1 + e^-y) with the fast exp and division.
+
+Every kernel moves vectors of BLOCK_SIZE / 8 values (at most 16 bytes) when c and c_per_group are
+multiples of that (tensors 16-byte aligned: ORT's are); other shapes, which UNet never has, take single
+elements in 16-pixel steps. The choice is made at run time, so any shape ORT hands a kernel is right.
 
 ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_{fp16|fp32}` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
-HW_SIZE divides H*W. Variance is E[x^2] - E[x]^2 in fp32, as ORT's kernel computes it.
+HW_SIZE divides H*W (a kernel is right for any H*W).
 
 Group `GroupNormAny_{Silu|Pass}_<dtype>` holds the same kernel for every shape ORT's rules leave out:
 any H*W, up to 512 channels per group, any alignment. It is the runtime's correctness fallback.
@@ -26,25 +31,43 @@ any H*W, up to 512 channels per group, any alignment. It is the runtime's correc
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
+from triton.language.target_info import cuda_capability_geq
 
 
 @triton.jit
-def _input(input_ptr, skip_ptr, add_out_ptr, ptrs, mask, shift, has_skip, broadcast_skip):
-    """x (+ skip) + per-channel shift in fp32, zero outside the group; written to add_out with a skip."""
-    a = tl.load(input_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
-    if has_skip and not broadcast_skip:
-        a += tl.load(skip_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
-    a = tl.where(mask, a + shift[None, :], 0.0)
+def _pixels(start, pix, img_size, c, cols, col_mask):
+    """Offsets (from the group's first value) and mask of pixels start + pix ([STEP, 1])."""
+    p = start + pix
+    return p * c + cols[None, :], (p >= 0) & (p < img_size) & col_mask[None, :]
+
+
+@triton.jit
+def _input(raw, skip_ptr, add_out_ptr, ptrs, mask, shift, has_skip, broadcast_skip):
+    """x (+ skip) in fp32 from x as loaded (zero outside the group). With a skip, x + skip + shift goes to
+    add_out. The shift (bias, broadcast skip) is left out: pass 1 adds it to the sums, pass 2 to the offset."""
+    a = raw.to(tl.float32)
     if has_skip:
-        tl.store(add_out_ptr + ptrs, a.to(add_out_ptr.dtype.element_ty), mask=mask)
+        if not broadcast_skip:
+            a += tl.load(skip_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(add_out_ptr + ptrs, (a + shift[None, :]).to(add_out_ptr.dtype.element_ty), mask=mask)
     return a
 
 
 @triton.jit
-def _output(x, output_ptr, ptrs, mask, scale, offset, ACTIVATION_SILU: tl.constexpr):
+def _output(x, output_ptr, ptrs, mask, scale, offset, ACTIVATION_SILU: tl.constexpr, TANH: tl.constexpr):
+    """x * scale + offset, then SiLU, stored. One program per group makes the SM's issue rate a limit, the
+    special-function unit's (a quarter of the rate) most of all: TANH (16-bit outputs on CUDA) takes
+    y * sigmoid(y) = h + h * tanh(h), h = y / 2 (scale and offset come halved), with one tanh.approx.f16x2
+    per two values; otherwise y / (1 + e^-y) with the approximate exp and division, two per value."""
     y = x * scale[None, :] + offset[None, :]
     if ACTIVATION_SILU:
-        y = y * tl.sigmoid(y)
+        if TANH:
+            t = tl.inline_asm_elementwise("tanh.approx.f16x2 $0, $1;", "=r,r", [y.to(tl.float16)],
+                                          dtype=tl.float16, is_pure=True, pack=2)
+            y = y + y * t.to(tl.float32)
+        else:
+            y = libdevice.fast_dividef(y, 1.0 + libdevice.fast_expf(-y))
     tl.store(output_ptr + ptrs, y.to(output_ptr.dtype.element_ty), mask=mask)
 
 
@@ -54,24 +77,35 @@ def _add2(a, b, c, d):
 
 
 @triton.jit
-def _tile_sums(input_ptr, skip_ptr, add_out_ptr, base, offsets, c, hw, col_mask, img_size, shift, has_skip,
-               broadcast_skip, first_pixel, part, part_sq, HW_SIZE: tl.constexpr):
-    """part and part_sq plus the per-channel sums and sums of squares of the tiles from first_pixel on."""
-    for start in tl.range(first_pixel, img_size, HW_SIZE):
-        mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
-        a = _input(input_ptr, skip_ptr, add_out_ptr, base + start * c + offsets, mask, shift, has_skip,
-                   broadcast_skip)
-        tile_sum, tile_sq = tl.reduce((a, a * a), 0, _add2)
-        part += tile_sum
-        part_sq += tile_sq
-    return part, part_sq
+def _l2_prefetch(input_ptr, image, group, start, img_size, c, c_per_group, STEP: tl.constexpr):
+    """One thread asks the copy engine to bring this program's share of pixels start .. start + STEP (all
+    groups' channels: a contiguous range, which the programs of the image split evenly) into L2, so
+    that each program's own loads of that step find it there. Hopper PTX: CUDA sm_90+ builds only;
+    skipped unless the range is 16-byte aligned, as the instruction needs."""
+    rows = tl.minimum(img_size - start, STEP)
+    esize: tl.constexpr = input_ptr.dtype.element_ty.primitive_bitwidth // 8
+    nbytes = rows * c_per_group * esize
+    at = (input_ptr + (image * img_size + start) * c + group * rows * c_per_group).to(tl.int64)
+    nbytes = tl.where((rows > 0) & (nbytes % 16 == 0) & (at % 16 == 0), nbytes, 0)
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .b32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+        "setp.ne.and.s32 p, $2, 0, p; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [at, nbytes], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _fold(a, total, total_sq, TILES: tl.constexpr, HW_SIZE: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """total (total_sq) plus the step's TILES tiles (squared): pixel p of the step lands in row p % HW_SIZE,
+    which the thread holding pixel p also holds (HW_SIZE rows span the program's threads)."""
+    a = tl.reshape(a, [TILES, HW_SIZE, BLOCK_SIZE])
+    return total + tl.sum(a, axis=0), total_sq + tl.sum(a * a, axis=0)
 
 
 @triton.jit
 def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                       img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                       BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
-                      KEEP_FIRST: tl.constexpr):
+                      TILES: tl.constexpr):
     # The vector this kernel's block is made for: 2, 4, 8 values for BLOCK_SIZE 16, 32, 64 (UNet's 10, 20, 40
     # channels per group), at most 16 bytes. When c and c_per_group are multiples of it, written as
     # multiples the compiler knows each pixel's channels start on that boundary (with the signature's
@@ -81,45 +115,48 @@ def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, ga
     if BLOCK_VEC > MOST:
         _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                             c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST, MOST)
+                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, MOST)
     else:
         _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                             c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST, BLOCK_VEC)
+                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, BLOCK_VEC)
 
 
 @triton.jit
 def _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c, c_per_group, eps, has_skip, has_bias, broadcast_skip, BLOCK_SIZE: tl.constexpr,
-                        HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr, KEEP_FIRST: tl.constexpr,
+                        HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr, TILES: tl.constexpr,
                         VEC: tl.constexpr):
     if VEC > 1:
         if (c % VEC == 0) & (c_per_group % VEC == 0):
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c // VEC * VEC, c_per_group // VEC * VEC, eps, has_skip, has_bias, broadcast_skip,
-                        BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
-        else:  # shapes UNet never has: 16-pixel tiles, which every HW_SIZE here is a multiple of
+                        BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES)
+        else:  # shapes UNet never has: single elements, 16 pixels at a time (one address per value)
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                        BLOCK_SIZE, 16, ACTIVATION_SILU, 0)
+                        BLOCK_SIZE, 16, ACTIVATION_SILU, 1)
     else:
         _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                     c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, KEEP_FIRST)
+                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES)
 
 
 @triton.jit
 def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                 img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                 BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
-                KEEP_FIRST: tl.constexpr):
+                TILES: tl.constexpr):
     image = tl.program_id(0).to(tl.int64)
     group = tl.program_id(1)
     base = image * img_size * c + group * c_per_group
     cols = tl.arange(0, BLOCK_SIZE)
-    hw = tl.arange(0, HW_SIZE)
     col_mask = cols < c_per_group
-    offsets = hw[:, None] * c + cols[None, :]
+    # A step is TILES tiles of HW_SIZE pixels, loaded together; the tiles are summed into one
+    # [HW_SIZE, BLOCK_SIZE] accumulator inside each thread.
+    STEP: tl.constexpr = TILES * HW_SIZE
+    pix = tl.arange(0, STEP)[:, None]
+    steps = tl.cdiv(img_size, STEP)
 
     # Per-channel terms added to every pixel: the bias and a skip broadcast over H*W.
     shift = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
@@ -129,85 +166,88 @@ def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_pt
         shift += tl.load(skip_ptr + image * c + group * c_per_group + cols, mask=col_mask,
                          other=0.0).to(tl.float32)
 
-    if KEEP_FIRST:
-        # The first tile stays in registers for pass 2: when HW_SIZE covers the image (small UNet
-        # levels), the group is read once and each program is one load, one reduction and one store.
-        first_mask = (hw < img_size)[:, None] & col_mask[None, :]
-        first = _input(input_ptr, skip_ptr, add_out_ptr, base + offsets, first_mask, shift, has_skip,
-                       broadcast_skip)
-        part, part_sq = tl.reduce((first, first * first), 0, _add2)
-        part, part_sq = _tile_sums(input_ptr, skip_ptr, add_out_ptr, base, offsets, c, hw, col_mask, img_size,
-                                   shift, has_skip, broadcast_skip, HW_SIZE, part, part_sq, HW_SIZE)
-        sum_all, sq_all = tl.reduce((part, part_sq), 0, _add2)
-    elif HW_SIZE * BLOCK_SIZE >= 16384:
-        # Wide tiles (many bytes in flight per load): reduce each tile rather than keep tile-sized sums.
-        zero = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-        part, part_sq = _tile_sums(input_ptr, skip_ptr, add_out_ptr, base, offsets, c, hw, col_mask, img_size,
-                                   shift, has_skip, broadcast_skip, 0, zero, zero, HW_SIZE)
-        sum_all, sq_all = tl.reduce((part, part_sq), 0, _add2)
-    else:
-        total = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
-        total_sq = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
-        for start in tl.range(0, img_size, HW_SIZE):
-            mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
-            a = _input(input_ptr, skip_ptr, add_out_ptr, base + start * c + offsets, mask, shift, has_skip,
-                       broadcast_skip)
-            total += a
-            total_sq += a * a
-        sum_all = tl.sum(total, axis=None)
-        sq_all = tl.sum(total_sq, axis=None)
+    # Pass 1: sum and sum of squares, the next step's load in flight while a step is summed. On Hopper
+    # the copy engine also brings the steps L2_AHEAD ahead into L2: one program per group has to keep
+    # many bytes moving, ORT's grid leaving most SMs idle on big images.
+    L2_AHEAD: tl.constexpr = 2 if cuda_capability_geq(9, 0) else 0
+    if L2_AHEAD > 0 and steps > 1:
+        for ahead in tl.static_range(1, L2_AHEAD + 1):
+            _l2_prefetch(input_ptr, image, group, ahead * STEP, img_size, c, c_per_group, STEP)
+    total = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
+    total_sq = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
+    ptrs, mask = _pixels(0, pix, img_size, c, cols, col_mask)
+    raw = tl.load(input_ptr + base + ptrs, mask=mask, other=0.0)
+    for step in tl.range(1, steps):
+        if L2_AHEAD > 0:
+            _l2_prefetch(input_ptr, image, group, (step + L2_AHEAD) * STEP, img_size, c, c_per_group, STEP)
+        current = raw
+        ptrs, mask = _pixels(step * STEP, pix, img_size, c, cols, col_mask)
+        raw = tl.load(input_ptr + base + ptrs, mask=mask, other=0.0)
+        ptrs, mask = _pixels((step - 1) * STEP, pix, img_size, c, cols, col_mask)
+        a = _input(current, skip_ptr + base, add_out_ptr + base, ptrs, mask, shift, has_skip, broadcast_skip)
+        total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
+    # The last step stays in registers for pass 2, as loaded (16-bit values take half the registers): a
+    # group of one step (small images; a 64x64 image's group of 10 fp16 channels) is read once.
+    ptrs, mask = _pixels((steps - 1) * STEP, pix, img_size, c, cols, col_mask)
+    a = _input(raw, skip_ptr + base, add_out_ptr + base, ptrs, mask, shift, has_skip, broadcast_skip)
+    total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
 
+    # The sums of x + shift from the sums of x: sum(x) + hw * shift and
+    # sum(x^2) + 2 * shift * sum(x) + hw * shift^2, in one reduction.
+    sum_all, sq_all = tl.reduce((total, total_sq + (2.0 * shift)[None, :] * total), None, _add2)
     count = img_size * c_per_group
-    mean = sum_all / count
-    var = tl.maximum(sq_all / count - mean * mean, 0.0)
-    rstd = 1.0 / tl.sqrt(var + eps)
+    mean = (sum_all + img_size * tl.sum(shift, axis=0)) / count
+    mean_sq = (sq_all + img_size * tl.sum(shift * shift, axis=0)) / count
+    rstd = 1.0 / tl.sqrt(tl.maximum(mean_sq - mean * mean, 0.0) + eps)
     gamma = tl.load(gamma_ptr + group * c_per_group + cols, mask=col_mask, other=0.0).to(tl.float32)
     beta = tl.load(beta_ptr + group * c_per_group + cols, mask=col_mask, other=0.0).to(tl.float32)
-    scale = gamma * rstd
-    offset = beta - mean * scale
-    reread_from = 0
-    if KEEP_FIRST:
-        _output(first, output_ptr, base + offsets, first_mask, scale, offset, ACTIVATION_SILU)
-        reread_from = HW_SIZE
-    for start in tl.range(reread_from, img_size, HW_SIZE):
-        mask = ((start + hw) < img_size)[:, None] & col_mask[None, :]
-        ptrs = base + start * c + offsets
-        if has_skip:
-            x = tl.load(add_out_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
-        else:
-            x = tl.load(input_ptr + ptrs, mask=mask, other=0.0).to(tl.float32) + shift[None, :]
-        _output(x, output_ptr, ptrs, mask, scale, offset, ACTIVATION_SILU)
+    TANH: tl.constexpr = ACTIVATION_SILU and output_ptr.dtype.element_ty.primitive_bitwidth == 16 and \
+        cuda_capability_geq(7, 5)
+    scale = gamma * rstd * (0.5 if TANH else 1.0)
+    offset = beta * (0.5 if TANH else 1.0) - mean * scale  # for x + shift
+    shifted = offset + shift * scale  # for x, shift not added
+    # Pass 2, the kept step first, then backwards: the most recently read steps are the likeliest in L2.
+    # With a skip it reads add_out (x + skip + shift, which this thread has just written for the kept
+    # step), without one x, shift going into the offset.
+    if has_skip:
+        source_ptr = add_out_ptr + base
+        raw = tl.load(source_ptr + ptrs, mask=mask, other=0.0)
+    else:
+        source_ptr = input_ptr + base
+        offset = shifted
+    _output(raw.to(tl.float32), output_ptr + base, ptrs, mask, scale, offset, ACTIVATION_SILU, TANH)
+    ptrs, mask = _pixels((steps - 2) * STEP, pix, img_size, c, cols, col_mask)
+    x = tl.load(source_ptr + ptrs, mask=mask, other=0.0)
+    for back in tl.range(3, steps + 2):
+        current = x
+        ptrs, mask = _pixels((steps - back) * STEP, pix, img_size, c, cols, col_mask)
+        x = tl.load(source_ptr + ptrs, mask=mask, other=0.0)
+        ptrs, mask = _pixels((steps - back + 1) * STEP, pix, img_size, c, cols, col_mask)
+        _output(current.to(tl.float32), output_ptr + base, ptrs, mask, scale, offset, ACTIVATION_SILU, TANH)
 
 
 DTYPES = ("fp32", "fp16", "bf16")
 ORT_DTYPES = ("fp32", "fp16")  # ORT's GroupNorm ops are instantiated for float and half only
 BLOCKS = (4, 8, 16, 32, 64, 128)  # c_per_group up to 128
-# ORT's group, (BLOCK_SIZE, HW_SIZE, num_warps, KEEP_FIRST): for every block a looped kernel of 16-pixel
-# tiles (any H*W that is a multiple of 16), and the points that are the fastest somewhere on the
-# benchmark grids: 64-pixel tiles for 33 to 64 channels per group, and kernels that keep their first tile
-# in registers (KEEP_FIRST: the whole group of a small UNet level).
-LOOPED_64 = [(64, 64, 8), (64, 64, 16)]
-KEPT = [(16, 256, 4), (16, 512, 8), (16, 1024, 16), (32, 256, 8), (32, 512, 16)]
-# Wide tiles for large images, where ORT's grid leaves most SMs idle (n * groups programs): 32K values
-# per tile, so each program keeps tens of KB in flight.
-WIDE = [(32, 1024, 16, 0), (64, 512, 16, 0)]
-# Group GroupNormAny: (BLOCK_SIZE, HW_SIZE, num_warps).
-ANY = [(64, 16, 4), (512, 4, 4)]
+# ORT's group, (BLOCK_SIZE, HW_SIZE, TILES, num_warps). For every block a kernel of 16-pixel tiles, four
+# to a step (any H*W that is a multiple of 16); then, for UNet's 10, 20 and 40 channels per group, the
+# points that are the fastest somewhere on the benchmark grid (8x8 to 128x128 images), each tile's
+# HW_SIZE rows spanning the program's threads.
+UNET = [(16, 64, 8, 16), (16, 64, 16, 16), (16, 32, 16, 8), (32, 64, 4, 16), (32, 64, 8, 16), (64, 64, 4, 16),
+        (64, 64, 2, 16), (64, 32, 8, 8), (64, 32, 2, 8)]
+# Group GroupNormAny: (BLOCK_SIZE, HW_SIZE, TILES, num_warps).
+ANY = [(64, 16, 1, 4), (512, 4, 1, 4)]
 # ORT's 14 arguments: 5 tensors of the storage type, gamma/beta in fp32, hw, c, c_per_group, eps, 3 flags.
 # ORT's group takes 16-byte aligned tensors (every ORT allocation is 256-byte aligned); the fallback any.
 SIG = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,i32,i32,i32,fp32,i1,i1,i1"
 ALIGNED_SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32,i32,fp32,i1,i1,i1"
 
 
-def warps(block: int, hw_size: int) -> int:
-    """About 256 values per warp: 1 to 16 warps."""
-    return max(1, min(16, block * hw_size // 256))
-
-
 def variants() -> list[tuple[int, int, int, int]]:
-    """(BLOCK_SIZE, HW_SIZE, num_warps, KEEP_FIRST) of every kernel of ORT's group."""
-    looped = [(b, 16, warps(b, 16), 0) for b in BLOCKS] + [(b, hw, w, 0) for b, hw, w in LOOPED_64]
-    return looped + [(b, hw, w, 1) for b, hw, w in KEPT] + WIDE
+    """(BLOCK_SIZE, HW_SIZE, TILES, num_warps) of every kernel of ORT's group: a step of 64 pixels with
+    about 16 values a thread for every block, then UNet's."""
+    looped = [(b, 16, 4, max(1, min(16, b * 64 // 256))) for b in BLOCKS]
+    return looped + UNET
 
 
 def get_function_table():
@@ -216,17 +256,17 @@ def get_function_table():
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
             groups = ((f"GroupNormTriton_{act}_{dtype}", variants() if dtype in ORT_DTYPES else []),
-                      (f"GroupNormAny_{act}_{dtype}", [(b, hw, w, 0) for b, hw, w in ANY]))
+                      (f"GroupNormAny_{act}_{dtype}", ANY))
             for group, configs in groups:
-                for block, hw_size, warps, keep in configs:
+                for block, hw_size, tiles, warps in configs:
                     table.append({
-                        "name": f"{group}_b{block}_hw{hw_size}_w{warps}{'_keep' if keep else ''}",
+                        "name": f"{group}_b{block}_hw{hw_size}_t{tiles}_w{warps}",
                         "group": group,
                         "func": group_norm_kernel,
                         "sig": (SIG if group.startswith("GroupNormAny") else ALIGNED_SIG).format(t=dtype),
                         "kwargs": {"num_warps": warps, "constants": {
                             "BLOCK_SIZE": block, "HW_SIZE": hw_size, "ACTIVATION_SILU": int(silu),
-                            "KEEP_FIRST": keep}},
+                            "TILES": tiles}},
                     })
     return table
 

@@ -11,6 +11,7 @@ import re
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +85,33 @@ def portable_ptx(ptx: str, where: str) -> tuple[str | None, str, str]:
     return text, target, ""
 
 
+class _TargetDriver:
+    """Stands in for Triton's active driver while one kernel compiles, so that a kernel's
+    `triton.language.target_info` checks (is_cuda(), cuda_capability_geq(9, 0), ...) see the target being
+    compiled for, not whatever GPU (usually none) the build machine has."""
+
+    def __init__(self, target):
+        self._target = target
+
+    def get_current_target(self):
+        return self._target
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"compiling ahead of time: no GPU driver to ask for {name!r}")
+
+
+@contextmanager
+def _compiling_for(gpu_target):
+    from triton.runtime import driver
+
+    previous = driver._active  # pinned Triton: DriverConfig keeps the active driver here
+    driver.set_active(_TargetDriver(gpu_target))
+    try:
+        yield
+    finally:
+        driver._active = previous
+
+
 def compile_spec(spec, target) -> tuple[bytes, dict]:
     """Compile; return (binary, record). Errors name the script, kernel and target."""
     import triton
@@ -93,7 +121,8 @@ def compile_spec(spec, target) -> tuple[bytes, dict]:
     t0 = time.perf_counter()
     try:
         src = ASTSource(fn=spec.func, signature=signature, constexprs=constexprs, attrs=attrs)
-        kernel = triton.compile(src, target=target.to_triton(), options=dict(spec.options))
+        with _compiling_for(target.to_triton()):
+            kernel = triton.compile(src, target=target.to_triton(), options=dict(spec.options))
     except Exception as exc:
         msg = str(exc).strip().splitlines()
         detail = "\n".join(msg[-12:]) if msg else type(exc).__name__
