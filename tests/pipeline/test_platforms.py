@@ -94,3 +94,43 @@ def test_bad_max_sm_names_the_script(tmp_path, values, message):
     with pytest.raises(PipelineError, match=message) as err:
         build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
     assert "odd.py" in str(err.value) and not (tmp_path / "dist" / "cuda").exists()
+
+
+TARGET_AWARE = '''
+import triton
+import triton.language as tl
+from triton.language.target_info import cuda_capability_geq, is_cuda
+
+
+@triton.jit
+def which_kernel(out_ptr):
+    if cuda_capability_geq(9, 0):
+        v = tl.inline_asm_elementwise("mov.u32 $0, 9; // hopper-path", "=r", [], dtype=tl.int32, is_pure=True,
+                                      pack=1)
+    elif is_cuda():
+        v = tl.inline_asm_elementwise("mov.u32 $0, 8; // older-cuda-path", "=r", [], dtype=tl.int32,
+                                      is_pure=True, pack=1)
+    else:
+        v = 7
+    tl.store(out_ptr, v)
+
+
+def get_function_table():
+    return [{"name": "which", "group": "which", "func": which_kernel, "sig": "*i32",
+             "kwargs": {"num_warps": 1, "constants": {}}}]
+'''
+
+
+def test_target_info_checks_see_the_target_being_compiled(tmp_path):
+    """A kernel may branch on `triton.language.target_info` (inline PTX for one arch, say): on a build
+    machine with no GPU the checks answer for the compile target, so each arch gets its own path and
+    ROCm never sees the PTX."""
+    (tmp_path / "which.py").write_text(TARGET_AWARE)
+    out = tmp_path / "dist"
+    build_dist([tmp_path / "which.py"], parse_targets("sm_80,sm_90,gfx942"), out, cache_dir=tmp_path / "cache",
+               jobs=1)
+    hopper = (out / "cuda" / "sm_90" / "ptx" / "which.ptx").read_text()
+    older = (out / "cuda" / "sm_80" / "ptx" / "which.ptx").read_text()
+    assert "hopper-path" in hopper and "older-cuda-path" not in hopper
+    assert "older-cuda-path" in older and "hopper-path" not in older
+    assert (out / "rocm" / "gfx942" / "kernels.json").is_file()
