@@ -62,6 +62,13 @@ def _require_gpu(platform: str, task_name: str) -> None:
         raise Exit(f"error: invoke {task_name} runs on a GPU runner: this machine has {why}", code=1)
 
 
+def _need(task_name: str, **given) -> None:
+    """Flags a task cannot run without (flags, not positionals, so that `invoke TASK --help` works)."""
+    missing = [f"--{name.replace('_', '-')}" for name, value in given.items() if not value]
+    if missing:
+        raise Exit(f"error: {task_name} needs {', '.join(missing)} (invoke --help {task_name})", code=2)
+
+
 def _fail_on_pipeline_error(fn):
     """Turn pipeline errors into a one-line message and exit code 1 instead of a traceback."""
     import functools
@@ -79,7 +86,7 @@ def _fail_on_pipeline_error(fn):
 
 
 @task(help={
-    "platform": "cuda or rocm",
+    "platform": "cuda or rocm (default: cuda)",
     "arch": "comma-separated archs, e.g. sm_90,sm_80 or gfx942 (default: invoke.yaml archs)",
     "out": "output root; writes <out>/<platform>/<arch>/, the full profile <out>/full/... (default: dist)",
     "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
@@ -88,7 +95,7 @@ def _fail_on_pipeline_error(fn):
     "profile": "ort (the groups ORT's ops launch) or full (every group, for the runtime); default: ort",
 })
 @_fail_on_pipeline_error
-def compile(c: Context, platform: str, arch: str | None = None, out: str | None = None,
+def compile(c: Context, platform: str = "cuda", arch: str | None = None, out: str | None = None,
             jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False, profile: str | None = None):
     """Compile the kernels of kernels/ for each arch into ORT's archive + header + kernels.json."""
     profile, root = _profile_out(c, profile, out)
@@ -312,7 +319,7 @@ def _trust(c: Context, trust: str | None) -> str | None:
                 "(default: the PEM in $TRITONFORGE_SIGNING_KEY, if set)",
 })
 @_fail_on_pipeline_error
-def publish(c: Context, version: str, store: str | None = None, dist: str | None = None, tune: str = "tune",
+def publish(c: Context, version: str | None = None, store: str | None = None, dist: str | None = None, tune: str = "tune",
             endpoint_url: str | None = None, manifest_out: str | None = None, profile: str | None = None,
             sign_key: str | None = None):
     """Publish every built arch of the profiles (and matching tune caches) as an immutable version."""
@@ -321,6 +328,7 @@ def publish(c: Context, version: str, store: str | None = None, dist: str | None
     from pipeline.profiles import parse_profiles
     from pipeline.release import publish as do_publish
 
+    _need("publish", version=version)
     profiles = parse_profiles(profile or _cfg(c).profile)
     key = sign_key or os.environ.get("TRITONFORGE_SIGNING_KEY") or None
     if do_publish(_store(c, store, endpoint_url), version, dist or _cfg(c).out, tune, print, manifest_out,
@@ -340,7 +348,7 @@ def publish(c: Context, version: str, store: str | None = None, dist: str | None
     "lock": "a lock file (`invoke lock`): fetch exactly its bytes; it names version, platform, arch, profile",
 })
 @_fail_on_pipeline_error
-def fetch(c: Context, dest: str, version: str | None = None, platform: str | None = None, arch: str | None = None,
+def fetch(c: Context, dest: str | None = None, version: str | None = None, platform: str | None = None, arch: str | None = None,
           store: str | None = None, endpoint_url: str | None = None, profile: str | None = None,
           trust: str | None = None, lock: str | None = None):
     """Download one build of a version, verify every sha256 (and signature, lock), add a CMake file."""
@@ -349,6 +357,7 @@ def fetch(c: Context, dest: str, version: str | None = None, platform: str | Non
     from pipeline.release import fetch as do_fetch
     from pipeline.release import resolve_version
 
+    _need("fetch", dest=dest)
     if lock:
         if version or platform or arch or profile:
             raise Exit("error: --lock names the version, platform, arch and profile; give none of them", code=2)
@@ -373,13 +382,15 @@ def fetch(c: Context, dest: str, version: str | None = None, platform: str | Non
     "trust": "public key (PEM file) the manifest must be signed with (default: invoke.yaml trust)",
 })
 @_fail_on_pipeline_error
-def lock(c: Context, version: str, platform: str, arch: str, profile: str | None = None,
+def lock(c: Context, version: str | None = None, platform: str | None = None, arch: str | None = None,
+         profile: str | None = None,
          out: str = "tritonforge.lock", store: str | None = None, endpoint_url: str | None = None,
          trust: str | None = None):
     """Pin one build of a published version to its exact bytes (manifest and file sha256s) in a lock file."""
     from pipeline.lockfile import lock_build
     from pipeline.profiles import check_profile
 
+    _need("lock", version=version, platform=platform, arch=arch)
     doc = lock_build(_store(c, store, endpoint_url), version, platform, arch, check_profile(profile or _cfg(c).profile),
                      out, _trust(c, trust), print)
     print(f"locked {doc['platform']}/{doc['arch']} ({doc['profile']}) of {doc['version']}: {len(doc['files'])} files, "
@@ -393,11 +404,12 @@ def lock(c: Context, version: str, platform: str, arch: str, profile: str | None
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
 })
 @_fail_on_pipeline_error
-def yank(c: Context, version: str, reason: str, store: str | None = None, endpoint_url: str | None = None):
+def yank(c: Context, version: str | None = None, reason: str | None = None, store: str | None = None, endpoint_url: str | None = None):
     """Withdraw a version: it stays fetchable by name or lock (with a warning), `latest` skips it; nothing
     is deleted."""
     from pipeline.release import yank as do_yank
 
+    _need("yank", version=version, reason=reason)
     doc = do_yank(_store(c, store, endpoint_url), version, reason)
     print(f"yanked {version} at {doc['yanked_at']}: {doc['reason']}")
 

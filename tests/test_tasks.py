@@ -347,3 +347,14 @@ def test_every_task_has_help(repo):
     for name in tasks:
         proc = invoke(repo[0], "--help", name)
         assert proc.returncode == 0 and f"Usage: inv[oke] [--core-opts] {name}" in proc.stdout, name
+        if name != "check":  # `invoke check PATH`: its one positional would take the --help
+            proc = invoke(repo[0], name, "--help")
+            assert proc.returncode == 0 and f"Usage: inv[oke] [--core-opts] {name}" in proc.stdout, name
+
+
+@pytest.mark.parametrize("args, missing", [(["publish"], "--version"), (["fetch", "--version", "1.0"], "--dest"),
+                                           (["lock", "--version", "1.0"], "--platform, --arch"),
+                                           (["yank", "--version", "1.0"], "--reason")])
+def test_missing_flags_are_named(repo, args, missing):
+    proc = invoke(repo[0], *args)
+    assert proc.returncode == 2 and f"error: {args[0]} needs {missing}" in proc.stdout, proc.stdout
