@@ -1,7 +1,7 @@
 """GroupNorm of small NHWC images: one program holds a whole (image, group) in registers, read as vectors.
 
-ORT's kernel (group_norm_triton.py) reads a group one element at a time: nothing tells the compiler
-that c_per_group is a multiple of anything. Here a group is a list of VEC-channel vectors
+ORT's kernel (group_norm_triton.py) pads each pixel's channels to BLOCK_SIZE lanes and walks the group
+in steps. Here a group is a list of VEC-channel vectors
 (kernels/_group_norm_vectors.py), each loaded as one instruction. A program reads its group once
 (+ skip + bias, writing add_out), reduces sum and sum of squares in fp32, and writes
 (x - mean) * rstd * gamma + beta, then SiLU: traffic is the minimum, one read and one write. gamma and
