@@ -133,7 +133,7 @@ def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_pat
     orphans(s3, 400, "many")
     env = {**os.environ, "PYTHONPATH": str(root), **s3.env}
     code = ("import sys; from pipeline.gc import collect_garbage; from pipeline.stores import open_store; "
-            "collect_garbage(open_store(sys.argv[1]), grace_s=0, lease_s=5)")
+            "collect_garbage(open_store(sys.argv[1]), grace_s=0, lease_s=15)")
     proc = subprocess.Popen([sys.executable, "-u", "-c", code, f"s3://{s3.bucket}/{s3.prefix}"], cwd=root, env=env,
                             stdout=subprocess.PIPE, text=True)
     kill_when(proc, "deleted ")
@@ -143,6 +143,6 @@ def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_pat
     with pytest.raises(PipelineError, match="another gc holds"):
         collect_garbage(s3, grace_s=0, log=QUIET)  # its lease has not run out yet
     fetch_all(s3, tmp_path)
-    time.sleep(max(0.0, killed + 6 - time.monotonic()))
+    time.sleep(max(0.0, killed + 16 - time.monotonic()))
     assert collect_garbage(s3, grace_s=0, log=QUIET)["deleted"] == len(left)  # lease over: taken over
     fetch_all(s3, tmp_path / "again")
