@@ -319,9 +319,9 @@ def _trust(c: Context, trust: str | None) -> str | None:
                 "(default: the PEM in $TRITONFORGE_SIGNING_KEY, if set)",
 })
 @_fail_on_pipeline_error
-def publish(c: Context, version: str | None = None, store: str | None = None, dist: str | None = None, tune: str = "tune",
-            endpoint_url: str | None = None, manifest_out: str | None = None, profile: str | None = None,
-            sign_key: str | None = None):
+def publish(c: Context, version: str | None = None, store: str | None = None, dist: str | None = None,
+            tune: str = "tune", endpoint_url: str | None = None, manifest_out: str | None = None,
+            profile: str | None = None, sign_key: str | None = None):
     """Publish every built arch of the profiles (and matching tune caches) as an immutable version."""
     import os
 
@@ -348,9 +348,9 @@ def publish(c: Context, version: str | None = None, store: str | None = None, di
     "lock": "a lock file (`invoke lock`): fetch exactly its bytes; it names version, platform, arch, profile",
 })
 @_fail_on_pipeline_error
-def fetch(c: Context, dest: str | None = None, version: str | None = None, platform: str | None = None, arch: str | None = None,
-          store: str | None = None, endpoint_url: str | None = None, profile: str | None = None,
-          trust: str | None = None, lock: str | None = None):
+def fetch(c: Context, dest: str | None = None, version: str | None = None, platform: str | None = None,
+          arch: str | None = None, store: str | None = None, endpoint_url: str | None = None,
+          profile: str | None = None, trust: str | None = None, lock: str | None = None):
     """Download one build of a version, verify every sha256 (and signature, lock), add a CMake file."""
     from pipeline.lockfile import fetch_locked
     from pipeline.profiles import check_profile
@@ -404,7 +404,8 @@ def lock(c: Context, version: str | None = None, platform: str | None = None, ar
     "endpoint_url": "S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
 })
 @_fail_on_pipeline_error
-def yank(c: Context, version: str | None = None, reason: str | None = None, store: str | None = None, endpoint_url: str | None = None):
+def yank(c: Context, version: str | None = None, reason: str | None = None, store: str | None = None,
+         endpoint_url: str | None = None):
     """Withdraw a version: it stays fetchable by name or lock (with a warning), `latest` skips it; nothing
     is deleted."""
     from pipeline.release import yank as do_yank
