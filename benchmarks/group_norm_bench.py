@@ -62,8 +62,9 @@ def torch_ms(n, h, w, c, dtype, silu: bool, reps=50) -> float | None:
 
 def ort_grid_copy_ms(n, h, w, c, dtype, reps=50) -> float | None:
     """The ceiling of ORT's launch: a plain copy of the tensor by n * groups programs, each moving its
-    (image, group) tile by tile as ORT's GroupNorm kernels do (16-byte vectors, 32K values a tile,
-    16 warps). One read and one write, where a GroupNorm also reads the group a second time."""
+    (image, group) tile by tile as ORT's GroupNorm kernels do (vectors of BLOCK / 8 values, at most 16
+    bytes: what c_per_group allows; 32K values a tile, 16 warps). One read and one write, where a
+    GroupNorm also reads the group a second time."""
     try:
         import torch
         import triton
@@ -72,9 +73,9 @@ def ort_grid_copy_ms(n, h, w, c, dtype, reps=50) -> float | None:
         return None
 
     @triton.jit
-    def group_copy(src, dst, hw, c, cpg, BLOCK: tl.constexpr, HW_SIZE: tl.constexpr):
+    def group_copy(src, dst, hw, c, cpg, BLOCK: tl.constexpr, HW_SIZE: tl.constexpr, VEC: tl.constexpr):
         image = tl.program_id(0).to(tl.int64)
-        c, cpg = c // 8 * 8, cpg // 8 * 8  # multiples the compiler can see (UNet widths are)
+        c, cpg = c // VEC * VEC, cpg // VEC * VEC  # multiples the compiler can see (UNet widths are)
         base = image * hw * c + tl.program_id(1) * cpg
         cols, pix = tl.arange(0, BLOCK), tl.arange(0, HW_SIZE)
         for start in range(0, hw, HW_SIZE):
@@ -87,7 +88,9 @@ def ort_grid_copy_ms(n, h, w, c, dtype, reps=50) -> float | None:
     block = triton.next_power_of_2(cpg)
     xs = [torch.randn(n, h * w, c, device="cuda", dtype=dt) for _ in range(8)]
     out = torch.empty_like(xs[0])
-    launch = lambda x: group_copy[(n, GROUPS)](x, out, h * w, c, cpg, BLOCK=block, HW_SIZE=32768 // block,
+    vec = max(1, min(block // 8, 16 // xs[0].element_size()))
+    assert cpg % vec == 0 and c % vec == 0, (c, cpg, vec)  # every byte of the tensor is copied
+    launch = lambda x: group_copy[(n, GROUPS)](x, out, h * w, c, cpg, BLOCK=block, HW_SIZE=32768 // block, VEC=vec,
                                                num_warps=16)
     return torch_graph_ms(launch, xs, reps)
 
