@@ -187,7 +187,7 @@ def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_pt
         a = _input(current, skip_ptr + base, add_out_ptr + base, ptrs, mask, shift, has_skip, broadcast_skip)
         total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
     # The last step stays in registers for pass 2, as loaded (16-bit values take half the registers): a
-    # group of one step (small images; a 64x64 image's group of 10 fp16 channels) is read once.
+    # group of one step (8x8 and 16x16 images, 32x32 at 320 channels) is read once.
     ptrs, mask = _pixels((steps - 1) * STEP, pix, img_size, c, cols, col_mask)
     a = _input(raw, skip_ptr + base, add_out_ptr + base, ptrs, mask, shift, has_skip, broadcast_skip)
     total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
