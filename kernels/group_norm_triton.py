@@ -245,7 +245,7 @@ ALIGNED_SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32
 
 def variants() -> list[tuple[int, int, int, int]]:
     """(BLOCK_SIZE, HW_SIZE, TILES, num_warps) of every kernel of ORT's group: a step of 64 pixels with
-    about 16 values a thread for every block, then UNet's."""
+    8 to 16 values a thread for every block, then UNet's."""
     looped = [(b, 16, 4, max(1, min(16, b * 64 // 256))) for b in BLOCKS]
     return looped + UNET
 

@@ -121,8 +121,9 @@ def compile_spec(spec, target) -> tuple[bytes, dict]:
     t0 = time.perf_counter()
     try:
         src = ASTSource(fn=spec.func, signature=signature, constexprs=constexprs, attrs=attrs)
-        with _compiling_for(target.to_triton()):
-            kernel = triton.compile(src, target=target.to_triton(), options=dict(spec.options))
+        gpu_target = target.to_triton()
+        with _compiling_for(gpu_target):
+            kernel = triton.compile(src, target=gpu_target, options=dict(spec.options))
     except Exception as exc:
         msg = str(exc).strip().splitlines()
         detail = "\n".join(msg[-12:]) if msg else type(exc).__name__
