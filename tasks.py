@@ -231,6 +231,12 @@ def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
 @_fail_on_pipeline_error
 def check(c: Context, path: str):
     """Run the C++ consumer check (g++, --whole-archive, dlsym) on one built artifact directory."""
+    if path in ("-h", "--help"):  # the positional takes the next word, --help included
+        import subprocess
+        import sys
+
+        shown = subprocess.run([sys.executable, "-m", "invoke", "--help", "check"], cwd=Path(__file__).parent)
+        raise Exit(code=shown.returncode)
     from pipeline.consumer_check import check_artifacts
 
     p = Path(path)

@@ -347,9 +347,8 @@ def test_every_task_has_help(repo):
     for name in tasks:
         proc = invoke(repo[0], "--help", name)
         assert proc.returncode == 0 and f"Usage: inv[oke] [--core-opts] {name}" in proc.stdout, name
-        if name != "check":  # `invoke check PATH`: its one positional would take the --help
-            proc = invoke(repo[0], name, "--help")
-            assert proc.returncode == 0 and f"Usage: inv[oke] [--core-opts] {name}" in proc.stdout, name
+        proc = invoke(repo[0], name, "--help")
+        assert proc.returncode == 0 and f"Usage: inv[oke] [--core-opts] {name}" in proc.stdout, name
 
 
 @pytest.mark.parametrize("args, missing", [(["publish"], "--version"), (["fetch", "--version", "1.0"], "--dest"),
