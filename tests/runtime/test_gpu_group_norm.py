@@ -104,6 +104,11 @@ def test_every_kernel_runs(registry, rng):
                 hw = hw + 5 if group.startswith("GroupNormAny_") else hw
                 for k in [cpg, *odd]:
                     check(registry, rng, 2, hw, 1, 2 * k, 2, dtype, silu, "full", True, info.name, "kernel")
+            if info.constants.get("FLAT"):  # x alone over several steps: pass 1 over the group's vectors
+                vec = min(block // 8, 16 // (4 if dtype == "fp32" else 2))
+                for k in sorted({cpg, 5 * vec}):  # 6 and 5 vectors a pixel: rows past the last whole pixel
+                    check(registry, rng, 2, 3 * step + hw_size, 1, 2 * k, 2, dtype, silu, "none", False, info.name,
+                          "flat")
             ran.append(info.name)
     assert len(ran) == sum(len(v) for g, v in registry.by_group.items()
                            if g.startswith(("GroupNormTriton_", "GroupNormAny_")))
