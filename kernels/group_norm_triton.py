@@ -2,14 +2,15 @@
 ORT's argument list: optional skip (full or broadcast over H*W), bias, add_out and SiLU.
 
 One program normalises one (image, group) pair, ORT's grid (n, groups, 1): at UNet's largest levels that
-is 32 or 64 programs for 132 SMs, so each program has to move bytes as fast as one SM can, and the SM's
-instruction issue, not DRAM, becomes the limit. A program walks its group in steps of TILES x HW_SIZE
-pixels. Pass 1 sums x and x^2 in fp32, the next step's load in flight while one is summed; the step's
-tiles fold into one HW_SIZE x BLOCK_SIZE accumulator inside each thread, and bias / broadcast skip
-enter the sums per channel at the end. With a skip, pass 1 also writes x + skip + bias to add_out. The
-last step stays in registers; pass 2 writes it, then walks back over the other steps (the most recently
-read first, the likeliest still in L2), writing (x - mean) * rstd * gamma + beta, then SiLU. A group
-of one step is read once. Variance is E[x^2] - E[x]^2 in fp32, as ORT's kernel computes it.
+is 32 or 64 programs for 132 SMs, so each program has to move bytes as fast as one SM can: the bytes it
+keeps in flight and the SM's instruction issue, not DRAM, are the limits. A program walks its group in
+steps of TILES x HW_SIZE pixels. Pass 1 sums x and x^2 in fp32, the next step's load in flight while one
+is summed; the step's tiles fold into one HW_SIZE x BLOCK_SIZE accumulator inside each thread, and bias
+/ broadcast skip enter the sums per channel at the end. With a skip, pass 1 also writes x + skip + bias
+to add_out. The last step stays in registers; pass 2 writes it, then walks back over the other steps
+(the most recently read first, the likeliest still in L2), writing (x - mean) * rstd * gamma + beta,
+then SiLU. A group of one step is read once. Variance is E[x^2] - E[x]^2 in fp32, as ORT's kernel
+computes it.
 
 A FLAT kernel (16-bit only) runs pass 1 differently when the group is x alone (no skip, no bias) and
 more than one step: over the group's 16-byte vectors, every lane loading bytes, where the [pixels,
