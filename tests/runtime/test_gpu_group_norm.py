@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from runtime.launch import Unsupported
-from runtime.memory import DeviceArray
+from runtime.memory import DeviceArray, element_size
 from runtime.ops.group_norm import GroupNorm, group_norm_numpy
 from runtime.reference import group_norm_mismatch, group_norm_ref, quantize
 
@@ -105,7 +105,7 @@ def test_every_kernel_runs(registry, rng):
                 for k in [cpg, *odd]:
                     check(registry, rng, 2, hw, 1, 2 * k, 2, dtype, silu, "full", True, info.name, "kernel")
             if info.constants.get("FLAT"):  # x alone over several steps: pass 1 over the group's vectors
-                vec = min(block // 8, 16 // (4 if dtype == "fp32" else 2))
+                vec = min(block // 8, 16 // element_size(dtype))
                 for k in sorted({cpg, 5 * vec}):  # 6 and 5 vectors a pixel: rows past the last whole pixel
                     check(registry, rng, 2, 3 * step + hw_size, 1, 2 * k, 2, dtype, silu, "none", False, info.name,
                           "flat")
