@@ -24,9 +24,11 @@ two ahead into L2 (its share of those pixels' rows, all groups splitting them ev
 outputs SiLU is h + h * tanh(h), h = y / 2, one special-function op per value (tanh.approx, within the
 fp16 tolerance, not fp32's). Elsewhere SiLU is y / (1 + e^-y) with the fast exp and division.
 
-Every kernel moves vectors of BLOCK_SIZE / 8 values (at most 16 bytes) when c and c_per_group are
-multiples of that (tensors 16-byte aligned: ORT's are); other shapes, which UNet never has, take single
-elements in 16-pixel steps. The choice is made at run time, so any shape ORT hands a kernel is right.
+Every kernel moves vectors of BLOCK_SIZE / 8 values (the whole block below 16; a VEC constant names
+another; at most 16 bytes) when c and c_per_group are multiples of that (tensors 16-byte aligned: ORT's
+are); other shapes take single elements in 16-pixel steps. The choice is made at run time, so any
+shape ORT hands a kernel is right, and every c_per_group from 1 to 128 has a kernel (BLOCK_SIZE 1 to
+128).
 
 ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_{fp16|fp32}` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
@@ -151,12 +153,14 @@ def _flat_sums(input_ptr, base, image, group, img_size, c, c_per_group, VEC: tl.
 def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                       img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                       BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
-                      TILES: tl.constexpr, FLAT: tl.constexpr):
+                      TILES: tl.constexpr, FLAT: tl.constexpr, VEC: tl.constexpr):
     # The vector this kernel's block is made for: 2, 4, 8 values for BLOCK_SIZE 16, 32, 64 (UNet's 10, 20, 40
-    # channels per group), at most 16 bytes. When c and c_per_group are multiples of it, written as
-    # multiples the compiler knows each pixel's channels start on that boundary (with the signature's
-    # aligned pointers) and moves vectors; other shapes move single elements.
-    BLOCK_VEC: tl.constexpr = BLOCK_SIZE // 8
+    # channels per group), the whole block below 16 (the VAE's 4 and 8), at most 16 bytes; VEC > 0 names
+    # another (2 for 30 channels per group, 4 for 60: UNet's concatenated 960 and 1920). When c and
+    # c_per_group are multiples of it, written as multiples the compiler knows each pixel's channels start
+    # on that boundary (with the signature's aligned pointers) and moves vectors; other shapes move
+    # single elements.
+    BLOCK_VEC: tl.constexpr = VEC if VEC > 0 else (BLOCK_SIZE // 8 if BLOCK_SIZE >= 16 else BLOCK_SIZE)
     MOST: tl.constexpr = 128 // input_ptr.dtype.element_ty.primitive_bitwidth
     if BLOCK_VEC > MOST:
         _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
@@ -178,7 +182,7 @@ def _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, 
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c // VEC * VEC, c_per_group // VEC * VEC, eps, has_skip, has_bias, broadcast_skip,
                         BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, VEC if FLAT else 0)
-        else:  # shapes UNet never has: single elements, 16 pixels at a time (one address per value)
+        else:  # channels per group that the vector does not divide: single elements, 16 pixels at a time
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                         BLOCK_SIZE, 16, ACTIVATION_SILU, 1, 0)
@@ -285,30 +289,40 @@ def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_pt
 
 DTYPES = ("fp32", "fp16", "bf16")
 ORT_DTYPES = ("fp32", "fp16")  # ORT's GroupNorm ops are instantiated for float and half only
-BLOCKS = (4, 8, 16, 32, 64, 128)  # c_per_group up to 128
-# ORT's group, (BLOCK_SIZE, HW_SIZE, TILES, num_warps). For every block a kernel of 16-pixel tiles, four
-# to a step (any H*W that is a multiple of 16); then, for UNet's 10, 20 and 40 channels per group, the
-# points that are the fastest somewhere on the benchmark grid (8x8 to 128x128 images), each tile's
-# HW_SIZE rows spanning the program's threads.
-UNET = [(16, 64, 8, 16), (16, 64, 16, 16), (16, 32, 16, 8), (32, 64, 4, 16), (32, 64, 8, 16), (64, 64, 4, 16),
-        (64, 64, 2, 16), (64, 32, 8, 8), (64, 32, 2, 8)]
+BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128)  # c_per_group 1 to 128
+# ORT's group, (BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC). For every block a kernel of 16-pixel tiles,
+# four to a step (any H*W that is a multiple of 16); then, for UNet's 10, 20 and 40 channels per group,
+# the points that are the fastest somewhere on the benchmark grid (8x8 to 128x128 images), each tile's
+# HW_SIZE rows spanning the program's threads; UNet's concatenations (30, 60 and 80 channels per group:
+# 960, 1920, 2560 channels) with the vector that divides them; the VAE decoder's 4, 8 and 16 channels
+# per group on 64x64 to 1024x1024 images, 8K to 16K values a step on 16 warps (a program per SM has to
+# keep many bytes in flight).
+UNET = [(16, 64, 8, 16, 0), (16, 64, 16, 16, 0), (16, 32, 16, 8, 0), (32, 64, 4, 16, 0), (32, 64, 8, 16, 0),
+        (64, 64, 4, 16, 0), (64, 64, 2, 16, 0), (64, 32, 8, 8, 0), (64, 32, 2, 8, 0)]
+CONCAT = [(32, 64, 8, 16, 2), (64, 64, 4, 16, 4), (128, 32, 4, 16, 0)]
+VAE = [(4, 256, 8, 16, 0), (4, 512, 8, 16, 0), (8, 256, 4, 16, 0), (8, 256, 8, 16, 0), (16, 128, 4, 16, 0)]
 # 16-bit only: points whose pass 1 runs over the group's vectors with no empty lanes (FLAT), the fastest
-# at 32x32 and 64x64 with 1280 channels.
-UNET_FLAT = [(64, 64, 4, 16), (64, 64, 2, 16)]
-# Group GroupNormAny: (BLOCK_SIZE, HW_SIZE, TILES, num_warps).
-ANY = [(64, 16, 1, 4), (512, 4, 1, 4)]
+# at 32x32 and 64x64 with 1280 channels, and the concatenations' (30 and 60 channels in 32 / 64 lanes).
+UNET_FLAT = [(64, 64, 4, 16, 0), (64, 64, 2, 16, 0), (32, 64, 8, 16, 2), (64, 64, 4, 16, 4)]
+# Group GroupNormAny: (BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC).
+ANY = [(64, 16, 1, 4, 0), (512, 4, 1, 4, 0)]
 # ORT's 14 arguments: 5 tensors of the storage type, gamma/beta in fp32, hw, c, c_per_group, eps, 3 flags.
 # ORT's group takes 16-byte aligned tensors (every ORT allocation is 256-byte aligned); the fallback any.
 SIG = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,i32,i32,i32,fp32,i1,i1,i1"
 ALIGNED_SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32,i32,fp32,i1,i1,i1"
 
 
-def variants(dtype: str) -> list[tuple[int, int, int, int, int]]:
-    """(BLOCK_SIZE, HW_SIZE, TILES, num_warps, FLAT) of every kernel of ORT's group for dtype: a step of
-    64 pixels with 8 to 16 values a thread for every block, then UNet's."""
-    looped = [(b, 16, 4, max(1, min(16, b * 64 // 256)), 0) for b in BLOCKS]
+def variants(dtype: str) -> list[tuple[int, int, int, int, int, int]]:
+    """(BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC, FLAT) of every kernel of ORT's group for dtype: a step
+    of 64 pixels with 8 to 16 values a thread for every block, then UNet's and the VAE's."""
+    looped = [(b, 16, 4, max(1, min(16, b * 64 // 256)), 0, 0) for b in BLOCKS]
     flat = [(*point, 1) for point in UNET_FLAT] if dtype == "fp16" else []
-    return looped + [(*point, 0) for point in UNET] + flat
+    return looped + [(*point, 0) for point in UNET + CONCAT + VAE] + flat
+
+
+def kernel_name(group: str, block: int, hw_size: int, tiles: int, warps: int, vec: int, flat: int) -> str:
+    return (f"{group}_b{block}_hw{hw_size}_t{tiles}_w{warps}" + (f"_v{vec}" if vec else "")
+            + ("_flat" if flat else ""))
 
 
 def get_function_table():
@@ -319,15 +333,15 @@ def get_function_table():
             groups = ((f"GroupNormTriton_{act}_{dtype}", variants(dtype) if dtype in ORT_DTYPES else []),
                       (f"GroupNormAny_{act}_{dtype}", [(*point, 0) for point in ANY]))
             for group, configs in groups:
-                for block, hw_size, tiles, warps, flat in configs:
+                for block, hw_size, tiles, warps, vec, flat in configs:
                     table.append({
-                        "name": f"{group}_b{block}_hw{hw_size}_t{tiles}_w{warps}" + ("_flat" if flat else ""),
+                        "name": kernel_name(group, block, hw_size, tiles, warps, vec, flat),
                         "group": group,
                         "func": group_norm_kernel,
                         "sig": (SIG if group.startswith("GroupNormAny") else ALIGNED_SIG).format(t=dtype),
                         "kwargs": {"num_warps": warps, "constants": {
                             "BLOCK_SIZE": block, "HW_SIZE": hw_size, "ACTIVATION_SILU": int(silu),
-                            "TILES": tiles, "FLAT": flat}},
+                            "TILES": tiles, "FLAT": flat, "VEC": vec}},
                     })
     return table
 

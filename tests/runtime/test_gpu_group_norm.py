@@ -99,14 +99,18 @@ def test_every_kernel_runs(registry, rng):
             cpg = cpg if block < 2 * cpg else block  # the contract: BLOCK is the next power of two
             # An odd channel count per group too: no vectors, the kernel's element path.
             odd = [block // 2 + 1] if block >= 4 else []
+            vec = info.constants.get("VEC", 0)
+            if vec:  # a kernel made for a vector that does not divide BLOCK_SIZE's channels: 30 of 32, 60 of 64
+                odd.append(block - vec)
             # One step (read once), and three with a partial last one (pass 2 walks back over two).
             for hw in (step, 2 * step + hw_size):
                 hw = hw + 5 if group.startswith("GroupNormAny_") else hw
                 for k in [cpg, *odd]:
                     check(registry, rng, 2, hw, 1, 2 * k, 2, dtype, silu, "full", True, info.name, "kernel")
             if info.constants.get("FLAT"):  # x alone over several steps: pass 1 over the group's vectors
-                vec = min(block // 8, 16 // element_size(dtype))
-                for k in sorted({cpg, 5 * vec}):  # 6 and 5 vectors a pixel: rows past the last whole pixel
+                vec = vec or min(block // 8, 16 // element_size(dtype))
+                # several vectors a pixel (6 and 5, or 15 and 13): rows past the last whole pixel
+                for k in sorted({cpg, 5 * vec} if not info.constants.get("VEC") else {block - vec, block - 3 * vec}):
                     check(registry, rng, 2, 3 * step + hw_size, 1, 2 * k, 2, dtype, silu, "none", False, info.name,
                           "flat")
             ran.append(info.name)
