@@ -247,8 +247,8 @@ def check(c: Context, path: str):
 @task(help={
     "platform": "cuda (ROCm runners are not supported by the runtime yet)",
     "arch": "the artifacts' arch, e.g. sm_90 (default: this GPU's)",
-    "shapes": "file of 'batch,n_cols' lines (default: a 60-shape grid)",
-    "group_norm_shapes": "file of 'n,hw,c,groups' lines (default: the 24 UNet GroupNorms)",
+    "shapes": "file of 'batch,n_cols' lines (default: the model zoo's softmax shapes)",
+    "group_norm_shapes": "file of 'n,hw,c,groups' lines (default: the model zoo's GroupNorms)",
     "ops": "comma list of softmax,log_softmax,group_norm_silu,group_norm_pass",
     "dtypes": "comma list of fp32,fp16,bf16",
     "dist": "artifact root holding cuda/<arch>/ (default: dist/full)",
@@ -284,21 +284,36 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
 
 @task(help={
     "op": "softmax or group_norm",
-    "dtypes": "comma list of fp32,fp16,bf16",
+    "dtypes": "comma list of fp32,fp16,bf16 (with --model: fp16,fp32, ORT's dtypes)",
     "quick": "softmax: target, long-row and latency shapes only (no row-length sweep)",
     "dist": "artifact root holding cuda/<arch>/ (default: dist/full)",
+    "model": "a model of the zoo (runtime/zoo.py: sd15_unet, sdxl_vae_decoder, llama3, ...) or all: its "
+             "GroupNorm and softmax shapes against ORT's own kernels, torch and the copy ceilings",
 })
-def bench(c: Context, op: str = "softmax", dtypes: str = "fp32,fp16,bf16", quick: bool = False,
-          dist: str | None = None):
-    """Bandwidth of an op on this GPU vs torch and the copy ceiling; writes results (+ PNG for softmax)."""
+def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: bool = False,
+          dist: str | None = None, model: str | None = None):
+    """Bandwidth of an op on this GPU vs torch and the copy ceiling, or a model's shapes (--model) vs ORT's
+    own kernels; writes benchmarks/results/ (+ PNG for softmax)."""
     import sys
 
     scripts = {"softmax": "benchmarks/softmax_bench.py", "group_norm": "benchmarks/group_norm_bench.py"}
     if op not in scripts:
         raise Exit(f"error: --op must be one of {sorted(scripts)}, not '{op}'", code=2)
+    if model is not None:
+        from runtime import zoo
+
+        try:
+            zoo.models(model)
+        except KeyError as exc:
+            raise Exit(f"error: --model: {exc.args[0]}", code=2) from None
     _require_gpu("cuda", "bench")
+    if model is not None:
+        c.run(f"{sys.executable} benchmarks/zoo_bench.py --model {model} --dist {_full_dist(c, dist)} "
+              f"--dtypes {dtypes or 'fp16,fp32'}", pty=False)
+        return
     flags = " --quick" if quick and op == "softmax" else ""
-    c.run(f"{sys.executable} {scripts[op]} --dist {_full_dist(c, dist)} --dtypes {dtypes}{flags}", pty=False)
+    c.run(f"{sys.executable} {scripts[op]} --dist {_full_dist(c, dist)} --dtypes {dtypes or 'fp32,fp16,bf16'}{flags}",
+          pty=False)
 
 
 def _store(c: Context, store: str | None, endpoint_url: str | None = None):

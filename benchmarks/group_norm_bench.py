@@ -61,38 +61,18 @@ def torch_ms(n, h, w, c, dtype, silu: bool, reps=50) -> float | None:
 
 
 def ort_grid_copy_ms(n, h, w, c, dtype, reps=50) -> float | None:
-    """The ceiling of ORT's launch: a plain copy of the tensor by n * groups programs, each moving its
-    (image, group) tile by tile as ORT's GroupNorm kernels do (vectors of BLOCK / 8 values, at most 16
-    bytes: what c_per_group allows; 32K values a tile, 16 warps). One read and one write, where a
-    GroupNorm also reads the group a second time."""
+    """The ceiling of ORT's launch: a copy of the tensor by n * groups programs, each moving its (image,
+    group) as ORT's GroupNorm kernels do, tuned (benchmarks/ort_grid_copy.py). One read and one write,
+    where a GroupNorm also reads the group a second time."""
     try:
         import torch
-        import triton
-        import triton.language as tl
     except ImportError:
         return None
-
-    @triton.jit
-    def group_copy(src, dst, hw, c, cpg, BLOCK: tl.constexpr, HW_SIZE: tl.constexpr, VEC: tl.constexpr):
-        image = tl.program_id(0).to(tl.int64)
-        c, cpg = c // VEC * VEC, cpg // VEC * VEC  # multiples the compiler can see (UNet widths are)
-        base = image * hw * c + tl.program_id(1) * cpg
-        cols, pix = tl.arange(0, BLOCK), tl.arange(0, HW_SIZE)
-        for start in range(0, hw, HW_SIZE):
-            at = base + (start + pix)[:, None] * c + cols[None, :]
-            mask = ((start + pix) < hw)[:, None] & (cols < cpg)[None, :]
-            tl.store(dst + at, tl.load(src + at, mask=mask), mask=mask)
+    from benchmarks.ort_grid_copy import ort_grid_copy_ms as tuned_copy
 
     dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    cpg = c // GROUPS
-    block = triton.next_power_of_2(cpg)
     xs = [torch.randn(n, h * w, c, device="cuda", dtype=dt) for _ in range(8)]
-    out = torch.empty_like(xs[0])
-    vec = max(1, min(block // 8, 16 // xs[0].element_size()))
-    assert cpg % vec == 0 and c % vec == 0, (c, cpg, vec)  # every byte of the tensor is copied
-    launch = lambda x: group_copy[(n, GROUPS)](x, out, h * w, c, cpg, BLOCK=block, HW_SIZE=32768 // block, VEC=vec,
-                                               num_warps=16)
-    return torch_graph_ms(launch, xs, reps)
+    return tuned_copy(n, h * w, c, dtype, 1, xs, torch.empty_like(xs[0]), reps)[0]
 
 
 def result_row(at: tuple[str, str], provider, metric, unit, value, extra) -> dict:

@@ -64,7 +64,7 @@ def _model(nodes: list, inputs: list, outputs: list, initializers: list, domains
 def group_norm_model(n: int, h: int, w: int, c: int, groups: int, dtype: str, silu: bool, eps: float = 1e-5,
                      nodes: int = 1):
     """`nodes` independent com.microsoft.GroupNorm nodes on NHWC inputs x<i> -> y<i>, shared gamma/beta."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     t = _tensor_type(dtype)
     rng = np.random.default_rng(0)

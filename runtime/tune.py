@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import zoo
 from .launch import Unsupported
 from .problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup
 from .tune_cache import SCHEMA, device_slug, validators
@@ -60,7 +61,9 @@ def tune_problem(setup: SoftmaxSetup | GroupNormSetup, budget_ms: float = 10.0, 
             continue
         # The budget covers the whole measurement: a warm-up replay and five timed ones.
         iters = int(max(1, min(100, budget_ms / (6 * max(approx, 1e-6)))))
-        ms = setup.time_ms(name, max(iters, 3)) if not exhaustive else setup.time_ms(name, 100)
+        if exhaustive:  # every candidate timed, with four times the budget (slow ones: fewer launches)
+            iters = int(max(3, min(100, 4 * budget_ms / (6 * max(approx, 1e-6)))))
+        ms = setup.time_ms(name, max(iters, 3))
         out.timed[name] = ms
         if ms < out.best_ms:
             out.best, out.best_ms = name, ms
@@ -70,16 +73,15 @@ def tune_problem(setup: SoftmaxSetup | GroupNormSetup, budget_ms: float = 10.0, 
 
 
 def default_shapes() -> list[tuple[int, int]]:
-    """60 (batch, n_cols) problems from one-row latency to bandwidth-bound, at most 2**27 elements."""
-    batches = (1, 8, 64, 512, 4096, 32768)
-    cols = (64, 128, 1000, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
-    shapes = [(b, n) for b in batches for n in cols if b * n <= 2**27]
-    return shapes[:60]
+    """(batch, n_cols) of every softmax of the model zoo (runtime/zoo.py): SD UNet and VAE attention,
+    LLM vocabularies at 1, 16 and 128 tokens, BERT and ViT attention, each at every batch it lists."""
+    return zoo.softmax_problems()
 
 
 def default_group_norm_shapes() -> list[tuple[int, int, int, int]]:
-    """(n, hw, c, groups) of Stable Diffusion's UNet GroupNorms: 8x8 to 64x64, 320 to 1280 channels."""
-    return [(n, h * h, c, 32) for n in (1, 2) for h in (8, 16, 32, 64) for c in (320, 640, 1280)]
+    """(n, hw, c, groups) of every GroupNorm of the model zoo: SD 1.5 / SDXL UNets and VAE decoders, batch
+    1 and 2 (the op, with or without SiLU, is chosen by --ops)."""
+    return list(dict.fromkeys(p[:4] for p in zoo.group_norm_problems()))
 
 
 def read_shapes(path: Path | str, fields: int = 2) -> list[tuple[int, ...]]:
@@ -146,8 +148,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m runtime.tune", description=__doc__.splitlines()[0])
     ap.add_argument("--dist", default="dist/full", help="artifact root holding cuda/sm_XX/ (default: dist/full)")
     ap.add_argument("--out", help="tune cache to write (default: tune/cuda/sm_XX/<device>.json)")
-    ap.add_argument("--shapes", help="file of softmax 'batch,n_cols' lines (default: a 60-shape grid)")
-    ap.add_argument("--group-norm-shapes", help="file of GroupNorm 'n,hw,c,groups' lines (default: UNet's 24)")
+    ap.add_argument("--shapes", help="file of softmax 'batch,n_cols' lines (default: the model zoo's)")
+    ap.add_argument("--group-norm-shapes", help="file of GroupNorm 'n,hw,c,groups' lines (default: the model zoo's)")
     ap.add_argument("--ops", default="softmax",
                     help="comma list: softmax,log_softmax,group_norm_silu,group_norm_pass")
     ap.add_argument("--dtypes", default="fp16", help="comma list: fp32,fp16,bf16")

@@ -314,6 +314,7 @@ def test_gpu_tasks_say_what_is_wrong_without_a_gpu(repo_with_dist):
     repo, env = repo_with_dist
     usage = [(["tune", "--platform", "rocm"], "tuning runs on CUDA GPUs only for now, not 'rocm'"),
              (["bench", "--op", "layer_norm"], "--op must be one of ['group_norm', 'softmax'], not 'layer_norm'"),
+             (["bench", "--model", "sd3"], "--model: unknown model 'sd3': choose from all, sd15_unet"),
              (["gpu-test", "--platform", "metal"], "--platform must be one of cuda, rocm, not 'metal'"),
              (["gpu-test", "--platform", "cuda", "--dist", "nowhere"], "no cuda artifacts under nowhere/cuda")]
     for args, message in usage:
@@ -322,7 +323,7 @@ def test_gpu_tasks_say_what_is_wrong_without_a_gpu(repo_with_dist):
     if gpu_unavailable("cuda") is None:
         pytest.skip("this machine has an NVIDIA GPU: the no-GPU errors cannot be seen here")
     for args in (["tune", "--platform", "cuda"], ["bench", "--quick"], ["bench", "--op", "group_norm"],
-                 ["gpu-test", "--platform", "cuda"]):
+                 ["bench", "--model", "sd15_unet"], ["gpu-test", "--platform", "cuda"]):
         proc = invoke(repo, *args, env=env)
         assert proc.returncode == 1, (args, proc.stdout)
         assert f"invoke {args[0]} runs on a GPU runner: this machine has no usable NVIDIA GPU" in proc.stdout

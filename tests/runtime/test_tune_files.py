@@ -6,10 +6,12 @@ from runtime.tune import default_shapes, read_shapes
 from runtime.tune_cache import device_slug
 
 
-def test_default_grid_is_60_bounded_shapes():
+def test_default_grid_is_the_zoos_softmax_shapes():
+    from runtime import zoo
+
     shapes = default_shapes()
-    assert len(shapes) == 60 and len(set(shapes)) == 60
-    assert all(b * n <= 2**27 for b, n in shapes)
+    assert shapes == zoo.softmax_problems() and len(set(shapes)) == len(shapes)
+    assert (16, 128256) in shapes and (2 * 8 * 4096, 4096) in shapes and (12 * 197, 197) in shapes
 
 
 def test_read_shapes(tmp_path):
@@ -35,7 +37,7 @@ def test_group_norm_shapes_and_ops():
     from runtime.tune import default_group_norm_shapes, problems_for
 
     shapes = default_group_norm_shapes()
-    assert len(shapes) == 24 and (2, 4096, 320, 32) in shapes
+    assert len(shapes) == len(set(shapes)) and (2, 4096, 320, 32) in shapes and (1, 512 * 512, 128, 32) in shapes
     problems = problems_for(["softmax", "group_norm_silu"], ["fp16"], [(1, 2048)], [(2, 4096, 320, 32)])
     assert problems[1] == GroupNormProblem("fp16", 2, 4096, 320, 32, True)
     # ORT's GroupNormNHWCTunableParams::Signature()

@@ -1,0 +1,313 @@
+"""GroupNorm and softmax on the shapes real models run (runtime/zoo.py), against ORT's own kernels.
+
+    python benchmarks/zoo_bench.py --model sd15_unet|...|all [--dist dist/full] [--dtypes fp16,fp32]
+        [--ops group_norm,softmax] [--batches 1,2] [--candidates-out FILE.json]
+
+For every shape of the model, at each batch it lists, in one run on this GPU:
+- ORT's group: the best candidate of ORT's own group (`GroupNormTriton_{Silu,Pass}_<dt>`,
+  `softmax_<dt>`), launched exactly as ORT launches it (its struct, grid and candidate rules): what
+  ORT's TunableOp can pick;
+- runtime best: the best candidate of every family the runtime knows (clusters, cooperative teams);
+  tuned: the tuner's pick (ORT TunableOp's method), beside it;
+- ORT's own: onnxruntime-gpu's CUDA kernel for the op (`com.microsoft.GroupNorm`, `Softmax`;
+  benchmarks/ort_own.py), the rival TunableOp measures a candidate against;
+- torch (group_norm + silu in NCHW, softmax), a device-to-device copy of the tensor's size, and for
+  GroupNorm the copy on ORT's grid of n x 32 programs, tuned (benchmarks/ort_grid_copy.py): once
+  (read + write) and twice (read, then read + write), what ORT's launch leaves reachable.
+Every candidate is checked against float64 before it is timed. Times are GPU time per launch, by
+CUDA-graph replay over rotating buffers spanning 3x the L2 (ORT: its CUDA graph over nodes on inputs
+of their own). Bytes = one read and one write of the tensor. Each line gives us, % of copy, x ORT's
+own and x torch; each model ends with a table and its totals over one forward pass (counts from the
+zoo: one UNet step, one VAE decode, one token). Rows go to benchmarks/results/results.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import ort_own  # noqa: E402
+from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from runtime import zoo  # noqa: E402
+from runtime.problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup  # noqa: E402
+from runtime.tune import tune_problem  # noqa: E402
+
+# A launch is bound by launch latency when ORT's own kernel is within this of an empty kernel's.
+LAUNCH_BOUND_US = 2.0
+ROTATE_BYTES = 3 * (60 << 20)  # torch inputs to cycle: 3x an H200's L2
+
+
+def torch_dtype(dtype: str):
+    import torch
+
+    return {"fp32": torch.float32, "fp16": torch.float16}[dtype]
+
+
+def torch_inputs(shape, dtype, nbytes: int) -> list:
+    import torch
+
+    k = max(2, min(16, math.ceil(ROTATE_BYTES / max(2 * nbytes, 1))))
+    return [torch.randn(*shape, device="cuda", dtype=torch_dtype(dtype)) for _ in range(k)]
+
+
+def empty_launch_us() -> float:
+    """An empty Triton kernel's launch, timed as the torch baselines are: the floor of any launch."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from benchmarks.gpu_common import torch_graph_ms
+
+    @triton.jit
+    def empty(x):
+        tl.program_id(0)
+
+    xs = [torch.empty(1, device="cuda")]
+    return torch_graph_ms(lambda x: empty[(1,)](x), xs, 200) * 1e3
+
+
+class Bench:
+    def __init__(self, dist: str, candidates_out: str | None):
+        from benchmarks.gpu_common import open_gpu
+
+        self.backend, self.registry, self.timer, self.ceiling = open_gpu(dist)
+        self.l2 = self.backend.limits["l2_bytes"]
+        self.rng = np.random.default_rng()
+        why = ort_own.unavailable()
+        self.rival = None if why else ort_own.OrtRival()
+        print(f"ORT's own kernels: {why or 'onnxruntime-gpu ' + self.rival.version + ' CUDA EP'}", flush=True)
+        self.floor_us = empty_launch_us()
+        print(f"empty kernel launch: {self.floor_us:.2f} us", flush=True)
+        self.candidates_out = candidates_out
+        self.candidates: dict = {}
+
+    def pct(self, nbytes: int, us: float) -> float:
+        return 100 * nbytes / (us * 1e-6) / 1e9 / self.ceiling
+
+    def ours(self, setup, key: str) -> dict:
+        found = tune_problem(setup, exhaustive=True)
+        tuned = tune_problem(setup)
+        if found.rejected:
+            first = "; ".join(f"{k}: {v}" for k, v in list(found.rejected.items())[:2])
+            print(f"  {len(found.rejected)} rejected, e.g. {first}", flush=True)
+        if not found.timed:
+            raise RuntimeError(f"{key}: no candidate passed the float64 check: {found.rejected}")
+        self.candidates[key] = {k: round(v * 1e3, 3) for k, v in sorted(found.timed.items(), key=lambda kv: kv[1])}
+        best = min(found.timed, key=found.timed.get)
+        out = {"best": (found.timed[best] * 1e3, best), "tuned": (tuned.best_ms * 1e3, tuned.best)}
+        if found.ort_best:
+            out["ort_group"] = (found.ort_ms * 1e3, found.ort_best)
+        return out
+
+    def group_norm(self, model, s, batch: int, dtype: str) -> dict:
+        import torch
+
+        from benchmarks.gpu_common import torch_graph_ms
+        from benchmarks.ort_grid_copy import ort_grid_copy_ms
+
+        n, hw, c, groups, silu = s.problem(batch)
+        p = GroupNormProblem(dtype, n, hw, c, groups, silu, s.eps)
+        setup = GroupNormSetup(self.registry, self.timer, p, self.rng)
+        try:
+            res = self.ours(setup, f"group_norm {'silu' if silu else 'pass'} {dtype} {n}x{s.side}x{s.side}x{c}")
+        finally:
+            setup.free()
+        nbytes = p.bytes_moved // 2
+        res["copy"] = (self.timer.rotating_copy_ms(nbytes) * 1e3, "device-to-device copy")
+        xs = torch_inputs((n, c, s.side, s.side), dtype, nbytes)
+        weight = torch.randn(c, device="cuda", dtype=torch_dtype(dtype))
+        bias = torch.randn(c, device="cuda", dtype=torch_dtype(dtype))
+        norm = lambda x: torch.nn.functional.group_norm(x, groups, weight, bias, s.eps)
+        fn = (lambda x: torch.nn.functional.silu(norm(x))) if silu else norm
+        res["torch"] = (torch_graph_ms(fn, xs, 20) * 1e3, "group_norm" + (" + silu" if silu else "") + " NCHW")
+        nhwc = [x.reshape(n, hw, c) for x in xs]  # the copy only moves bytes: any values do
+        out = torch.empty_like(nhwc[0])
+        for passes, key in ((1, "grid_copy"), (2, "grid_copy2")):
+            ms, setting = ort_grid_copy_ms(n, hw, c, dtype, passes, nhwc, out)
+            res[key] = (ms * 1e3, setting)
+        del xs, nhwc, out
+        torch.cuda.empty_cache()
+        if self.rival:
+            try:
+                us, mode, nodes = self.rival.group_norm_us(n, s.side, s.side, c, groups, dtype, silu, s.eps, self.l2,
+                                                           self.rng)
+                res["ort_own"] = (us, f"com.microsoft.GroupNorm, {nodes} nodes, {mode}")
+            except RuntimeError as exc:
+                print(f"  ORT's own GroupNorm refused {n}x{s.side}x{s.side}x{c} {dtype}: {exc}", flush=True)
+        res["_bytes"] = 2 * nbytes
+        return res
+
+    def softmax(self, model, s, batch: int, dtype: str) -> dict:
+        import torch
+
+        from benchmarks.gpu_common import torch_graph_ms
+
+        rows, cols = s.problem(batch)
+        p = Problem("softmax", dtype, rows, cols)
+        setup = SoftmaxSetup(self.registry, self.timer, p, self.rng)
+        try:
+            res = self.ours(setup, f"softmax {dtype} {rows}x{cols}")
+        finally:
+            setup.free()
+        nbytes = p.bytes_moved // 2
+        res["copy"] = (self.timer.rotating_copy_ms(nbytes) * 1e3, "device-to-device copy")
+        xs = torch_inputs((rows, cols), dtype, nbytes)
+        res["torch"] = (torch_graph_ms(lambda x: torch.softmax(x, -1), xs, 20) * 1e3, "softmax")
+        del xs
+        torch.cuda.empty_cache()
+        if self.rival:
+            try:
+                us, mode, nodes = self.rival.softmax_us(rows, cols, dtype, self.l2, self.rng)
+                res["ort_own"] = (us, f"Softmax, {nodes} nodes, {mode}")
+            except RuntimeError as exc:
+                print(f"  ORT's own Softmax refused {rows}x{cols} {dtype}: {exc}", flush=True)
+        res["_bytes"] = 2 * nbytes
+        return res
+
+    def verdict(self, res: dict) -> str:
+        """Where ORT's group stands against ORT's own kernel (the vote TunableOp holds)."""
+        own, ort = res.get("ort_own"), res.get("ort_group")
+        if not ort:
+            return "no candidate in ORT's group"
+        if not own:
+            return "ORT's own not measured"
+        if ort[0] <= own[0]:
+            return f"wins {own[0] / ort[0]:.2f}x"
+        if own[0] <= self.floor_us + LAUNCH_BOUND_US:
+            return f"launch-bound, loses {own[0] / ort[0]:.2f}x"
+        ceiling = res.get("grid_copy2") if "grid_copy2" in res else None
+        if ceiling and ort[0] <= 1.1 * ceiling[0]:
+            return f"loses {own[0] / ort[0]:.2f}x, at {ort[0] / ceiling[0]:.2f}x the ORT-grid copy"
+        return f"loses {own[0] / ort[0]:.2f}x"
+
+
+def line(bench: Bench, what: str, res: dict) -> str:
+    own, ref = res.get("ort_own", (None,))[0], res["torch"][0]
+    parts = []
+    for key, tag in (("ort_group", "ORT's group"), ("best", "runtime best"), ("tuned", "tuned"),
+                     ("ort_own", "ORT's own"), ("torch", "torch"), ("copy", "copy"), ("grid_copy", "grid copy"),
+                     ("grid_copy2", "grid copy x2")):
+        if key not in res:
+            continue
+        us, name = res[key]
+        ratios = ""
+        if key in ("ort_group", "best", "tuned"):
+            ratios = (f", {own / us:.2f}x own" if own else "") + f", {ref / us:.2f}x torch"
+        parts.append(f"{tag} {us:.2f} us ({bench.pct(res['_bytes'], us):.1f}% copy{ratios}; {name})")
+    return f"{what}: " + " | ".join(parts) + f" -> {bench.verdict(res)}"
+
+
+def rows_for(res: dict, shape: str, dtype: str, model: str, count: int, bench: Bench) -> list[dict]:
+    out = []
+    for key, (us, name) in res.items():
+        if key.startswith("_"):
+            continue
+        extra = f"{name}; {model} x{count}"
+        out += [{"provider": key, "shape": shape, "dtype": dtype, "metric": "us", "unit": "us",
+                 "value": f"{us:.3f}", "extra": extra},
+                {"provider": key, "shape": shape, "dtype": dtype, "metric": "pct_copy", "unit": "%",
+                 "value": f"{bench.pct(res['_bytes'], us):.1f}", "extra": extra}]
+    if "tuned" in res:
+        out.append({"provider": "tuned", "shape": shape, "dtype": dtype, "metric": "tuned_vs_best",
+                    "unit": "ratio", "value": f"{res['tuned'][0] / res['best'][0]:.4f}", "extra": model})
+    return out
+
+
+def table(bench: Bench, title: str, done: list) -> str:
+    """A markdown table of one model's shapes at one batch and dtype, with totals over the forward pass."""
+    head = ("| shape | x | ORT's group us | runtime best us | ORT's own us | torch us | copy us | grid copy x1 / x2 us "
+            "| ORT's group vs own |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    lines = [f"**{title}**", "", head]
+    totals = {k: 0.0 for k in ("ort_group", "best", "ort_own", "torch", "copy")}
+    missing = set()
+    for what, count, res in done:
+        cells = []
+        for key in ("ort_group", "best", "ort_own", "torch", "copy"):
+            if key in res:
+                cells.append(f"{res[key][0]:.2f}")
+                totals[key] += count * res[key][0]
+            else:
+                cells.append("-")
+                missing.add(key)
+        grid = f"{res['grid_copy'][0]:.2f} / {res['grid_copy2'][0]:.2f}" if "grid_copy" in res else "-"
+        lines.append(f"| {what} | {count} | " + " | ".join(cells) + f" | {grid} | {bench.verdict(res)} |")
+    tot = [("-" if k in missing else f"{totals[k]:.1f}") for k in ("ort_group", "best", "ort_own", "torch", "copy")]
+    lines.append("| **total** | | " + " | ".join(f"**{t}**" for t in tot) + " | | |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="all", help=f"all, or one of: {', '.join(zoo.MODELS)}")
+    ap.add_argument("--dist", default=str(ROOT / "dist" / "full"))
+    ap.add_argument("--dtypes", default="fp16,fp32")
+    ap.add_argument("--ops", default="group_norm,softmax")
+    ap.add_argument("--batches", help="comma list (default: each model's own)")
+    ap.add_argument("--results", default=str(RESULTS))
+    ap.add_argument("--candidates-out", help="also write every candidate's time per problem (JSON)")
+    args = ap.parse_args(argv)
+    try:
+        models = zoo.models(args.model)
+    except KeyError as exc:
+        raise SystemExit(f"error: {exc.args[0]}") from None
+    ops = args.ops.split(",")
+    if not set(ops) <= {"group_norm", "softmax"}:
+        raise SystemExit(f"error: --ops takes group_norm and softmax, not {args.ops!r}")
+    dtypes = args.dtypes.split(",")
+    if not set(dtypes) <= {"fp16", "fp32"}:
+        raise SystemExit(f"error: --dtypes takes fp16 and fp32 (ORT's op dtypes), not {args.dtypes!r}")
+    bench = Bench(args.dist, args.candidates_out)
+    t0 = time.perf_counter()
+    for model in models:
+        batches = [int(b) for b in args.batches.split(",")] if args.batches else model.batches
+        for batch in batches:
+            for dtype in dtypes:
+                done = []
+                for op in ops:
+                    for s in (model.group_norm if op == "group_norm" else model.softmax):
+                        if op == "group_norm":
+                            res = bench.group_norm(model, s, batch, dtype)
+                            shape = f"{batch}x{s.side}x{s.side}x{s.c}"
+                            what = f"GroupNorm{'+SiLU' if s.silu else ''} {shape}"
+                            benchmark = "zoo_group_norm" if s.silu else "zoo_group_norm_pass"
+                        else:
+                            res = bench.softmax(model, s, batch, dtype)
+                            shape = "x".join(map(str, s.problem(batch)))
+                            what = f"softmax {shape}"
+                            benchmark = "zoo_softmax"
+                        print(f"[{time.perf_counter() - t0:6.0f} s] {model.name} {model.batch_is}s={batch} {dtype} "
+                              + line(bench, what, res), flush=True)
+                        write_rows(benchmark, bench.backend.device_name,
+                                   rows_for(res, shape, dtype, model.name, s.count, bench), args.results)
+                        done.append((what, s.count, res))
+                if done:
+                    title = f"{model.title}: {model.batch_is}s = {batch}, {dtype} (H = W; x = runs per pass)"
+                    print("\n" + table(bench, title, done) + "\n", flush=True)
+                    totals = {}
+                    for _, count, res in done:
+                        for key in ("ort_group", "best", "ort_own", "torch", "copy"):
+                            if key in res:
+                                totals[key] = totals.get(key, 0.0) + count * res[key][0]
+                    write_rows("zoo_total", bench.backend.device_name,
+                               [{"provider": k, "shape": f"{model.name}@{batch}", "dtype": dtype, "metric": "us",
+                                 "unit": "us", "value": f"{v:.2f}", "extra": f"{len(done)} shapes"}
+                                for k, v in totals.items()], args.results)
+    if args.candidates_out:
+        tmp = Path(args.candidates_out).with_suffix(".tmp")
+        tmp.write_text(json.dumps(bench.candidates, indent=1) + "\n")
+        tmp.replace(args.candidates_out)
+    print("wrote", args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
