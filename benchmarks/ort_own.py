@@ -121,19 +121,19 @@ class OrtRival:
         providers = [(self.provider, options)] if self.provider == CUDA_EP else [self.provider]
         return self.ort.InferenceSession(model.SerializeToString(), so, providers=providers)
 
-    def run(self, model, inputs: dict[str, np.ndarray], runs: int = 20, graph: bool = True):
-        """(median ms per run, outputs as host arrays, "cuda graph" or "plain"): inputs bound on the
-        device once, outputs preallocated there."""
+    def run(self, model, inputs: dict[str, np.ndarray], runs: int = 20, graph: bool = True, fetch: bool = True):
+        """(median ms per run, outputs as host arrays (None unless fetch), "cuda graph" or "plain"): inputs
+        bound on the device once, outputs preallocated there."""
         modes = [True, False] if graph and self.provider == CUDA_EP else [False]
         last = None
         for use_graph in modes:
             try:
-                return self._run(model, inputs, runs, use_graph)
+                return self._run(model, inputs, runs, use_graph, fetch)
             except Exception as exc:  # ORT raises its own Fail / InvalidArgument types
                 last = exc
         raise RuntimeError(f"ORT {self.version} {self.provider}: {str(last).splitlines()[0][:300]}") from last
 
-    def _run(self, model, inputs, runs, use_graph):
+    def _run(self, model, inputs, runs, use_graph, fetch):
         session = self._session(model, use_graph)
         binding = session.io_binding()
         values = []
@@ -154,7 +154,7 @@ class OrtRival:
             t0 = time.perf_counter()
             session.run_with_iobinding(binding)
             times.append(time.perf_counter() - t0)
-        outputs = {o.name: v.numpy() for o, v in zip(session.get_outputs(), values[len(inputs):])}
+        outputs = {o.name: v.numpy() for o, v in zip(session.get_outputs(), values[len(inputs):])} if fetch else None
         return statistics.median(times) * 1e3, outputs, "cuda graph" if use_graph else "plain"
 
     def group_norm_us(self, n, h, w, c, groups, dtype, silu, eps=1e-5, l2_bytes=50 << 20, rng=None):
@@ -163,7 +163,7 @@ class OrtRival:
         nodes = node_count(n * h * w * c * np.dtype(NP_TYPES[dtype]).itemsize, l2_bytes)
         x = (rng.standard_normal((n, h, w, c), dtype=np.float32) * 2 + 0.5).astype(NP_TYPES[dtype])
         ms, _, mode = self.run(group_norm_model(n, h, w, c, groups, dtype, silu, eps, nodes),
-                               {f"x{i}": x for i in range(nodes)})
+                               {f"x{i}": x for i in range(nodes)}, fetch=False)
         return ms * 1e3 / nodes, mode, nodes
 
     def softmax_us(self, rows, cols, dtype, l2_bytes=50 << 20, rng=None):
@@ -171,5 +171,6 @@ class OrtRival:
         rng = rng or np.random.default_rng()
         nodes = node_count(rows * cols * np.dtype(NP_TYPES[dtype]).itemsize, l2_bytes)
         x = (rng.standard_normal((rows, cols), dtype=np.float32) * 3).astype(NP_TYPES[dtype])
-        ms, _, mode = self.run(softmax_model(rows, cols, dtype, nodes), {f"x{i}": x for i in range(nodes)})
+        ms, _, mode = self.run(softmax_model(rows, cols, dtype, nodes), {f"x{i}": x for i in range(nodes)},
+                               fetch=False)
         return ms * 1e3 / nodes, mode, nodes
