@@ -1,4 +1,4 @@
-"""What ORT's GroupNorm launch leaves reachable: a copy of the tensor on ORT's grid, tuned like a kernel.
+"""What ORT's launches leave reachable: a copy of the tensor on ORT's grid, tuned like a kernel.
 
 ORT launches its GroupNorm candidates on (n, groups, 1): one program per (image, group), each owning
 c_per_group channels of every pixel, strided by c. Whatever a GroupNorm does, it must at least move
@@ -7,6 +7,10 @@ tune: the group walked as rows of VEC channels (the widest vector, at most 16 by
 c_per_group and c: no empty lanes), a step of STEP_BYTES in flight, 8 or 16 warps; the best of every
 setting is the ceiling. PASSES = 1 reads and writes once (a group that stays on chip), PASSES = 2 reads
 the group, then reads it again and writes it (a two-pass GroupNorm of a group that does not).
+
+ORT's softmax launches (batch, 1, 1): one program per row. `row_copy_ms` copies each row with one
+program, in chunks of 512 to 8192 values on 1 to 16 warps, the best setting the ceiling: many short rows
+are bound by how fast programs start and finish, a few long rows by one program's bytes in flight.
 
 Needs torch and triton (GPU runners); timed as every torch baseline, by CUDA-graph replay.
 """
@@ -62,7 +66,50 @@ def _kernel():
     return group_copy
 
 
+def _row_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def row_copy(src, dst, n_cols, CHUNK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64) * n_cols
+        cols = tl.arange(0, CHUNK)
+        for start in range(0, n_cols, CHUNK):
+            mask = start + cols < n_cols
+            tl.store(dst + row + start + cols, tl.load(src + row + start + cols, mask=mask), mask=mask)
+
+    return row_copy
+
+
 _COPY = None
+_ROW_COPY = None
+
+
+def row_copy_ms(rows: int, cols: int, inputs: list, out, reps: int = 20):
+    """(best ms, setting) of a copy by ORT's softmax grid: one program per row, cycling `inputs`."""
+    import torch
+    import triton
+
+    from benchmarks.gpu_common import torch_graph_ms
+
+    global _ROW_COPY
+    if _ROW_COPY is None:
+        _ROW_COPY = _row_kernel()
+    whole = triton.next_power_of_2(cols)
+    best = None
+    for chunk, warps in sorted({(min(whole, c), min(w, max(1, min(whole, c) // 32)))
+                                for c, w in ((512, 1), (1024, 2), (2048, 4), (4096, 8), (8192, 16))}):
+
+        def launch(x, chunk=chunk, warps=warps):
+            _ROW_COPY[(rows,)](x, out, cols, CHUNK=chunk, num_warps=warps)
+
+        ms = torch_graph_ms(launch, inputs, reps)
+        if best is None or ms < best[0]:
+            best = (ms, f"chunk={chunk} warps={warps}")
+    launch(inputs[0])
+    torch.cuda.synchronize()
+    assert torch.equal(out, inputs[0]), f"row copy of {rows}x{cols} lost bytes"
+    return best
 
 
 def ort_grid_copy_ms(n: int, hw: int, c: int, dtype: str, passes: int, inputs: list, out, reps: int = 20):
@@ -94,4 +141,4 @@ def ort_grid_copy_ms(n: int, hw: int, c: int, dtype: str, passes: int, inputs: l
     return best
 
 
-__all__ = ["ort_grid_copy_ms", "vector", "SETTINGS"]
+__all__ = ["ort_grid_copy_ms", "row_copy_ms", "vector", "SETTINGS"]

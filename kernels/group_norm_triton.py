@@ -300,7 +300,11 @@ BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128)  # c_per_group 1 to 128
 UNET = [(16, 64, 8, 16, 0), (16, 64, 16, 16, 0), (16, 32, 16, 8, 0), (32, 64, 4, 16, 0), (32, 64, 8, 16, 0),
         (64, 64, 4, 16, 0), (64, 64, 2, 16, 0), (64, 32, 8, 8, 0), (64, 32, 2, 8, 0)]
 CONCAT = [(32, 64, 8, 16, 2), (64, 64, 4, 16, 4), (128, 32, 4, 16, 0)]
-VAE = [(4, 256, 8, 16, 0), (4, 512, 8, 16, 0), (8, 256, 4, 16, 0), (8, 256, 8, 16, 0), (16, 128, 4, 16, 0)]
+VAE = [(4, 512, 8, 16, 0), (4, 1024, 8, 16, 0), (8, 256, 8, 16, 0), (8, 512, 8, 16, 0), (16, 128, 4, 16, 0),
+       (16, 256, 8, 16, 0)]
+# A concatenation and the VAE's 4 and 8 channels per group always feed a ResNet's norm1 / norm2, which
+# SiLU follows: those points are in the Silu groups only.
+SILU_ONLY = {point for point in CONCAT + VAE if point[0] != 16}
 # 16-bit only: points whose pass 1 runs over the group's vectors with no empty lanes (FLAT), the fastest
 # at 32x32 and 64x64 with 1280 channels, and the concatenations' (30 and 60 channels in 32 / 64 lanes).
 UNET_FLAT = [(64, 64, 4, 16, 0), (64, 64, 2, 16, 0), (32, 64, 8, 16, 2), (64, 64, 4, 16, 4)]
@@ -312,12 +316,13 @@ SIG = "*{t},*{t},*{t},*{t},*{t},*fp32,*fp32,i32,i32,i32,fp32,i1,i1,i1"
 ALIGNED_SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32,i32,fp32,i1,i1,i1"
 
 
-def variants(dtype: str) -> list[tuple[int, int, int, int, int, int]]:
+def variants(dtype: str, silu: bool) -> list[tuple[int, int, int, int, int, int]]:
     """(BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC, FLAT) of every kernel of ORT's group for dtype: a step
     of 64 pixels with 8 to 16 values a thread for every block, then UNet's and the VAE's."""
     looped = [(b, 16, 4, max(1, min(16, b * 64 // 256)), 0, 0) for b in BLOCKS]
-    flat = [(*point, 1) for point in UNET_FLAT] if dtype == "fp16" else []
-    return looped + [(*point, 0) for point in UNET + CONCAT + VAE] + flat
+    points = [p for p in UNET + CONCAT + VAE if silu or p not in SILU_ONLY]
+    flat = [(*p, 1) for p in UNET_FLAT if silu or p not in SILU_ONLY] if dtype == "fp16" else []
+    return looped + [(*point, 0) for point in points] + flat
 
 
 def kernel_name(group: str, block: int, hw_size: int, tiles: int, warps: int, vec: int, flat: int) -> str:
@@ -330,7 +335,7 @@ def get_function_table():
     for silu in (True, False):
         act = "Silu" if silu else "Pass"
         for dtype in DTYPES:
-            groups = ((f"GroupNormTriton_{act}_{dtype}", variants(dtype) if dtype in ORT_DTYPES else []),
+            groups = ((f"GroupNormTriton_{act}_{dtype}", variants(dtype, silu) if dtype in ORT_DTYPES else []),
                       (f"GroupNormAny_{act}_{dtype}", [(*point, 0) for point in ANY]))
             for group, configs in groups:
                 for block, hw_size, tiles, warps, vec, flat in configs:
