@@ -91,6 +91,8 @@ class Bench:
         print(f"ORT's own kernels: {why or 'onnxruntime-gpu ' + self.rival.version + ' CUDA EP'}", flush=True)
         self.floor_us = empty_launch_us()
         print(f"empty kernel launch: {self.floor_us:.2f} us", flush=True)
+        self.floor_row = {"provider": "empty_kernel", "shape": "1", "dtype": "", "metric": "us", "unit": "us",
+                          "value": f"{self.floor_us:.3f}", "extra": "an empty Triton kernel, graph replay"}
         self.candidates_out = candidates_out
         self.candidates: dict = {}
 
@@ -283,6 +285,7 @@ def main(argv=None) -> int:
     if not set(dtypes) <= {"fp16", "fp32"}:
         raise SystemExit(f"error: --dtypes takes fp16 and fp32 (ORT's op dtypes), not {args.dtypes!r}")
     bench = Bench(args.dist, args.candidates_out)
+    write_rows("zoo_floor", bench.backend.device_name, [bench.floor_row], args.results)
     t0 = time.perf_counter()
     for model in models:
         batches = [int(b) for b in args.batches.split(",")] if args.batches else model.batches

@@ -298,10 +298,10 @@ BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128)  # c_per_group 1 to 128
 # per group on 64x64 to 1024x1024 images, 8K to 16K values a step on 16 warps (a program per SM has to
 # keep many bytes in flight).
 UNET = [(16, 64, 8, 16, 0), (16, 64, 16, 16, 0), (16, 32, 16, 8, 0), (32, 64, 4, 16, 0), (32, 64, 8, 16, 0),
-        (64, 64, 4, 16, 0), (64, 64, 2, 16, 0), (64, 32, 8, 8, 0), (64, 32, 2, 8, 0)]
+        (64, 32, 8, 8, 0), (64, 32, 2, 8, 0)]
+UNET_FP32 = [(64, 64, 4, 16, 0), (64, 64, 2, 16, 0)]  # in 16-bit the _flat kernels at these points win
 CONCAT = [(32, 64, 8, 16, 2), (64, 64, 4, 16, 4), (128, 32, 4, 16, 0)]
-VAE = [(4, 512, 8, 16, 0), (4, 1024, 8, 16, 0), (8, 256, 8, 16, 0), (8, 512, 8, 16, 0), (16, 128, 4, 16, 0),
-       (16, 256, 8, 16, 0)]
+VAE = [(4, 512, 8, 16, 0), (8, 256, 8, 16, 0), (8, 512, 8, 16, 0), (16, 128, 4, 16, 0)]
 # A concatenation and the VAE's 4 and 8 channels per group always feed a ResNet's norm1 / norm2, which
 # SiLU follows: those points are in the Silu groups only.
 SILU_ONLY = {point for point in CONCAT + VAE if point[0] != 16}
@@ -320,7 +320,7 @@ def variants(dtype: str, silu: bool) -> list[tuple[int, int, int, int, int, int]
     """(BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC, FLAT) of every kernel of ORT's group for dtype: a step
     of 64 pixels with 8 to 16 values a thread for every block, then UNet's and the VAE's."""
     looped = [(b, 16, 4, max(1, min(16, b * 64 // 256)), 0, 0) for b in BLOCKS]
-    points = [p for p in UNET + CONCAT + VAE if silu or p not in SILU_ONLY]
+    points = [p for p in UNET + (UNET_FP32 if dtype == "fp32" else []) + CONCAT + VAE if silu or p not in SILU_ONLY]
     flat = [(*p, 1) for p in UNET_FLAT if silu or p not in SILU_ONLY] if dtype == "fp16" else []
     return looped + [(*point, 0) for point in points] + flat
 
