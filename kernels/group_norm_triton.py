@@ -32,10 +32,12 @@ shape ORT hands a kernel is right, and every c_per_group from 1 to 128 has a ker
 
 ORT's C++ launches every kernel of group `GroupNormTriton_{Silu|Pass}_{fp16|fp32}` with grid
 (n, groups, 1) and picks a candidate when BLOCK_SIZE is the next power of two of c_per_group and
-HW_SIZE divides H*W (a kernel is right for any H*W).
+HW_SIZE divides H*W (a kernel is right for any H*W; the one-pixel-tile kernels admit every H*W).
 
 Group `GroupNormAny_{Silu|Pass}_<dtype>` holds the same kernel for every shape ORT's rules leave out:
-any H*W, up to 512 channels per group, any alignment. It is the runtime's correctness fallback.
+any H*W, up to 512 channels per group, any alignment. It is the runtime's correctness fallback, so its
+pass 1 sums with Kahan compensation (KAHAN = 1): with few pixel rows a lane of a 1024 x 1024 image sums
+a quarter of a million values, past what plain fp32 sums hold to fp32's tolerance.
 """
 
 import triton
@@ -114,6 +116,21 @@ def _fold(a, total, total_sq, TILES: tl.constexpr, HW_SIZE: tl.constexpr, BLOCK_
 
 
 @triton.jit
+def _fold_compensated(a, total, comp, total_sq, comp_sq, TILES: tl.constexpr, HW_SIZE: tl.constexpr,
+                      BLOCK_SIZE: tl.constexpr):
+    """_fold with Kahan compensation (comp, comp_sq carry what each addition lost): a lane that sums
+    hundreds of thousands of values (a large image in few pixel rows) keeps fp32's precision."""
+    a = tl.reshape(a, [TILES, HW_SIZE, BLOCK_SIZE])
+    part = tl.sum(a, axis=0) - comp
+    new_total = total + part
+    comp = (new_total - total) - part
+    part_sq = tl.sum(a * a, axis=0) - comp_sq
+    new_sq = total_sq + part_sq
+    comp_sq = (new_sq - total_sq) - part_sq
+    return new_total, comp, new_sq, comp_sq
+
+
+@triton.jit
 def _flat_sums(input_ptr, base, image, group, img_size, c, c_per_group, VEC: tl.constexpr, L2_AHEAD: tl.constexpr):
     """Sum and sum of squares of a group's x, every lane loading bytes: the padded [pixels, BLOCK_SIZE]
     tile leaves BLOCK_SIZE - c_per_group lanes empty (24 of 64 at UNet's 40 channels), registers that
@@ -153,7 +170,7 @@ def _flat_sums(input_ptr, base, image, group, img_size, c, c_per_group, VEC: tl.
 def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                       img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                       BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
-                      TILES: tl.constexpr, FLAT: tl.constexpr, VEC: tl.constexpr):
+                      TILES: tl.constexpr, FLAT: tl.constexpr, VEC: tl.constexpr, KAHAN: tl.constexpr):
     # The vector this kernel's block is made for: 2, 4, 8 values for BLOCK_SIZE 16, 32, 64 (UNet's 10, 20, 40
     # channels per group), the whole block below 16 (the VAE's 4 and 8), at most 16 bytes; VEC > 0 names
     # another (2 for 30 channels per group, 4 for 60: UNet's concatenated 960 and 1920). When c and
@@ -165,38 +182,38 @@ def group_norm_kernel(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, ga
     if BLOCK_VEC > MOST:
         _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                             c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, FLAT, MOST)
+                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, FLAT, MOST, KAHAN)
     else:
         _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                             c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, FLAT, BLOCK_VEC)
+                            BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, FLAT, BLOCK_VEC, KAHAN)
 
 
 @triton.jit
 def _vector_or_elements(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c, c_per_group, eps, has_skip, has_bias, broadcast_skip, BLOCK_SIZE: tl.constexpr,
                         HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr, TILES: tl.constexpr,
-                        FLAT: tl.constexpr, VEC: tl.constexpr):
+                        FLAT: tl.constexpr, VEC: tl.constexpr, KAHAN: tl.constexpr):
     if VEC > 1:
         if (c % VEC == 0) & (c_per_group % VEC == 0):
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c // VEC * VEC, c_per_group // VEC * VEC, eps, has_skip, has_bias, broadcast_skip,
-                        BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, VEC if FLAT else 0)
+                        BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, VEC if FLAT else 0, KAHAN)
         else:  # channels per group that the vector does not divide: single elements, 16 pixels at a time
             _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                         c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                        BLOCK_SIZE, 16, ACTIVATION_SILU, 1, 0)
+                        BLOCK_SIZE, 16, ACTIVATION_SILU, 1, 0, KAHAN)
     else:
         _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr, img_size,
                     c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
-                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, 0)
+                    BLOCK_SIZE, HW_SIZE, ACTIVATION_SILU, TILES, 0, KAHAN)
 
 
 @triton.jit
 def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_ptr, beta_ptr,
                 img_size, c, c_per_group, eps, has_skip, has_bias, broadcast_skip,
                 BLOCK_SIZE: tl.constexpr, HW_SIZE: tl.constexpr, ACTIVATION_SILU: tl.constexpr,
-                TILES: tl.constexpr, FLAT_VEC: tl.constexpr):
+                TILES: tl.constexpr, FLAT_VEC: tl.constexpr, KAHAN: tl.constexpr):
     image = tl.program_id(0).to(tl.int64)
     group = tl.program_id(1)
     base = image * img_size * c + group * c_per_group
@@ -231,6 +248,8 @@ def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_pt
                 _l2_prefetch(input_ptr, image, group, ahead * STEP, STEP, img_size, c, c_per_group)
         total = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
         total_sq = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
+        comp = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
+        comp_sq = tl.zeros([HW_SIZE, BLOCK_SIZE], dtype=tl.float32)
         ptrs, mask = _pixels(0, pix, img_size, c, cols, col_mask)
         raw = tl.load(input_ptr + base + ptrs, mask=mask, other=0.0)
         for step in tl.range(1, steps):
@@ -241,12 +260,20 @@ def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_pt
             raw = tl.load(input_ptr + base + ptrs, mask=mask, other=0.0)
             ptrs, mask = _pixels((step - 1) * STEP, pix, img_size, c, cols, col_mask)
             a = _input(current, skip_ptr + base, add_out_ptr + base, ptrs, mask, shift, has_skip, broadcast_skip)
-            total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
+            if KAHAN:
+                total, comp, total_sq, comp_sq = _fold_compensated(a, total, comp, total_sq, comp_sq, TILES, HW_SIZE,
+                                                                   BLOCK_SIZE)
+            else:
+                total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
         # The last step stays in registers for pass 2, as loaded (16-bit values take half the registers): a
         # group of one step (8x8 and 16x16 images, 32x32 at 320 channels) is read once.
         ptrs, mask = _pixels((steps - 1) * STEP, pix, img_size, c, cols, col_mask)
         a = _input(raw, skip_ptr + base, add_out_ptr + base, ptrs, mask, shift, has_skip, broadcast_skip)
-        total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
+        if KAHAN:
+            total, comp, total_sq, comp_sq = _fold_compensated(a, total, comp, total_sq, comp_sq, TILES, HW_SIZE,
+                                                               BLOCK_SIZE)
+        else:
+            total, total_sq = _fold(a, total, total_sq, TILES, HW_SIZE, BLOCK_SIZE)
 
         # The sums of x + shift from the sums of x: sum(x) + hw * shift and
         # sum(x^2) + 2 * shift * sum(x) + hw * shift^2, in one reduction.
@@ -290,8 +317,9 @@ def _group_norm(input_ptr, skip_ptr, bias_ptr, output_ptr, add_out_ptr, gamma_pt
 DTYPES = ("fp32", "fp16", "bf16")
 ORT_DTYPES = ("fp32", "fp16")  # ORT's GroupNorm ops are instantiated for float and half only
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128)  # c_per_group 1 to 128
-# ORT's group, (BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC). For every block a kernel of 16-pixel tiles,
-# four to a step (any H*W that is a multiple of 16); then, for UNet's 10, 20 and 40 channels per group,
+# ORT's group, (BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC). For every block a kernel of one-pixel tiles,
+# 64 to a step: HW_SIZE 1 divides every H*W, so ORT's rules find a kernel for every image size and
+# channels per group; then, for UNet's 10, 20 and 40 channels per group,
 # the points that are the fastest somewhere on the benchmark grid (8x8 to 128x128 images), each tile's
 # HW_SIZE rows spanning the program's threads; UNet's concatenations (30, 60 and 80 channels per group:
 # 960, 1920, 2560 channels) with the vector that divides them; the VAE decoder's 4, 8 and 16 channels
@@ -318,8 +346,9 @@ ALIGNED_SIG = "*{t}:16,*{t}:16,*{t}:16,*{t}:16,*{t}:16,*fp32:16,*fp32:16,i32,i32
 
 def variants(dtype: str, silu: bool) -> list[tuple[int, int, int, int, int, int]]:
     """(BLOCK_SIZE, HW_SIZE, TILES, num_warps, VEC, FLAT) of every kernel of ORT's group for dtype: a step
-    of 64 pixels with 8 to 16 values a thread for every block, then UNet's and the VAE's."""
-    looped = [(b, 16, 4, max(1, min(16, b * 64 // 256)), 0, 0) for b in BLOCKS]
+    of 64 one-pixel tiles with 8 to 16 values a thread for every block (any H*W), then UNet's and the
+    VAE's."""
+    looped = [(b, 1, 64, max(1, min(16, b * 64 // 256)), 0, 0) for b in BLOCKS]
     points = [p for p in UNET + (UNET_FP32 if dtype == "fp32" else []) + CONCAT + VAE if silu or p not in SILU_ONLY]
     flat = [(*p, 1) for p in UNET_FLAT if silu or p not in SILU_ONLY] if dtype == "fp16" else []
     return looped + [(*point, 0) for point in points] + flat
@@ -346,7 +375,8 @@ def get_function_table():
                         "sig": (SIG if group.startswith("GroupNormAny") else ALIGNED_SIG).format(t=dtype),
                         "kwargs": {"num_warps": warps, "constants": {
                             "BLOCK_SIZE": block, "HW_SIZE": hw_size, "ACTIVATION_SILU": int(silu),
-                            "TILES": tiles, "FLAT": flat, "VEC": vec}},
+                            "TILES": tiles, "FLAT": flat, "VEC": vec,
+                            "KAHAN": int(group.startswith("GroupNormAny"))}},
                     })
     return table
 

@@ -271,3 +271,21 @@ def test_cluster_kernels_check_their_launch(registry):
     kernel.check_cluster((2, 32, parts), (1, 1, parts))
     assert registry.backend.resident_clusters(kernel.function, info.threads_per_block, info.shared, (1, 1, parts),
                                               info.name) >= registry.backend.limits["sm_count"] // 18
+
+
+def test_fallback_keeps_fp32_precision_on_a_large_group(registry, rng):
+    """GroupNormAny's kernels walk a group in a few pixel rows: on a 512x512 image a lane sums 16K to 64K
+    values, where plain fp32 sums drift past fp32's tolerance (a mean of 2 and a spread of 0.5 make
+    E[x^2] - E[x]^2 17 times as sensitive as the sums); the fallback's compensated sums must hold it."""
+    n, h, w, c, groups = 1, 512, 512, 16, 2  # 8 channels per group: every kernel of the fallback admits it
+    x = (rng.standard_normal((n, h, w, c)) * 0.5 + 2).astype(np.float32)
+    gamma, beta = np.ones(c, np.float32), np.zeros(c, np.float32)
+    ref, _ = group_norm_ref(x.astype(np.float64), gamma.astype(np.float64), beta.astype(np.float64), groups, 1e-5,
+                            True)
+    names = [k for k, _ in GroupNorm(registry, "fp32", True).candidates(n, h * w, c, groups)
+             if registry.by_name[k].group.startswith("GroupNormAny_")]
+    assert len(names) == 2
+    for name in names:
+        y, _ = group_norm_numpy(registry, x, gamma, beta, groups, "fp32", 1e-5, True, kernel=name)
+        problem = group_norm_mismatch(y, ref, "fp32")
+        assert problem is None, f"{name} on n=1 512x512x16/2 fp32: {problem}"
