@@ -114,6 +114,27 @@ class Bench:
             out["ort_group"] = (found.ort_ms * 1e3, found.ort_best)
         return out
 
+    def measured(self, setup, key: str) -> tuple[dict, int]:
+        """(our kernels' results plus the same-size copy, the tensor's bytes) of a problem set up on the GPU."""
+        try:
+            res = self.ours(setup, key)
+        finally:
+            setup.free()
+        nbytes = setup.p.bytes_moved // 2
+        res["copy"] = (self.timer.rotating_copy_ms(nbytes) * 1e3, "device-to-device copy")
+        res["_bytes"] = 2 * nbytes
+        return res, nbytes
+
+    def ort_own(self, res: dict, op: str, label: str, measure) -> None:
+        """ORT's own kernel for the problem, when onnxruntime-gpu is here; a shape ORT refuses is said so."""
+        if not self.rival:
+            return
+        try:
+            us, mode, nodes = measure()
+            res["ort_own"] = (us, f"{op}, {nodes} nodes, {mode}")
+        except RuntimeError as exc:
+            print(f"  ORT's own {op} refused {label}: {exc}", flush=True)
+
     def group_norm(self, model, s, batch: int, dtype: str) -> dict:
         import torch
 
@@ -121,14 +142,10 @@ class Bench:
         from benchmarks.ort_grid_copy import ort_grid_copy_ms
 
         n, hw, c, groups, silu = s.problem(batch)
+        label = f"{n}x{s.side}x{s.side}x{c} {dtype}"
         p = GroupNormProblem(dtype, n, hw, c, groups, silu, s.eps)
-        setup = GroupNormSetup(self.registry, self.timer, p, self.rng)
-        try:
-            res = self.ours(setup, f"group_norm {'silu' if silu else 'pass'} {dtype} {n}x{s.side}x{s.side}x{c}")
-        finally:
-            setup.free()
-        nbytes = p.bytes_moved // 2
-        res["copy"] = (self.timer.rotating_copy_ms(nbytes) * 1e3, "device-to-device copy")
+        res, nbytes = self.measured(GroupNormSetup(self.registry, self.timer, p, self.rng),
+                                    f"group_norm {'silu' if silu else 'pass'} {label}")
         xs = torch_inputs((n, c, s.side, s.side), dtype, nbytes)
         weight = torch.randn(c, device="cuda", dtype=torch_dtype(dtype))
         bias = torch.randn(c, device="cuda", dtype=torch_dtype(dtype))
@@ -142,14 +159,8 @@ class Bench:
             res[key] = (ms * 1e3, setting)
         del xs, nhwc, out
         torch.cuda.empty_cache()
-        if self.rival:
-            try:
-                us, mode, nodes = self.rival.group_norm_us(n, s.side, s.side, c, groups, dtype, silu, s.eps, self.l2,
-                                                           self.rng)
-                res["ort_own"] = (us, f"com.microsoft.GroupNorm, {nodes} nodes, {mode}")
-            except RuntimeError as exc:
-                print(f"  ORT's own GroupNorm refused {n}x{s.side}x{s.side}x{c} {dtype}: {exc}", flush=True)
-        res["_bytes"] = 2 * nbytes
+        self.ort_own(res, "com.microsoft.GroupNorm", label, lambda: self.rival.group_norm_us(
+            n, s.side, s.side, c, groups, dtype, silu, s.eps, self.l2, self.rng))
         res["_on_chip"] = hw * (c // groups) <= ON_CHIP_VALUES
         return res
 
@@ -161,13 +172,8 @@ class Bench:
 
         rows, cols = s.problem(batch)
         p = Problem("softmax", dtype, rows, cols)
-        setup = SoftmaxSetup(self.registry, self.timer, p, self.rng)
-        try:
-            res = self.ours(setup, f"softmax {dtype} {rows}x{cols}")
-        finally:
-            setup.free()
-        nbytes = p.bytes_moved // 2
-        res["copy"] = (self.timer.rotating_copy_ms(nbytes) * 1e3, "device-to-device copy")
+        res, nbytes = self.measured(SoftmaxSetup(self.registry, self.timer, p, self.rng),
+                                    f"softmax {dtype} {rows}x{cols}")
         xs = torch_inputs((rows, cols), dtype, nbytes)
         res["torch"] = (torch_graph_ms(lambda x: torch.softmax(x, -1), xs, 20) * 1e3, "softmax")
         out = torch.empty_like(xs[0])
@@ -175,13 +181,8 @@ class Bench:
         res["grid_copy"] = (ms * 1e3, setting)
         del xs, out
         torch.cuda.empty_cache()
-        if self.rival:
-            try:
-                us, mode, nodes = self.rival.softmax_us(rows, cols, dtype, self.l2, self.rng)
-                res["ort_own"] = (us, f"Softmax, {nodes} nodes, {mode}")
-            except RuntimeError as exc:
-                print(f"  ORT's own Softmax refused {rows}x{cols} {dtype}: {exc}", flush=True)
-        res["_bytes"] = 2 * nbytes
+        self.ort_own(res, "Softmax", f"{rows}x{cols} {dtype}",
+                     lambda: self.rival.softmax_us(rows, cols, dtype, self.l2, self.rng))
         res["_on_chip"] = True  # a row is read once
         return res
 
