@@ -1,0 +1,120 @@
+"""Triton's interpreter (TRITON_INTERPRET=1) on numpy arrays, for kernel numerics without a GPU.
+
+The interpreter runs a kernel's programs one at a time on the host; it expects torch tensors, which
+this project does not depend on. `HostTensor` is the part of a tensor it touches, over a numpy array
+(the memory is already the host's). Two fixes to Triton 3.5's interpreter are applied on import: a
+scalar read as `int(array of one value)`, which NumPy 2 refuses, and `tl.reduce(tuple, None, ...)`,
+which flattened only the first tensor of the tuple. libdevice's fast exp and division, which the
+interpreter has no host version of, run as tl.exp and `/` (exact: still within every tolerance), and
+`triton.language.extra.cuda.num_warps()`, rebound in each loaded script (`rebind`), answers
+`NUM_WARPS`, which the caller sets to the launch's. Import this module before any kernel script.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NUM_WARPS = 4  # what num_warps() answers inside a kernel: set it to the launch's before each launch
+_NAMES = {np.float16: "float16", np.float32: "float32", np.float64: "float64", np.int32: "int32",
+          np.int64: "int64", np.uint8: "uint8"}
+
+
+class _DType:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __str__(self):
+        return self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return str(other) == self.name
+
+
+class _Storage:
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def data_ptr(self) -> int:
+        return self.array.ctypes.data
+
+    def cpu(self):
+        return self
+
+    def copy_(self, other):
+        return self
+
+
+class HostTensor:
+    """A contiguous numpy array as the interpreter sees a tensor (`bfloat16=True`: uint16 bits of bf16)."""
+
+    def __init__(self, array: np.ndarray, bfloat16: bool = False):
+        self.array = np.ascontiguousarray(array)
+        self.dtype = _DType("bfloat16") if bfloat16 else _DType(_NAMES[self.array.dtype.type])
+
+    def data_ptr(self) -> int:
+        return self.array.ctypes.data
+
+    def untyped_storage(self) -> _Storage:
+        return _Storage(self.array)
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self):
+        return self.array.shape
+
+    def stride(self):
+        return tuple(s // self.array.itemsize for s in self.array.strides)
+
+    def new_empty(self, *args, **kwargs):
+        view = HostTensor.__new__(HostTensor)
+        view.array, view.dtype = self.array, self.dtype
+        return view
+
+    def set_(self, storage, offset, size, stride):
+        self.array = storage.array
+        return self
+
+
+def _patch() -> None:
+    import triton.runtime.interpreter as interp
+
+    original = interp._patch_lang_tensor
+
+    def patch_lang_tensor(tensor):
+        original(tensor)
+        tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
+
+    def unravel(self, input, axis):
+        if axis is not None:
+            return tuple(input), axis
+        return tuple(self.to_tensor(d.handle.data.flatten(), d.dtype) for d in input), 0
+
+    interp._patch_lang_tensor = patch_lang_tensor
+    interp.ReduceOps.unravel = unravel
+
+    import triton.language as tl
+    from triton.language.extra import libdevice
+
+    libdevice.fast_expf = lambda x: tl.exp(x)
+    libdevice.fast_dividef = lambda a, b: a / b
+
+
+def num_warps():
+    """Stands in for triton.language.extra.cuda.num_warps() (a builtin the interpreter does not patch)."""
+    import triton.language as tl
+
+    return tl.constexpr(NUM_WARPS)
+
+
+def rebind(module) -> None:
+    """Point a loaded kernel script's (or helper's) `num_warps` at the stand-in."""
+    if getattr(module, "num_warps", None) is not None and getattr(module.num_warps, "__module__", "").startswith(
+            "triton.language.extra"):
+        module.num_warps = num_warps
+
+
+_patch()
