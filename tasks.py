@@ -18,7 +18,7 @@ def _cfg(c: Context):
 
 
 def _targets(c: Context, platform: str, arch: str | None):
-    from pipeline.targets import parse_targets
+    from tritonforge.pipeline.targets import parse_targets
 
     if platform not in PLATFORMS:
         raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}, not '{platform}'", code=2)
@@ -27,7 +27,7 @@ def _targets(c: Context, platform: str, arch: str | None):
 
 def _profile_out(c: Context, profile: str | None, out: str | None) -> tuple[str, Path]:
     """The profile (invoke.yaml's by default) and where its <platform>/<arch>/ go: <out>, or <out>/full."""
-    from pipeline.profiles import check_profile, root
+    from tritonforge.pipeline.profiles import check_profile, root
 
     profile = check_profile(profile or _cfg(c).profile)
     return profile, root(out or _cfg(c).out, profile)
@@ -35,15 +35,15 @@ def _profile_out(c: Context, profile: str | None, out: str | None) -> tuple[str,
 
 def _full_dist(c: Context, dist: str | None) -> Path:
     """What the GPU tasks use: the full profile's builds (`--dist` names a root holding <platform>/<arch>/)."""
-    from pipeline.profiles import root
+    from tritonforge.pipeline.profiles import root
 
     return Path(dist) if dist else root(_cfg(c).out, "full")
 
 
 def _compile(c: Context, targets, profile: str, out: Path, jobs: int, allow_unpinned_triton: bool, quiet: bool):
     """Compile in this Python, with a progress bar."""
-    from pipeline.report import compile_progress, print_summary
-    from pipeline.runners import run_local
+    from tritonforge.pipeline.report import compile_progress, print_summary
+    from tritonforge.pipeline.runners import run_local
 
     cfg = _cfg(c)
     with compile_progress(not quiet) as progress:
@@ -55,7 +55,7 @@ def _compile(c: Context, targets, profile: str, out: Path, jobs: int, allow_unpi
 
 
 def _require_gpu(platform: str, task_name: str) -> None:
-    from pipeline.runners import gpu_unavailable
+    from tritonforge.pipeline.runners import gpu_unavailable
 
     why = gpu_unavailable(platform)
     if why:
@@ -75,7 +75,7 @@ def _fail_on_pipeline_error(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from pipeline.errors import PipelineError
+        from tritonforge.pipeline.errors import PipelineError
 
         try:
             return fn(*args, **kwargs)
@@ -117,8 +117,8 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
           out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False,
           profile: str | None = None):
     """Build the platform's image and compile the kernels in it (or locally), then run the consumer check."""
-    from pipeline.report import console, print_summary
-    from pipeline.runners import choose_runner, run_docker
+    from tritonforge.pipeline.report import console, print_summary
+    from tritonforge.pipeline.runners import choose_runner, run_docker
 
     cfg = _cfg(c)
     targets = _targets(c, platform, arch)
@@ -140,8 +140,8 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
 
 
 def _consumer_check(name: str, path: Path) -> None:
-    from pipeline.consumer_check import check_artifacts
-    from pipeline.report import console
+    from tritonforge.pipeline.consumer_check import check_artifacts
+    from tritonforge.pipeline.report import console
 
     result = check_artifacts(path)
     inside = ", archs inside each blob match kernels.json" if path.name == "multi" else ""
@@ -160,9 +160,9 @@ def _consumer_check(name: str, path: Path) -> None:
 def merge(c: Context, platform: str = "cuda", arch: str | None = None, parts: str | None = None,
           out: str | None = None, profile: str | None = None):
     """Merge per-arch builds into one multi-arch archive (<out>/<platform>/multi/) without compiling."""
-    from pipeline.multi import merge_builds
-    from pipeline.profiles import root as profile_root
-    from pipeline.report import console
+    from tritonforge.pipeline.multi import merge_builds
+    from tritonforge.pipeline.profiles import root as profile_root
+    from tritonforge.pipeline.report import console
 
     targets = _targets(c, platform, arch)
     profile, root = _profile_out(c, profile, out)
@@ -179,7 +179,7 @@ def merge(c: Context, platform: str = "cuda", arch: str | None = None, parts: st
 @_fail_on_pipeline_error
 def image(c: Context, platform: str = "cuda", force: bool = False):
     """Build the compile image for a platform (tag = content hash of its inputs; skipped when present)."""
-    from pipeline.images import build_image
+    from tritonforge.pipeline.images import build_image
 
     print(build_image(platform, force=force))
 
@@ -188,7 +188,7 @@ def image(c: Context, platform: str = "cuda", force: bool = False):
 @_fail_on_pipeline_error
 def base_image(c: Context):
     """Make the local Debian base image (debootstrap + import) used when no registry answers."""
-    from pipeline.images import client, ensure_local_base
+    from tritonforge.pipeline.images import client, ensure_local_base
 
     print(ensure_local_base(client(), print))
 
@@ -211,8 +211,8 @@ def lint(c: Context, fix: bool = False):
 @_fail_on_pipeline_error
 def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
     """Run the GPU tests inside the platform image against dist/ (CUDA: all GPUs; ROCm: /dev/kfd, /dev/dri)."""
-    from pipeline.images import build_image
-    from pipeline.runners import run_gpu_tests
+    from tritonforge.pipeline.images import build_image
+    from tritonforge.pipeline.runners import run_gpu_tests
 
     if platform not in PLATFORMS:
         raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}, not '{platform}'", code=2)
@@ -237,7 +237,7 @@ def check(c: Context, path: str):
 
         shown = subprocess.run([sys.executable, "-m", "invoke", "--help", "check"], cwd=Path(__file__).parent)
         raise Exit(code=shown.returncode)
-    from pipeline.consumer_check import check_artifacts
+    from tritonforge.pipeline.consumer_check import check_artifacts
 
     p = Path(path)
     result = check_artifacts(p.parent if p.is_file() else p)
@@ -262,7 +262,7 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     if platform != "cuda":
         raise Exit(f"error: tuning runs on CUDA GPUs only for now, not '{platform}'", code=2)
     _require_gpu(platform, "tune")
-    from runtime.tune import main
+    from tritonforge.runtime.tune import main
 
     argv = ["--dist", str(_full_dist(c, dist)), "--ops", ops, "--dtypes", dtypes, "--budget-ms", str(budget_ms)]
     if shapes:
@@ -272,7 +272,7 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     if out:
         argv += ["--out", out]
     if arch:
-        from runtime.cuda import CudaBackend
+        from tritonforge.runtime.cuda import CudaBackend
 
         here = f"sm_{CudaBackend(0).arch}"
         if arch != here:
@@ -300,7 +300,7 @@ def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: boo
     if op not in scripts:
         raise Exit(f"error: --op must be one of {sorted(scripts)}, not '{op}'", code=2)
     if model is not None:
-        from runtime import zoo
+        from tritonforge.runtime import zoo
 
         try:
             zoo.models(model)
@@ -317,7 +317,7 @@ def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: boo
 
 
 def _store(c: Context, store: str | None, endpoint_url: str | None = None):
-    from pipeline.stores import open_store
+    from tritonforge.pipeline.stores import open_store
 
     return open_store(store or _cfg(c).store, endpoint_url)
 
@@ -346,8 +346,8 @@ def publish(c: Context, version: str | None = None, store: str | None = None, di
     """Publish every built arch of the profiles (and matching tune caches) as an immutable version."""
     import os
 
-    from pipeline.profiles import parse_profiles
-    from pipeline.release import publish as do_publish
+    from tritonforge.pipeline.profiles import parse_profiles
+    from tritonforge.pipeline.release import publish as do_publish
 
     _need("publish", version=version)
     profiles = parse_profiles(profile or _cfg(c).profile)
@@ -373,10 +373,10 @@ def fetch(c: Context, dest: str | None = None, version: str | None = None, platf
           arch: str | None = None, store: str | None = None, endpoint_url: str | None = None,
           profile: str | None = None, trust: str | None = None, lock: str | None = None):
     """Download one build of a version, verify every sha256 (and signature, lock), add a CMake file."""
-    from pipeline.lockfile import fetch_locked
-    from pipeline.profiles import check_profile
-    from pipeline.release import fetch as do_fetch
-    from pipeline.release import resolve_version
+    from tritonforge.pipeline.lockfile import fetch_locked
+    from tritonforge.pipeline.profiles import check_profile
+    from tritonforge.pipeline.release import fetch as do_fetch
+    from tritonforge.pipeline.release import resolve_version
 
     _need("fetch", dest=dest)
     if lock:
@@ -408,8 +408,8 @@ def lock(c: Context, version: str | None = None, platform: str | None = None, ar
          out: str = "tritonforge.lock", store: str | None = None, endpoint_url: str | None = None,
          trust: str | None = None):
     """Pin one build of a published version to its exact bytes (manifest and file sha256s) in a lock file."""
-    from pipeline.lockfile import lock_build
-    from pipeline.profiles import check_profile
+    from tritonforge.pipeline.lockfile import lock_build
+    from tritonforge.pipeline.profiles import check_profile
 
     _need("lock", version=version, platform=platform, arch=arch)
     doc = lock_build(_store(c, store, endpoint_url), version, platform, arch, check_profile(profile or _cfg(c).profile),
@@ -429,7 +429,7 @@ def yank(c: Context, version: str | None = None, reason: str | None = None, stor
          endpoint_url: str | None = None):
     """Withdraw a version: it stays fetchable by name or lock (with a warning), `latest` skips it; nothing
     is deleted."""
-    from pipeline.release import yank as do_yank
+    from tritonforge.pipeline.release import yank as do_yank
 
     _need("yank", version=version, reason=reason)
     doc = do_yank(_store(c, store, endpoint_url), version, reason)
@@ -443,7 +443,7 @@ def yank(c: Context, version: str | None = None, reason: str | None = None, stor
 @_fail_on_pipeline_error
 def keygen(c: Context, private: str = "tritonforge-signing.key", public: str = "tritonforge-signing.pub"):
     """Make an Ed25519 key pair for signing releases (never overwrites a key)."""
-    from pipeline.signing import keygen as make
+    from tritonforge.pipeline.signing import keygen as make
 
     kid = make(private, public)
     print(f"key {kid}: private {private} (publish --sign-key), public {public} (fetch --trust)")
@@ -459,7 +459,7 @@ def keygen(c: Context, private: str = "tritonforge-signing.key", public: str = "
 def gc(c: Context, grace: str = "1h", dry_run: bool = False, store: str | None = None,
        endpoint_url: str | None = None):
     """Delete blobs no version references (left by refused or killed publishes), safely beside publishers."""
-    from pipeline.gc import collect_garbage, parse_duration
+    from tritonforge.pipeline.gc import collect_garbage, parse_duration
 
     collect_garbage(_store(c, store, endpoint_url), parse_duration(grace), dry_run, print)
 
@@ -469,8 +469,8 @@ def gc(c: Context, grace: str = "1h", dry_run: bool = False, store: str | None =
 @_fail_on_pipeline_error
 def versions(c: Context, store: str | None = None, endpoint_url: str | None = None):
     """List the published versions in a store, oldest first; yanked ones say so."""
-    from pipeline.release import versions as list_versions
-    from pipeline.release import yanked
+    from tritonforge.pipeline.release import versions as list_versions
+    from tritonforge.pipeline.release import yanked
 
     s = _store(c, store, endpoint_url)
     for v in list_versions(s):

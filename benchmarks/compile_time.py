@@ -17,9 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tritonforge.pipeline.build import build_dist, discover_scripts  # noqa: E402
+from tritonforge.pipeline.targets import parse_targets  # noqa: E402
+
 from benchmarks.results import write_rows  # noqa: E402
-from pipeline.build import build_dist, discover_scripts  # noqa: E402
-from pipeline.targets import parse_targets  # noqa: E402
 
 DEFAULT_ARCHS = "sm_80,sm_90,gfx90a,gfx942"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 def open_gpu(dist: str | Path):
     """(backend, registry, timer, copy GB/s) for GPU 0 and its arch's artifacts under dist/."""
-    from runtime import load_artifacts
-    from runtime.cuda import CudaBackend
-    from runtime.registry import Registry
-    from runtime.timing import GraphTimer
+    from tritonforge.runtime import load_artifacts
+    from tritonforge.runtime.cuda import CudaBackend
+    from tritonforge.runtime.registry import Registry
+    from tritonforge.runtime.timing import GraphTimer
 
     backend = CudaBackend(0)
     registry = Registry(load_artifacts(Path(dist) / "cuda" / f"sm_{backend.arch}"), backend)

@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from tritonforge.runtime.problem import GroupNormProblem, GroupNormSetup, gbps  # noqa: E402
+from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
 from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from runtime.problem import GroupNormProblem, GroupNormSetup, gbps  # noqa: E402
-from runtime.tune import tune_problem  # noqa: E402
 
 SHAPES = [(2, 128, 128, 320), (2, 64, 64, 1280), (2, 64, 64, 320), (2, 64, 64, 640), (2, 32, 32, 640),
           (2, 32, 32, 1280), (2, 16, 16, 640), (2, 16, 16, 1280), (2, 8, 8, 1280), (1, 64, 64, 320)]

@@ -27,13 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from tritonforge.runtime import load_artifacts  # noqa: E402
+from tritonforge.runtime.cuda import CudaBackend  # noqa: E402
+from tritonforge.runtime.memory import DeviceArray  # noqa: E402
+from tritonforge.runtime.ops.softmax import Softmax  # noqa: E402
+from tritonforge.runtime.registry import Registry  # noqa: E402
 
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from runtime import load_artifacts  # noqa: E402
-from runtime.cuda import CudaBackend  # noqa: E402
-from runtime.memory import DeviceArray  # noqa: E402
-from runtime.ops.softmax import Softmax  # noqa: E402
-from runtime.registry import Registry  # noqa: E402
 
 N_LAUNCHES = 20000
 BATCH, COLS, KERNEL = 1, 1024, "softmax_fp16_1024"

@@ -21,10 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tritonforge.pipeline.build import build_dist, discover_scripts  # noqa: E402
+from tritonforge.pipeline.profiles import parse_profiles  # noqa: E402
+from tritonforge.pipeline.targets import parse_targets  # noqa: E402
+
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from pipeline.build import build_dist, discover_scripts  # noqa: E402
-from pipeline.profiles import parse_profiles  # noqa: E402
-from pipeline.targets import parse_targets  # noqa: E402
 
 # ORT's triton_kernel.cu includes <string> (and the CUDA headers) before the generated header, and reads
 # kernel_infos[] in its loader: the array must be emitted, as there.

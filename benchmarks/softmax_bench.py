@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from tritonforge.runtime.problem import Problem, SoftmaxSetup, gbps  # noqa: E402
+from tritonforge.runtime.tune import default_shapes, tune_problem  # noqa: E402
 
 from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from runtime.problem import Problem, SoftmaxSetup, gbps  # noqa: E402
-from runtime.tune import default_shapes, tune_problem  # noqa: E402
 
 TARGETS = [(32768, 2048), (16384, 8192), (8192, 16384), (65536, 4096)]
 LONG_ROWS = [(2048, 32768), (1024, 65536), (512, 131072), (256, 262144)]

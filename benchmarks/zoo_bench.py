@@ -35,12 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from tritonforge.runtime import zoo  # noqa: E402
+from tritonforge.runtime.problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup  # noqa: E402
+from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
 from benchmarks import ort_own  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
-from runtime import zoo  # noqa: E402
-from runtime.problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup  # noqa: E402
-from runtime.tune import tune_problem  # noqa: E402
 
 # A launch is bound by launch latency when ORT's own kernel is within this of an empty kernel's.
 LAUNCH_BOUND_US = 2.0

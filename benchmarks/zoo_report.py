@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tritonforge.runtime import zoo  # noqa: E402
+
 from benchmarks.results import RESULTS  # noqa: E402
-from runtime import zoo  # noqa: E402
 
 LAUNCH_BOUND_US = 2.0
 ON_CHIP_VALUES = 32768  # as benchmarks/zoo_bench.py: a group ORT's kernels read once

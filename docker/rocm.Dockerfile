@@ -19,6 +19,7 @@ RUN python3 -m venv /opt/tritonforge \
 COPY pyproject.toml /src/
 COPY pipeline/ /src/pipeline/
 COPY runtime/ /src/runtime/
+COPY tritonforge/ /src/tritonforge/
 # pyproject names README.md as the long description; the image needs none (docs do not change the tag).
 RUN touch /src/README.md && /opt/tritonforge/bin/pip install --no-deps /src
 
@@ -40,4 +41,4 @@ ENV PATH=/opt/tritonforge/bin:$PATH TRITON_DISABLE_LINE_INFO=1 \
     TRITONFORGE_PIN_FILE=/opt/tritonforge/pins/triton.txt
 USER 10001:10001
 WORKDIR /home/forge
-ENTRYPOINT ["python3", "-m", "pipeline.compile_dist"]
+ENTRYPOINT ["python3", "-m", "tritonforge.pipeline.compile_dist"]

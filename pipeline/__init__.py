@@ -1,3 +1,3 @@
 """Build pipeline: kernel scripts -> Triton binaries -> objects -> ORT archive + header + kernels.json."""
 
-__version__ = "0.1.0"
+from tritonforge import __version__  # noqa: F401 (the one version, in tritonforge/__init__.py)

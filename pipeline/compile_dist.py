@@ -1,6 +1,6 @@
 """Compile entry point inside a build container (the image's ENTRYPOINT).
 
-    python -m pipeline.compile_dist --platform cuda --arch sm_90,sm_80 --kernels-dir /src/kernels \
+    python -m tritonforge.pipeline.compile_dist --platform cuda --arch sm_90,sm_80 --kernels-dir /src/kernels \
         --out /out --cache-dir /cache --report /out/report.json
 
 Writes <out>/<platform>/<arch>/ exactly as `invoke compile` does on the host, and the build report
@@ -49,7 +49,8 @@ class LineProgress:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.compile_dist", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tritonforge.pipeline.compile_dist",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--platform", required=True, choices=["cuda", "rocm"])
     ap.add_argument("--arch", required=True, help="comma-separated archs")
     ap.add_argument("--kernels-dir", required=True)

@@ -1,6 +1,6 @@
 """Drop-in for ONNX Runtime's tools/ci_build/compile_triton.py, working with Triton 3.x and no GPU.
 
-    python -m pipeline.compile_triton --header H --script_files S [S ...] --obj_file A --target cuda:90
+    python -m tritonforge.pipeline.compile_triton --header H --script_files S [S ...] --obj_file A --target cuda:90
 
 Same flags and defaults as ORT's script (`--ort_root` accepted and ignored), plus `--target`: without
 it the GPU of this machine is used, and with no GPU the command stops with an error.
@@ -30,7 +30,7 @@ from .targets import detect_local_target, parse_target
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        prog="python -m pipeline.compile_triton",
+        prog="python -m tritonforge.pipeline.compile_triton",
         description="Compile Triton kernel scripts into ORT's triton_kernel_infos.a and .h (plus kernels.json), "
                     "or fetch a published build of them.")
     p.add_argument("--header", default="triton_kernel_infos.h", help="header to generate")

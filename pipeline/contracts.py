@@ -24,7 +24,7 @@ cdiv/min/max. ORT's own scripts carry no contracts; their groups are recorded wi
 
 from __future__ import annotations
 
-from runtime.expressions import parse_expr
+from tritonforge.runtime.expressions import parse_expr
 
 from .errors import PipelineError
 

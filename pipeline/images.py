@@ -1,8 +1,8 @@
 """Compile images: content-addressed tags, builds through the Docker SDK, and a local Debian base
 for machines that reach no image registry.
 
-Tag = sha256 of everything the image is made of (docker/, pins/, pyproject.toml, the pipeline and
-runtime packages); a build is skipped when an image with that tag exists.
+Tag = sha256 of everything the image is made of (docker/, pins/, pyproject.toml, the tritonforge package:
+tritonforge/, pipeline/, runtime/); a build is skipped when an image with that tag exists.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .errors import PipelineError
 from .pin import pinned_version
 
 ROOT = Path(__file__).resolve().parent.parent
-IMAGE_INPUTS = ("docker", "pins", "pyproject.toml", "pipeline", "runtime")
+IMAGE_INPUTS = ("docker", "pins", "pyproject.toml", "tritonforge", "pipeline", "runtime")
 LOCAL_BASE = "tritonforge/debian-base:bookworm"
 HOST_CA_DIRS = ("/usr/local/share/ca-certificates",)
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"

@@ -72,7 +72,7 @@ def arch_key(arch_name: str) -> tuple:
 
 
 def _read_part(d: Path) -> _Part:
-    from runtime.artifacts import ArtifactError, load_artifacts
+    from tritonforge.runtime.artifacts import ArtifactError, load_artifacts
 
     try:
         art = load_artifacts(d)

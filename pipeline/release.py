@@ -15,9 +15,11 @@ A re-publish with identical files succeeds without writing; with different files
 concurrent publishers of one version the first manifest wins. A publish killed midway leaves blobs but
 no manifest: the version stays invisible, and running it again completes it.
 
-    python -m pipeline.release publish --version V [--store URL] [--dist dist] [--tune tune] [--profile ort,full]
-    python -m pipeline.release fetch --version V --platform cuda --arch sm_90 --dest DIR [--store URL] [--profile full]
-    python -m pipeline.release versions [--store URL]
+    python -m tritonforge.pipeline.release publish --version V [--store URL] [--dist dist] [--tune tune]
+        [--profile ort,full]
+    python -m tritonforge.pipeline.release fetch --version V --platform cuda --arch sm_90 --dest DIR [--store URL]
+        [--profile full]
+    python -m tritonforge.pipeline.release versions [--store URL]
 """
 
 from __future__ import annotations
@@ -368,7 +370,7 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.release", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tritonforge.pipeline.release", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("publish", "fetch", "versions"):
         p = sub.add_parser(name)

@@ -138,7 +138,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def gpu_unavailable(platform: str) -> str | None:
     """Why this machine has no GPU of the platform to test on (None: it has one)."""
     if platform == "cuda":
-        from runtime.cuda import driver_available
+        from tritonforge.runtime.cuda import driver_available
 
         ok, why = driver_available()
         return None if ok else f"no usable NVIDIA GPU ({why})"

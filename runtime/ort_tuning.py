@@ -10,7 +10,7 @@ differ between builds), then the Triton group in header order; GroupNorm registe
 before its Silu group. ORT does not check an id against the list, so a wrong offset picks a wrong
 kernel silently: the offsets are never guessed here.
 
-    python -m runtime.ort_tuning --cache tune/rocm/gfx942/X.json --dist dist --platform rocm \
+    python -m tritonforge.runtime.ort_tuning --cache tune/rocm/gfx942/X.json --dist dist --platform rocm \
         --op 'softmax_fp16=onnxruntime::rocm::SoftmaxTunableOp<__half, __half, float>' --offset softmax_fp16=11 \
         --validators-from ort_tuning_results.json --out tuning_results.json
 """
@@ -110,7 +110,7 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m runtime.ort_tuning", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tritonforge.runtime.ort_tuning", description=__doc__.splitlines()[0])
     ap.add_argument("--cache", required=True, help="tune cache (runtime.tune) made for these artifacts")
     ap.add_argument("--dist", default="dist/full", help="artifact root holding <platform>/<arch>/ (default: dist/full)")
     ap.add_argument("--platform", required=True, choices=sorted(EP))

@@ -8,7 +8,7 @@ Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's 
   4. iterations = clamp(budget / (6 x estimate), 1, 100), timed by graph replay (one warm-up replay,
      the median of five timed) over rotating buffers larger than L2.
 
-    python -m runtime.tune --dist dist --out tune/cuda/sm_90/NVIDIA_H200.json [--shapes FILE]
+    python -m tritonforge.runtime.tune --dist dist --out tune/cuda/sm_90/NVIDIA_H200.json [--shapes FILE]
         [--ops softmax,log_softmax,group_norm_silu,group_norm_pass]
 """
 
@@ -145,7 +145,7 @@ def tune(registry, shapes=None, ops=("softmax",), dtypes=("fp16",), budget_ms: f
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m runtime.tune", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tritonforge.runtime.tune", description=__doc__.splitlines()[0])
     ap.add_argument("--dist", default="dist/full", help="artifact root holding cuda/sm_XX/ (default: dist/full)")
     ap.add_argument("--out", help="tune cache to write (default: tune/cuda/sm_XX/<device>.json)")
     ap.add_argument("--shapes", help="file of softmax 'batch,n_cols' lines (default: the model zoo's)")

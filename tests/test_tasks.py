@@ -309,7 +309,7 @@ def test_signed_locked_yanked_and_collected_through_invoke(repo_with_dist):
 
 
 def test_gpu_tasks_say_what_is_wrong_without_a_gpu(repo_with_dist):
-    from pipeline.runners import gpu_unavailable
+    from tritonforge.pipeline.runners import gpu_unavailable
 
     repo, env = repo_with_dist
     usage = [(["tune", "--platform", "rocm"], "tuning runs on CUDA GPUs only for now, not 'rocm'"),

@@ -3,9 +3,10 @@ than ORT's own kernel, or launch-bound, or within 1.1x of the copy on ORT's grid
 
 from __future__ import annotations
 
+from tritonforge.runtime import zoo
+
 from benchmarks import zoo_report
 from benchmarks.results import write_rows
-from runtime import zoo
 
 
 def rows(shape, dtype, **us):

@@ -16,10 +16,9 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-
-from runtime.expressions import evaluate
-from runtime.memory import from_storage, to_storage
-from runtime.reference import group_norm_mismatch, group_norm_ref, mismatch, quantize, softmax_ref
+from tritonforge.runtime.expressions import evaluate
+from tritonforge.runtime.memory import from_storage, to_storage
+from tritonforge.runtime.reference import group_norm_mismatch, group_norm_ref, mismatch, quantize, softmax_ref
 
 from . import interpreter
 from .interpreter import HostTensor

@@ -3,9 +3,9 @@ programs per (image, group), the same shapes as group_norm_parts_triton.py."""
 
 from __future__ import annotations
 
-from pipeline.table import load_table
-from pipeline.targets import parse_target
-from runtime.expressions import evaluate
+from tritonforge.pipeline.table import load_table
+from tritonforge.pipeline.targets import parse_target
+from tritonforge.runtime.expressions import evaluate
 
 from .conftest import admits, grid, scope
 

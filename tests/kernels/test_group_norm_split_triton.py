@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.expressions import evaluate
+from tritonforge.runtime.expressions import evaluate
 
 from .conftest import UNET, admitted, grid, scope
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from pipeline.table import load_table
+from tritonforge.pipeline.table import load_table
 
 from .conftest import admits, grid, ptx
 

@@ -1,7 +1,6 @@
 import pytest
-
-from pipeline import abi
-from pipeline.errors import PipelineError
+from tritonforge.pipeline import abi
+from tritonforge.pipeline.errors import PipelineError
 
 
 def test_c_layout_matches_ort_structs():

@@ -13,7 +13,7 @@ from .bad_scripts import CASES, GOOD, table
 
 def run_cli(root, tmp_path, *args):
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([sys.executable, "-m", "pipeline.compile_triton", "--quiet", *args],
+    return subprocess.run([sys.executable, "-m", "tritonforge.pipeline.compile_triton", "--quiet", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -46,7 +46,7 @@ def test_unknown_target_is_refused(root, tmp_path):
 
 
 def test_no_target_and_no_gpu_is_a_clear_error(root, tmp_path):
-    from pipeline.targets import detect_local_target
+    from tritonforge.pipeline.targets import detect_local_target
 
     if detect_local_target() is not None:
         pytest.skip("this machine has a GPU, so the default target is valid")
@@ -72,9 +72,9 @@ def test_wave64_limit_is_per_target(root, tmp_path):
 
 
 def test_failed_build_leaves_existing_dist_untouched(tmp_path):
-    from pipeline.build import build_dist
-    from pipeline.errors import PipelineError
-    from pipeline.targets import parse_targets
+    from tritonforge.pipeline.build import build_dist
+    from tritonforge.pipeline.errors import PipelineError
+    from tritonforge.pipeline.targets import parse_targets
 
     kernels = tmp_path / "kernels"
     kernels.mkdir()

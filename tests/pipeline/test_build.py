@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.build import build_dist
-from pipeline.targets import parse_targets
+from tritonforge.pipeline.build import build_dist
+from tritonforge.pipeline.targets import parse_targets
 
 from ..conftest import TEST_TARGETS
 
@@ -33,7 +33,7 @@ def test_layout_and_counts(built):
 def test_every_script_group_and_exclusion_of_the_small_set(built, small_scripts, kernel_scripts):
     """The small set keeps every script and group of kernels/, and each target leaves out exactly the
     scripts whose PLATFORMS, MIN_SM or MAX_SM exclude it."""
-    from pipeline.table import load_table
+    from tritonforge.pipeline.table import load_table
 
     report, out, _ = built
     small, full = load_table(small_scripts), load_table(kernel_scripts)
@@ -58,8 +58,8 @@ def test_every_script_group_and_exclusion_of_the_small_set(built, small_scripts,
 def test_manifest_describes_every_kernel(built, small_scripts):
     import hashlib
 
-    from pipeline.abi import c_layout
-    from pipeline.table import load_table
+    from tritonforge.pipeline.abi import c_layout
+    from tritonforge.pipeline.table import load_table
 
     report, out, _ = built
     table = load_table(small_scripts)
@@ -163,9 +163,9 @@ def test_warm_rebuild_compiles_nothing_and_writes_the_same_bytes(built, small_sc
 
 KEYS = """
 import json, sys
-from pipeline.build import discover_scripts, kernel_key
-from pipeline.table import load_table
-from pipeline.targets import parse_target
+from tritonforge.pipeline.build import discover_scripts, kernel_key
+from tritonforge.pipeline.table import load_table
+from tritonforge.pipeline.targets import parse_target
 
 target = parse_target("sm_90")
 scripts = discover_scripts(sys.argv[1])
@@ -193,8 +193,8 @@ def test_compile_keys_are_a_pure_function_of_the_inputs(root, small_kernels, tmp
     shutil.copytree(small_kernels, moved)
     (moved / "_packed16.py").write_text((moved / "_packed16.py").read_text() + "\n# changed\n")
     changed, _ = keys(moved)
-    from pipeline.build import discover_scripts
-    from pipeline.table import load_table
+    from tritonforge.pipeline.build import discover_scripts
+    from tritonforge.pipeline.table import load_table
 
     table = load_table(discover_scripts(small_kernels))
     differ = {Path(k.script).name for k, a, b in zip(table.kernels, first, changed) if a != b}
@@ -223,7 +223,7 @@ def test_ort_drop_in_cli(root, tmp_path, built, small_scripts):
     env = {**os.environ, "PYTHONPATH": str(root)}
     scripts = [str(p) for p in small_scripts]
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.compile_triton", "--header", "inc/triton_kernel_infos.h",
+        [sys.executable, "-m", "tritonforge.pipeline.compile_triton", "--header", "inc/triton_kernel_infos.h",
          "--ort_root", "/nonexistent", "--script_files", *scripts, "--cache_dir", str(cache),
          "--obj_file", "lib/triton_kernel_infos.a", "--target", "cuda:90", "--quiet"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -236,9 +236,8 @@ def test_ort_drop_in_cli(root, tmp_path, built, small_scripts):
 
 def test_pin_is_enforced(monkeypatch, tmp_path):
     import pytest
-
-    from pipeline import pin
-    from pipeline.errors import PipelineError
+    from tritonforge.pipeline import pin
+    from tritonforge.pipeline.errors import PipelineError
 
     assert pin.pinned_version() == "3.5.0"
     monkeypatch.setattr(pin, "installed_version", lambda: "9.9.9")

@@ -9,13 +9,13 @@ import subprocess
 import sys
 
 import pytest
-
-from pipeline.release import publish
-from pipeline.stores import FileStore
+from tritonforge.pipeline.release import publish
+from tritonforge.pipeline.stores import FileStore
 
 from ..conftest import require_tool
 
-NO_TRITON = "import sys; sys.modules['triton'] = None; from pipeline.compile_triton import main; sys.exit(main())"
+NO_TRITON = ("import sys; sys.modules['triton'] = None; from tritonforge.pipeline.compile_triton import main; "
+             "sys.exit(main())")
 FILES = ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json")
 
 
@@ -67,8 +67,7 @@ def test_orts_cmake_flow_builds_against_a_version_fetched_from_s3(root, built_or
     exports _binary_*) against a version on the S3 server; the provider dlopened RTLD_LOCAL resolves every
     entry with dlsym(RTLD_DEFAULT) from its own code and finds the blobs kernels.json names."""
     import boto3
-
-    from pipeline.stores import S3Store
+    from tritonforge.pipeline.stores import S3Store
 
     cmake = require_tool("cmake", "builds ORT's flow")
     require_tool("g++", "compiles it")

@@ -7,9 +7,8 @@ import re
 import shutil
 
 import pytest
-
-from pipeline.consumer_check import check_artifacts
-from pipeline.errors import PipelineError
+from tritonforge.pipeline.consumer_check import check_artifacts
+from tritonforge.pipeline.errors import PipelineError
 
 from ..conftest import require_tool
 

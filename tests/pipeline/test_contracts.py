@@ -1,7 +1,6 @@
 import pytest
-
-from pipeline.contracts import validate_contract
-from pipeline.errors import PipelineError
+from tritonforge.pipeline.contracts import validate_contract
+from tritonforge.pipeline.errors import PipelineError
 
 
 def test_validate_contract():

@@ -5,11 +5,10 @@ arch of both platforms, the consumer check of each, and the README's main comman
 from __future__ import annotations
 
 import pytest
-
-from pipeline.build import build_dist
-from pipeline.consumer_check import check_artifacts
-from pipeline.table import load_table
-from pipeline.targets import parse_targets
+from tritonforge.pipeline.build import build_dist
+from tritonforge.pipeline.consumer_check import check_artifacts
+from tritonforge.pipeline.table import load_table
+from tritonforge.pipeline.targets import parse_targets
 
 from ..cli import invoke, user_repo
 from ..conftest import require_tool

@@ -12,11 +12,10 @@ import threading
 import time
 
 import pytest
-
-from pipeline.errors import PipelineError
-from pipeline.gc import GC_LOCK, collect_garbage, parse_duration
-from pipeline.release import fetch, publish, read_manifest, versions
-from pipeline.stores import FileStore, S3Store
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.gc import GC_LOCK, collect_garbage, parse_duration
+from tritonforge.pipeline.release import fetch, publish, read_manifest, versions
+from tritonforge.pipeline.stores import FileStore, S3Store
 
 from .test_release import FULL, add_tune_cache, dist_copy, kill_when, s3  # noqa: F401 (fixtures)
 
@@ -67,7 +66,7 @@ def test_dry_run_then_gc_on_the_file_store(dist_copy, tmp_path):  # noqa: F811
 
 
 def test_gc_waits_for_no_one_and_refuses_while_a_publish_holds_its_lock(dist_copy, tmp_path):  # noqa: F811
-    from pipeline.gc import PublishLock
+    from tritonforge.pipeline.gc import PublishLock
 
     store = FileStore(tmp_path / "store")
     junk = orphans(store, 2, "x")
@@ -132,7 +131,8 @@ def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_pat
     publish(s3, "8.0.0", dist_copy, None, QUIET, profiles=FULL)
     orphans(s3, 400, "many")
     env = {**os.environ, "PYTHONPATH": str(root), **s3.env}
-    code = ("import sys; from pipeline.gc import collect_garbage; from pipeline.stores import open_store; "
+    code = ("import sys; from tritonforge.pipeline.gc import collect_garbage; "
+            "from tritonforge.pipeline.stores import open_store; "
             "collect_garbage(open_store(sys.argv[1]), grace_s=0, lease_s=15)")
     proc = subprocess.Popen([sys.executable, "-u", "-c", code, f"s3://{s3.bucket}/{s3.prefix}"], cwd=root, env=env,
                             stdout=subprocess.PIPE, text=True)

@@ -1,6 +1,6 @@
 """The header must be byte-identical to what ORT's compile_triton.py writes for the same kernels."""
 
-from pipeline import header
+from tritonforge.pipeline import header
 
 # Written out by hand from ORT's f-string: leading newline, one line of entries, trailing "\n    ".
 EXPECTED = (

@@ -7,10 +7,9 @@ import shutil
 import subprocess
 
 import pytest
-
-from pipeline import images
-from pipeline.errors import PipelineError
-from pipeline.targets import parse_targets
+from tritonforge.pipeline import images
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.targets import parse_targets
 
 from ..conftest import require_tool
 
@@ -78,7 +77,7 @@ def test_host_certificates_do_not_stay_in_the_image(docker_engine, built_images)
 
 
 def test_auto_runner_says_which(docker_engine, monkeypatch):
-    from pipeline.runners import choose_runner
+    from tritonforge.pipeline.runners import choose_runner
 
     said = []
     assert choose_runner("auto", said.append) == "docker"
@@ -92,7 +91,7 @@ def test_auto_runner_says_which(docker_engine, monkeypatch):
 
 
 def test_container_compile_error_names_kernel_and_leaves_dist(root, built_images, tmp_path):
-    from pipeline.runners import run_docker
+    from tritonforge.pipeline.runners import run_docker
 
     from .bad_scripts import CASES
 

@@ -9,12 +9,11 @@ import shutil
 import subprocess
 
 import pytest
-
-from pipeline.consumer_check import check_artifacts
-from pipeline.containers import clang_offload_bundler, cuobjdump
-from pipeline.errors import PipelineError
-from pipeline.multi import write_multi
-from runtime.artifacts import load_artifacts
+from tritonforge.pipeline.consumer_check import check_artifacts
+from tritonforge.pipeline.containers import clang_offload_bundler, cuobjdump
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.multi import write_multi
+from tritonforge.runtime.artifacts import load_artifacts
 
 from ..cli import invoke, seed_cache, user_repo
 

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("triton")
 
-from pipeline.build import build_dist  # noqa: E402
-from pipeline.errors import PipelineError  # noqa: E402
-from pipeline.targets import parse_targets  # noqa: E402
+from tritonforge.pipeline.build import build_dist  # noqa: E402
+from tritonforge.pipeline.errors import PipelineError  # noqa: E402
+from tritonforge.pipeline.targets import parse_targets  # noqa: E402
 
 from .bad_scripts import GOOD, table  # noqa: E402
 

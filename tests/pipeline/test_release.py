@@ -11,16 +11,15 @@ import subprocess
 import sys
 
 import pytest
-
-from pipeline.errors import PipelineError
-from pipeline.release import fetch, publish, read_manifest, versions
-from pipeline.stores import FileStore, S3Store, check_key, open_store
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.release import fetch, publish, read_manifest, versions
+from tritonforge.pipeline.stores import FileStore, S3Store, check_key, open_store
 
 from ..conftest import require_tool
 
 
 def cli(root, *args, env=None, **kw):
-    return subprocess.run([sys.executable, "-m", "pipeline.release", *args], cwd=root, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tritonforge.pipeline.release", *args], cwd=root, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(root), **(env or {})}, timeout=300, **kw)
 
 
@@ -74,7 +73,7 @@ def test_keys_and_versions_cannot_escape(bad, dist_copy, tmp_path):
 
 @pytest.mark.parametrize("good", ["1.0.0", "v1.4.0-rc1", "2026.12.01+cuda", "0"])
 def test_good_versions_are_taken(good):
-    from pipeline.release import check_version
+    from tritonforge.pipeline.release import check_version
 
     assert check_version(good) == good
 
@@ -145,7 +144,7 @@ def test_sixteen_concurrent_publishers_one_winner(root, s3, dist_copy, tmp_path)
         shutil.copytree(dist_copy, d / "dist")
         tune = add_tune_cache(d / "dist", f"publisher {i}")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "pipeline.release", "publish", "--version", "3.0.0", "--store",
+            [sys.executable, "-m", "tritonforge.pipeline.release", "publish", "--version", "3.0.0", "--store",
              f"s3://{s3.bucket}/{s3.prefix}", "--dist", str(d / "dist"), "--tune", str(tune), "--profile", "full"],
             cwd=root, env={**os.environ, "PYTHONPATH": str(root), **s3.env}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True))
@@ -173,7 +172,7 @@ def _tune_sha(doc):
 
 def test_killed_publish_leaves_no_version_and_resumes(root, s3, dist_copy):
     store_url = f"s3://{s3.bucket}/{s3.prefix}"
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.release", "publish", "--version", "4.0.0",
+    proc = subprocess.Popen([sys.executable, "-m", "tritonforge.pipeline.release", "publish", "--version", "4.0.0",
                              "--store", store_url, "--dist", str(dist_copy), "--profile", "full"], cwd=root,
                             env={**os.environ, "PYTHONPATH": str(root), **s3.env}, stdout=subprocess.PIPE, text=True)
     kill_when(proc, "uploaded 1/")

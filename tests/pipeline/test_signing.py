@@ -6,12 +6,11 @@ import hashlib
 import json
 
 import pytest
-
-from pipeline.errors import PipelineError
-from pipeline.lockfile import fetch_locked, lock_build, read_lock
-from pipeline.release import fetch, manifest_key, publish, resolve_version, versions, yank, yanked
-from pipeline.signing import keygen
-from pipeline.stores import FileStore
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.lockfile import fetch_locked, lock_build, read_lock
+from tritonforge.pipeline.release import fetch, manifest_key, publish, resolve_version, versions, yank, yanked
+from tritonforge.pipeline.signing import keygen
+from tritonforge.pipeline.stores import FileStore
 
 from .test_release import FULL, add_tune_cache, dist_copy, s3  # noqa: F401 (fixtures)
 

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-from pipeline.errors import PipelineError  # noqa: E402
-from pipeline.table import load_table  # noqa: E402
+from tritonforge.pipeline.errors import PipelineError  # noqa: E402
+from tritonforge.pipeline.table import load_table  # noqa: E402
 
 SCRIPT = """import triton
 import triton.language as tl

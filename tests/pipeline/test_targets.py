@@ -1,7 +1,6 @@
 import pytest
-
-from pipeline.errors import PipelineError
-from pipeline.targets import parse_target, parse_targets
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.targets import parse_target, parse_targets
 
 
 @pytest.mark.parametrize("text, spec, name", [

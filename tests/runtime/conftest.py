@@ -31,7 +31,7 @@ def cuda(request):
         importlib.import_module("cuda.bindings")  # a GPU runner without cuda-python is broken: fail
     else:
         pytest.importorskip("cuda.bindings", reason="cuda-python is not installed")
-    from runtime.cuda import CudaBackend, driver_available
+    from tritonforge.runtime.cuda import CudaBackend, driver_available
 
     ok, why = driver_available()
     if not ok:
@@ -54,7 +54,7 @@ def gpu_artifacts_dir(cuda, root) -> Path:
 
 @pytest.fixture(scope="session")
 def registry(cuda, gpu_artifacts_dir):
-    from runtime import load_artifacts
-    from runtime.registry import Registry
+    from tritonforge.runtime import load_artifacts
+    from tritonforge.runtime.registry import Registry
 
     return Registry(load_artifacts(gpu_artifacts_dir), cuda)

@@ -7,8 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-
-from runtime import ArtifactError, load_artifacts, read_archive_symbols
+from tritonforge.runtime import ArtifactError, load_artifacts, read_archive_symbols
 
 
 @pytest.mark.parametrize("sub", ["cuda/sm_90", "rocm/gfx942"])

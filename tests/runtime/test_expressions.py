@@ -1,8 +1,7 @@
 """Launch-contract expressions: what evaluates, and what never parses (runtime/expressions.py)."""
 
 import pytest
-
-from runtime.expressions import evaluate, parse_expr
+from tritonforge.runtime.expressions import evaluate, parse_expr
 
 
 def test_evaluate():

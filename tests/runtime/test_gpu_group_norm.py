@@ -6,11 +6,10 @@ import os
 
 import numpy as np
 import pytest
-
-from runtime.launch import Unsupported
-from runtime.memory import DeviceArray, element_size
-from runtime.ops.group_norm import GroupNorm, group_norm_numpy
-from runtime.reference import group_norm_mismatch, group_norm_ref, quantize
+from tritonforge.runtime.launch import Unsupported
+from tritonforge.runtime.memory import DeviceArray, element_size
+from tritonforge.runtime.ops.group_norm import GroupNorm, group_norm_numpy
+from tritonforge.runtime.reference import group_norm_mismatch, group_norm_ref, quantize
 
 pytestmark = pytest.mark.gpu
 

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def multi_registry(cuda, gpu_artifacts_dir):
-    from runtime import load_artifacts
-    from runtime.registry import Registry
+    from tritonforge.runtime import load_artifacts
+    from tritonforge.runtime.registry import Registry
 
     d = gpu_artifacts_dir.parent / "multi"
     if not (d / "kernels.json").is_file():
@@ -56,9 +56,9 @@ def test_every_kernel_is_correct_from_the_multi_archive(multi_registry, rng):
 PTX_PROBE = """
 import json, sys
 import numpy as np
-from runtime import load_artifacts
-from runtime.cuda import CudaBackend
-from runtime.registry import Registry
+from tritonforge.runtime import load_artifacts
+from tritonforge.runtime.cuda import CudaBackend
+from tritonforge.runtime.registry import Registry
 from tests.runtime import test_gpu_softmax
 reg = Registry(load_artifacts(sys.argv[1]), CudaBackend(0))
 done = []

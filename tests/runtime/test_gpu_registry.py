@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from runtime import Unsupported
-from runtime.cuda import CudaError
-from runtime.registry import Registry
+from tritonforge.runtime import Unsupported
+from tritonforge.runtime.cuda import CudaError
+from tritonforge.runtime.registry import Registry
 
 pytestmark = pytest.mark.gpu
 
@@ -29,8 +28,7 @@ def test_modules_load_once_per_context(registry):
 
 def test_second_context_gets_its_own_module(registry, cuda):
     from cuda.bindings import driver as cu
-
-    from runtime.cuda import check
+    from tritonforge.runtime.cuda import check
 
     try:  # CUDA 13 takes creation params first; CUDA 12 does not
         ctx = check(cu.cuCtxCreate(None, 0, cuda.device), "cuCtxCreate")

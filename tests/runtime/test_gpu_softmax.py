@@ -10,11 +10,10 @@ import os
 
 import numpy as np
 import pytest
-
-from runtime.launch import Unsupported
-from runtime.memory import DTYPES, DeviceArray
-from runtime.ops.softmax import Softmax, softmax_numpy
-from runtime.reference import assert_close, quantize, softmax_ref
+from tritonforge.runtime.launch import Unsupported
+from tritonforge.runtime.memory import DTYPES, DeviceArray
+from tritonforge.runtime.ops.softmax import Softmax, softmax_numpy
+from tritonforge.runtime.reference import assert_close, quantize, softmax_ref
 
 pytestmark = pytest.mark.gpu
 

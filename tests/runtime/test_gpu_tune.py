@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from runtime.ops.softmax import Softmax
-from runtime.ort_tuning import export
-from runtime.tune import tune
-from runtime.tune_cache import TuneCacheError, load_cache
+from tritonforge.runtime.ops.softmax import Softmax
+from tritonforge.runtime.ort_tuning import export
+from tritonforge.runtime.tune import tune
+from tritonforge.runtime.tune_cache import TuneCacheError, load_cache
 
 pytestmark = pytest.mark.gpu
 
@@ -39,10 +38,9 @@ def test_the_choice_is_the_fastest_checked_candidate(registry):
     choice is the fastest of those timed, the ORT pick the fastest timed one of ORT's group; the choice
     gives the right answer on another input."""
     import numpy as np
-
-    from runtime.problem import Problem, SoftmaxSetup
-    from runtime.timing import GraphTimer
-    from runtime.tune import tune_problem
+    from tritonforge.runtime.problem import Problem, SoftmaxSetup
+    from tritonforge.runtime.timing import GraphTimer
+    from tritonforge.runtime.tune import tune_problem
 
     rng = np.random.default_rng(7)
     setup = SoftmaxSetup(registry, GraphTimer(registry.backend), Problem("softmax", "fp16", 512, 4096), rng)
@@ -104,7 +102,7 @@ def test_export_to_ort_tuning_results(cache, registry):
 
 
 def test_group_norm_tuning_and_cache(registry, tmp_path):
-    from runtime.ops.group_norm import GroupNorm
+    from tritonforge.runtime.ops.group_norm import GroupNorm
 
     shapes = [(2, 64 * 64, 320, 32), (1, 8 * 8, 1280, 32)]
     cache = tune(registry, ops=("group_norm_silu",), dtypes=("fp16",), budget_ms=2.0, group_norm_shapes=shapes)

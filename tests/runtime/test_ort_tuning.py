@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from runtime.ort_tuning import ExportError, export, main, validators_from
+from tritonforge.runtime.ort_tuning import ExportError, export, main, validators_from
 
 ROCM = {"ORT_VERSION": "1.22.0", "ORT_GIT_COMMIT": "f217402897f4", "ORT_BUILD_CONFIG": "USE_CK=1|",
         "HIP_VERSION": "60342134", "ROCBLAS_VERSION": "4.4.1.2d8b2e2e-dirty", "DEVICE_MODEL": "AMD Instinct MI300X"}

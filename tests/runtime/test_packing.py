@@ -5,8 +5,8 @@ from __future__ import annotations
 import ctypes
 import json
 
-from runtime.hsaco import kernarg_layout
-from runtime.packing import bf16_bits, pack
+from tritonforge.runtime.hsaco import kernarg_layout
+from tritonforge.runtime.packing import bf16_bits, pack
 
 
 class OrtSoftmaxArgs(ctypes.Structure):
@@ -36,7 +36,7 @@ def test_bf16_rounding():
 
 def test_hsaco_kernargs_match_manifest(built):
     """The HIP side cannot run here, but its argument buffer can be checked against the code object."""
-    from runtime import load_artifacts
+    from tritonforge.runtime import load_artifacts
 
     _, out, _ = built
     arts = load_artifacts(out / "rocm/gfx942")

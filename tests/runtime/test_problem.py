@@ -4,9 +4,8 @@ pixels against statistics of every whole group, which must equal the full refere
 from __future__ import annotations
 
 import numpy as np
-
-from runtime.problem import GroupNormProblem, _sampled_reference
-from runtime.reference import group_norm_ref, quantize
+from tritonforge.runtime.problem import GroupNormProblem, _sampled_reference
+from tritonforge.runtime.reference import group_norm_ref, quantize
 
 
 def test_sampled_reference_equals_the_full_one_at_its_pixels():

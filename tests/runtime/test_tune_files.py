@@ -1,13 +1,12 @@
 """Tune-cache inputs that need no GPU: shape files and the default grid."""
 
 import pytest
-
-from runtime.tune import default_shapes, read_shapes
-from runtime.tune_cache import device_slug
+from tritonforge.runtime.tune import default_shapes, read_shapes
+from tritonforge.runtime.tune_cache import device_slug
 
 
 def test_default_grid_is_the_zoos_softmax_shapes():
-    from runtime import zoo
+    from tritonforge.runtime import zoo
 
     shapes = default_shapes()
     assert shapes == zoo.softmax_problems() and len(set(shapes)) == len(shapes)
@@ -32,9 +31,9 @@ def test_device_slug():
 
 
 def test_group_norm_shapes_and_ops():
-    from runtime.ops.group_norm import signature
-    from runtime.problem import GroupNormProblem
-    from runtime.tune import default_group_norm_shapes, problems_for
+    from tritonforge.runtime.ops.group_norm import signature
+    from tritonforge.runtime.problem import GroupNormProblem
+    from tritonforge.runtime.tune import default_group_norm_shapes, problems_for
 
     shapes = default_group_norm_shapes()
     assert len(shapes) == len(set(shapes)) and (2, 4096, 320, 32) in shapes and (1, 512 * 512, 128, 32) in shapes

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runtime.launch import Unsupported
-from runtime.tune import tune_problem
+from tritonforge.runtime.launch import Unsupported
+from tritonforge.runtime.tune import tune_problem
 
 
 class ScriptedSetup:

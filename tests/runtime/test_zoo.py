@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
-from runtime import zoo
+from tritonforge.runtime import zoo
 
 
 def unet_shapes(cfg: dict):
