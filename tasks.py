@@ -373,10 +373,9 @@ def fetch(c: Context, dest: str | None = None, version: str | None = None, platf
           arch: str | None = None, store: str | None = None, endpoint_url: str | None = None,
           profile: str | None = None, trust: str | None = None, lock: str | None = None):
     """Download one build of a version, verify every sha256 (and signature, lock), add a CMake file."""
-    from tritonforge.pipeline.lockfile import fetch_locked
     from tritonforge.pipeline.profiles import check_profile
     from tritonforge.pipeline.release import fetch as do_fetch
-    from tritonforge.pipeline.release import resolve_version
+    from tritonforge.pipeline.release import fetch_locked, resolve_version
 
     _need("fetch", dest=dest)
     if lock:
@@ -408,8 +407,8 @@ def lock(c: Context, version: str | None = None, platform: str | None = None, ar
          out: str = "tritonforge.lock", store: str | None = None, endpoint_url: str | None = None,
          trust: str | None = None):
     """Pin one build of a published version to its exact bytes (manifest and file sha256s) in a lock file."""
-    from tritonforge.pipeline.lockfile import lock_build
     from tritonforge.pipeline.profiles import check_profile
+    from tritonforge.pipeline.release import lock_build
 
     _need("lock", version=version, platform=platform, arch=arch)
     doc = lock_build(_store(c, store, endpoint_url), version, platform, arch, check_profile(profile or _cfg(c).profile),

@@ -7,7 +7,6 @@ written in a staging directory next to the destination and renamed into place at
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import multiprocessing
 import os
@@ -19,19 +18,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import embed, header, manifest
+from . import embed, manifest
 from .cache import CompileCache, compile_key
 from .compiler import CompileJob, compile_job, compile_spec
 from .errors import PipelineError
 from .multi import MULTI, MultiReport, write_multi
+from .outputs import MANIFEST_NAME, artifact_paths, package
 from .pin import check_pin
 from .profiles import select
 from .table import KernelTable, load_table
 from .targets import Target
-
-ARCHIVE_NAME = "triton_kernel_infos.a"
-HEADER_NAME = "triton_kernel_infos.h"
-MANIFEST_NAME = "kernels.json"
 
 Progress = Callable[..., None]
 
@@ -209,33 +205,6 @@ def write_artifacts(table: KernelTable, target: Target, compiled: list, out_dir:
         header=header_file, host=host, profile=profile))
 
 
-def package(out_dir: Path, blobs: list[tuple[str, str, bytes]], kernels: list[dict], host: str,
-            make_manifest: Callable[[dict, dict], dict]) -> dict[str, Path]:
-    """Each (name, ext, bytes) blob wrapped by objcopy and archived in order, the header rendered from the
-    kernels.json entries, then kernels.json itself (made by make_manifest(archive, header) digests)."""
-    work = out_dir / ".objects"
-    work.mkdir(parents=True)
-    objects = []
-    for name, ext, data in blobs:
-        (work / f"{name}.{ext}").write_bytes(data)
-        objects.append(embed.binary_to_object(f"{name}.{ext}", work, host))
-    final_archive = out_dir / ARCHIVE_NAME
-    os.replace(embed.archive(objects, work, ARCHIVE_NAME), final_archive)
-    shutil.rmtree(work)
-    header_path = out_dir / HEADER_NAME
-    header_path.write_text(header.render(kernels))  # reads the fields ORT's header has
-    doc = make_manifest({"file": ARCHIVE_NAME, **_file_digest(final_archive)},
-                        {"file": HEADER_NAME, **_file_digest(header_path)})
-    manifest_path = out_dir / MANIFEST_NAME
-    manifest_path.write_text(json.dumps(doc, indent=2) + "\n")
-    return {"archive": final_archive, "header": header_path, "manifest": manifest_path}
-
-
-def _file_digest(path: Path) -> dict:
-    data = path.read_bytes()
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
 def _prepare(scripts, targets, allow_unpinned: bool, profile: str = "full"):
     version = check_pin(allow_unpinned)
     if not targets:
@@ -291,10 +260,6 @@ def install_targets(staged_root: Path, targets: list[Target], out: Path, reports
             rep.archive_bytes = rep.paths["archive"].stat().st_size
     for platform, name, _ in dirs:  # old copies were moved under staged_root; drop them now
         shutil.rmtree(staged_root / f".old-{platform}-{name}", ignore_errors=True)
-
-
-def artifact_paths(d: Path) -> dict[str, Path]:
-    return {k: d / n for k, n in (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
 
 
 def build_ort(scripts: list[Path], target: Target, header_path: Path | str, obj_file: Path | str,

@@ -84,8 +84,8 @@ def _fetch_target(args) -> tuple[str, str]:
 def fetch_into(args, log=print) -> None:
     """Fetch mode: the published ORT-profile build of the target (or the locked build), its header and
     archive where ORT asked."""
-    from .lockfile import fetch_locked, read_lock
-    from .release import fetch, resolve_version
+    from .lockfile import read_lock
+    from .release import fetch, fetch_locked, resolve_version
     from .stores import open_store
 
     say = lambda line: log(f"tritonforge: {line}") if line.startswith("warning") else None

@@ -65,27 +65,3 @@ def check_against(lock: dict, manifest_data: bytes, build_files: dict[str, dict]
                                                           if have[n] != lock["files"][n]})
         raise PipelineError(f"the {lock['platform']}/{lock['arch']} files of {lock['version']} differ from the "
                             f"lock: {', '.join(differ)}")
-
-
-def lock_build(store, version: str, platform: str, arch: str, profile: str, out: Path | str,
-               trust: str | None = None, log=print) -> dict:
-    """Write the lock of one build of a version (`latest`: the newest not yanked), its manifest's signature
-    checked first when `trust` names a key."""
-    from .release import read_verified, resolve_version
-
-    version = resolve_version(store, version)
-    manifest, data = read_verified(store, version, trust, log)
-    lock = make_lock(store, version, platform, arch, profile, manifest, data)
-    write_lock(lock, out)
-    return lock
-
-
-def fetch_locked(lock_path: Path | str, dest: Path | str, store=None, trust: str | None = None, log=print) -> Path:
-    """Exactly the locked bytes into dest (from the lock's store unless another is given), or an error
-    and dest untouched."""
-    from .release import fetch
-    from .stores import open_store
-
-    lock = read_lock(lock_path)
-    store = store or open_store(lock["store"])
-    return fetch(store, lock["version"], lock["platform"], lock["arch"], dest, log, lock["profile"], trust, lock)

@@ -24,6 +24,7 @@ from pathlib import Path
 from . import embed, manifest
 from .containers import fatbin, offload_bundle
 from .errors import PipelineError
+from .outputs import artifact_paths, package
 from .targets import parse_target
 
 MULTI = "multi"
@@ -188,8 +189,6 @@ def write_multi(part_dirs: list[Path], out_dir: Path) -> MultiReport:
             contracts[group] = newest.doc["groups"][group]["contract"]
     target = {"backend": backend, "arch": MULTI, "arch_name": MULTI, "platform": platform,
               "warp_size": kernels[0]["warp_size"], "archs": archs}
-    from .build import package
-
     paths = package(out_dir, blobs, kernels, host, lambda archive, header: manifest.build_manifest(
         target, parts[0].doc["triton_version"], kernels, contracts, archive=archive, header=header, host=host,
         profile=parts[0].doc.get("profile", "full"), left_out=report.left_out))
@@ -241,8 +240,6 @@ def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_ro
             os.replace(src, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    from .build import artifact_paths
-
     report.paths = artifact_paths(out_root / platform / MULTI)
     report.archive_bytes = report.paths["archive"].stat().st_size
     return report

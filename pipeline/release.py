@@ -9,7 +9,7 @@ Store layout (the manifest is the only thing that makes a version exist, and it 
                                           written before the manifest
     versions/<version>/yank.json          the version is withdrawn: kept and fetchable by name, never
                                           picked as the newest
-    locks/                                publishers' and gc's locks (pipeline/gc.py)
+    locks/                                publishers' and gc's locks (pipeline/locks.py)
 
 A re-publish with identical files succeeds without writing; with different files it is refused. Of
 concurrent publishers of one version the first manifest wins. A publish killed midway leaves blobs but
@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import PipelineError
+from .lockfile import check_against, make_lock, read_lock, write_lock
 from .profiles import parse_profiles, root, store_prefix
 from .stores import Conflict, check_key, open_store
 
@@ -150,7 +151,7 @@ def publish(store, version: str, dist: Path | str, tune: Path | str | None = Non
 
 
 def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log, profiles, private):
-    from .gc import PublishLock
+    from .locks import PublishLock
     from .signing import sign, signature_key
 
     key = manifest_key(version)
@@ -334,7 +335,6 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
     if not wanted:
         raise PipelineError(f"version {version} has no {build} (it has: {', '.join(sorted(doc['builds']))})")
     if lock is not None:
-        from .lockfile import check_against
 
         check_against(lock, data, {e["path"][len(build) + 1:]: e for e in wanted})
     dest = Path(dest)
@@ -367,6 +367,26 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest
+
+
+
+def lock_build(store, version: str, platform: str, arch: str, profile: str, out: Path | str,
+               trust: str | None = None, log=print) -> dict:
+    """Write the lock of one build of a version (`latest`: the newest not yanked), its manifest's signature
+    checked first when `trust` names a key."""
+    version = resolve_version(store, version)
+    manifest, data = read_verified(store, version, trust, log)
+    lock = make_lock(store, version, platform, arch, profile, manifest, data)
+    write_lock(lock, out)
+    return lock
+
+
+def fetch_locked(lock_path: Path | str, dest: Path | str, store=None, trust: str | None = None, log=print) -> Path:
+    """Exactly the locked bytes into dest (from the lock's store unless another is given), or an error
+    and dest untouched."""
+    lock = read_lock(lock_path)
+    store = store or open_store(lock["store"])
+    return fetch(store, lock["version"], lock["platform"], lock["arch"], dest, log, lock["profile"], trust, lock)
 
 
 def main(argv=None) -> int:

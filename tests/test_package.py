@@ -29,3 +29,53 @@ def test_a_checkout_imports_it_with_nothing_installed(root):
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd="/")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(root / "runtime" / "zoo.py"), "tritonforge.runtime.reference"]
+
+
+def _modules(root) -> dict[str, object]:
+    """tritonforge's modules by name -> source path (pipeline/ and runtime/ under the package's names)."""
+    out = {}
+    for sub in ("pipeline", "runtime"):
+        for path in (root / sub).rglob("*.py"):
+            parts = ["tritonforge", *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path, known: set[str]) -> set[str]:
+    """The package's modules that `name` imports anywhere in its source (inside functions too)."""
+    import ast
+
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
+    return {m for m in found if m in known and m != name}
+
+
+def test_no_import_cycles(root):
+    modules = _modules(root)
+    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    state, cycles = {}, []
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]) if nxt in trail else nxt)
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert len(graph) > 40 and not cycles, cycles

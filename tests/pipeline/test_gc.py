@@ -66,7 +66,7 @@ def test_dry_run_then_gc_on_the_file_store(dist_copy, tmp_path):  # noqa: F811
 
 
 def test_gc_waits_for_no_one_and_refuses_while_a_publish_holds_its_lock(dist_copy, tmp_path):  # noqa: F811
-    from tritonforge.pipeline.gc import PublishLock
+    from tritonforge.pipeline.locks import PublishLock
 
     store = FileStore(tmp_path / "store")
     junk = orphans(store, 2, "x")

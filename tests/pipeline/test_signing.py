@@ -7,8 +7,18 @@ import json
 
 import pytest
 from tritonforge.pipeline.errors import PipelineError
-from tritonforge.pipeline.lockfile import fetch_locked, lock_build, read_lock
-from tritonforge.pipeline.release import fetch, manifest_key, publish, resolve_version, versions, yank, yanked
+from tritonforge.pipeline.lockfile import read_lock
+from tritonforge.pipeline.release import (
+    fetch,
+    fetch_locked,
+    lock_build,
+    manifest_key,
+    publish,
+    resolve_version,
+    versions,
+    yank,
+    yanked,
+)
 from tritonforge.pipeline.signing import keygen
 from tritonforge.pipeline.stores import FileStore
 
