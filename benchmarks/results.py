@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import shlex
 import sys
 from pathlib import Path
+
+from tritonforge.atomic import write_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "results.csv"
 COLUMNS = ["benchmark", "device", "provider", "shape", "dtype", "metric", "unit", "value", "extra",
@@ -38,14 +41,11 @@ def _replace(path: Path, new: list[dict]) -> Path:
     """Write `new` into `path`, dropping earlier rows with the same key; atomic (temp file + rename)."""
     measured = {_key(r) for r in new}
     keep = [r for r in _read(path) if _key(r) not in measured]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(keep + new)
-    tmp.replace(path)
-    return path
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=COLUMNS)
+    w.writeheader()
+    w.writerows(keep + new)
+    return write_text(path, text.getvalue())
 
 
 def write_rows(benchmark: str, device: str, rows: list[dict], path: Path | str = RESULTS) -> Path:

@@ -41,6 +41,7 @@ from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
 from benchmarks import ort_own  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from tritonforge.atomic import write_text  # noqa: E402
 
 # A launch is bound by launch latency when ORT's own kernel is within this of an empty kernel's.
 LAUNCH_BOUND_US = 2.0
@@ -327,9 +328,7 @@ def main(argv=None) -> int:
                                  "unit": "us", "value": f"{v:.2f}", "extra": f"{len(done)} shapes"}
                                 for k, v in totals.items()], args.results)
     if args.candidates_out:
-        tmp = Path(args.candidates_out).with_suffix(".tmp")
-        tmp.write_text(json.dumps(bench.candidates, indent=1) + "\n")
-        tmp.replace(args.candidates_out)
+        write_text(args.candidates_out, json.dumps(bench.candidates, indent=1) + "\n")
     print("wrote", args.results)
     return 0
 

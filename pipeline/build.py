@@ -18,6 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonforge.atomic import install_files, replace_dir
+
 from . import embed, manifest
 from .cache import CompileCache, compile_key
 from .compiler import CompileJob, compile_job, compile_spec
@@ -250,9 +252,7 @@ def install_targets(staged_root: Path, targets: list[Target], out: Path, reports
     for platform, name, rep in dirs:
         final = out / platform / name
         final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():
-            os.replace(final, staged_root / f".old-{platform}-{name}")
-        os.replace(staged_root / platform / name, final)
+        replace_dir(staged_root / platform / name, final, staged_root / f".old-{platform}-{name}")
         rep.paths = artifact_paths(final)
         if isinstance(rep, TargetReport):
             _read_installed(rep)
@@ -276,18 +276,9 @@ def build_ort(scripts: list[Path], target: Target, header_path: Path | str, obj_
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=obj_file.parent))
     try:
         produced = write_artifacts(table, target, results[target], staging, version, host)
-        moved = {}
-        for kind, dest in dests.items():
-            tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-            shutil.copyfile(produced[kind], tmp)  # header may live on another file system
-            moved[kind] = (tmp, dest)
-        for tmp, dest in moved.values():
-            os.replace(tmp, dest)
+        install_files([(produced[kind], dest) for kind, dest in dests.items()])  # the header may be elsewhere
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        for d in dests.values():
-            for stray in d.parent.glob(f".{d.name}.tmp-{os.getpid()}"):
-                stray.unlink()
     rep = reports[target]
     rep.paths = dests
     _read_installed(rep)

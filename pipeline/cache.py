@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from tritonforge.atomic import write_bytes
 
 # Bump when what the compiler step records changes, so old entries are not reused.
 CACHE_FORMAT = 3
@@ -53,10 +53,7 @@ class CompileCache:
             bin_path.parent.mkdir(parents=True, exist_ok=True)
             # Binary first, metadata (which carries the hash) last: readers check one against the other.
             for path, data in ((bin_path, binary), (meta_path, json.dumps(meta, sort_keys=True).encode())):
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
+                write_bytes(path, data)
         except OSError:
             self.write_failures += 1
             return False

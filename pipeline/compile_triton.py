@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from tritonforge.atomic import install_files
 
 from .errors import PipelineError
 from .targets import detect_local_target, parse_target
@@ -111,13 +112,7 @@ def fetch_into(args, log=print) -> None:
             got = fetch(store, version, platform, arch, Path(tmp) / "build", say, "ort", args.trust)
         pending = [(got / "triton_kernel_infos.a", archive), (got / "triton_kernel_infos.h", header),
                    (got / "kernels.json", archive.parent / "kernels.json")]
-        staged = []
-        for src, dest in pending:  # copy next to each destination first, then rename: no half-written pair
-            part = dest.with_name(f".{dest.name}.fetch-{os.getpid()}")
-            shutil.copyfile(src, part)
-            staged.append((part, dest))
-        for part, dest in staged:
-            os.replace(part, dest)
+        install_files(pending)  # copied next to each destination first, then renamed: no half-written pair
     ignored = f"; --script_files not compiled ({len(args.script_files)} given)" if args.script_files else ""
     how = f"locked by {args.lock}" if args.lock else "every sha256 verified"
     log(f"tritonforge: fetched {platform}/{arch} (ort profile) of version {version} from "

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
+
+from tritonforge.atomic import write_text
 
 from .errors import PipelineError
 from .profiles import check_profile, store_prefix
@@ -33,12 +34,7 @@ def make_lock(store, version: str, platform: str, arch: str, profile: str, manif
 
 
 def write_lock(lock: dict, path: Path | str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(lock, indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_text(path, json.dumps(lock, indent=2) + "\n")
 
 
 def read_lock(path: Path | str) -> dict:

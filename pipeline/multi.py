@@ -21,6 +21,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonforge.atomic import replace_dir
+
 from . import embed, manifest
 from .containers import fatbin, offload_bundle
 from .errors import PipelineError
@@ -235,9 +237,10 @@ def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_ro
         else:
             multi_record.unlink(missing_ok=True)
         for src, dest in moves:
-            if dest.is_dir():
-                os.replace(dest, staging / f".old-{dest.name}")
-            os.replace(src, dest)
+            if src.is_dir():
+                replace_dir(src, dest, staging / f".old-{dest.name}")
+            else:
+                os.replace(src, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report.paths = artifact_paths(out_root / platform / MULTI)

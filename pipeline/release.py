@@ -28,13 +28,14 @@ import argparse
 import datetime as _dt
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from tritonforge.atomic import replace_dir
 
 from .errors import PipelineError
 from .lockfile import check_against, make_lock, read_lock, write_lock
@@ -357,13 +358,7 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
         (staging / CMAKE_FILE).write_text(cmake_text(version, build, platform, digests))
         (staging / "release.json").write_text(json.dumps({k: doc[k] for k in ("version", "git_commit",
                                                                               "triton_version")}, indent=1) + "\n")
-        old = None
-        if dest.exists():
-            old = dest.parent / f".{dest.name}.old-{os.getpid()}"
-            os.replace(dest, old)
-        os.replace(staging, dest)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_dir(staging, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest

@@ -10,6 +10,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tritonforge.atomic import write_text
+
 from .build import BuildReport, build_dist, discover_scripts, install_targets
 from .errors import PipelineError
 from .images import build_image, client, engine_unavailable
@@ -130,9 +132,7 @@ def _run_container(c, image, cmd, volumes, user, log) -> tuple[int, list[str]]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def gpu_unavailable(platform: str) -> str | None:

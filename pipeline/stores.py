@@ -15,6 +15,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from tritonforge.atomic import write_bytes
+
 from .errors import PipelineError
 
 KEY_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -88,11 +90,7 @@ class FileStore:
 
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        write_bytes(path, data)
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)

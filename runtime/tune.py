@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tritonforge.atomic import write_text
+
 from . import zoo
 from .launch import Unsupported
 from .problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup
@@ -177,10 +179,7 @@ def main(argv=None) -> int:
     cache = tune(registry, shapes, args.ops.split(","), args.dtypes.split(","), args.budget_ms, progress,
                  group_norm_shapes=gn_shapes)
     out = Path(args.out or f"tune/cuda/sm_{backend.arch}/{device_slug(backend.device_name)}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, indent=1) + "\n")
-    tmp.replace(out)
+    write_text(out, json.dumps(cache, indent=1) + "\n")
     print(f"wrote {out}: {sum(len(v) for v in cache['results'].values())} problems in {cache['seconds']} s")
     return 0
 
