@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tritonforge.artifact_format import ARCHIVE_NAME, HEADER_NAME, MANIFEST_NAME
 from tritonforge.atomic import install_files
 
 from .errors import PipelineError
@@ -110,8 +111,8 @@ def fetch_into(args, log=print) -> None:
         else:
             version = resolve_version(store, args.version)
             got = fetch(store, version, platform, arch, Path(tmp) / "build", say, "ort", args.trust)
-        pending = [(got / "triton_kernel_infos.a", archive), (got / "triton_kernel_infos.h", header),
-                   (got / "kernels.json", archive.parent / "kernels.json")]
+        pending = [(got / ARCHIVE_NAME, archive), (got / HEADER_NAME, header),
+                   (got / MANIFEST_NAME, archive.parent / MANIFEST_NAME)]
         install_files(pending)  # copied next to each destination first, then renamed: no half-written pair
     ignored = f"; --script_files not compiled ({len(args.script_files)} given)" if args.script_files else ""
     how = f"locked by {args.lock}" if args.lock else "every sha256 verified"

@@ -6,13 +6,14 @@ kernels.json lists."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tritonforge.artifact_format import ARCHIVE_NAME, HEADER_NAME, MANIFEST_NAME, FormatError, read_kernels_json
 
 from .errors import PipelineError
 
@@ -38,13 +39,13 @@ def _run(argv, cwd, what):
 def check_artifacts(artifact_dir: Path | str, workdir: Path | str | None = None) -> ConsumerResult:
     """Link and run the consumer against `<dir>/triton_kernel_infos.{a,h}` + kernels.json."""
     d = Path(artifact_dir).resolve()
-    missing = [n for n in ("kernels.json", "triton_kernel_infos.a", "triton_kernel_infos.h") if not (d / n).is_file()]
+    missing = [n for n in (MANIFEST_NAME, ARCHIVE_NAME, HEADER_NAME) if not (d / n).is_file()]
     if missing:
         raise PipelineError(f"{artifact_dir}: not an artifact directory (no {', '.join(missing)})")
     try:
-        doc = json.loads((d / "kernels.json").read_text())
-    except ValueError as exc:
-        raise PipelineError(f"{d / 'kernels.json'}: not JSON ({exc})") from None
+        doc = read_kernels_json(d)
+    except FormatError as exc:
+        raise PipelineError(str(exc)) from None
     multi = doc["target"]["arch"] == "multi"
     if multi:
         kind = "fatbin" if doc["target"]["backend"] == "cuda" else "hipfb"
@@ -61,13 +62,13 @@ def check_artifacts(artifact_dir: Path | str, workdir: Path | str | None = None)
         # over nine CPU minutes per compile with 2900 kernels), and nothing checked here depends on it.
         link = _run([cxx, "-std=c++17", "-O0", "-fPIC", "-shared", "-o", "libprovider.so",
                      f"-I{d}", str(TEMPLATES / "ort_consumer.cc"),
-                     "-Wl,--whole-archive", str(d / "triton_kernel_infos.a"), "-Wl,--no-whole-archive",
+                     "-Wl,--whole-archive", str(d / ARCHIVE_NAME), "-Wl,--no-whole-archive",
                      f"-Wl,--version-script={TEMPLATES / 'provider.lds'}", "-Wl,--warn-execstack", "-ldl"],
                     w, "linking the consumer library")
         link += _run([cxx, "-o", "consumer", str(TEMPLATES / "ort_consumer_main.cc"), "-L.", "-lprovider",
                       "-Wl,-rpath,$ORIGIN", "-Wl,--warn-execstack"], w, "linking the consumer program")
         if EXEC_STACK_WARNING.search(link):
-            raise PipelineError(f"linking {d / 'triton_kernel_infos.a'} warned about the stack:\n{link}")
+            raise PipelineError(f"linking {d / ARCHIVE_NAME} warned about the stack:\n{link}")
         stack = _gnu_stack_flags(w / "libprovider.so")
         if "E" in stack:
             raise PipelineError(f"the consumer library got an executable stack ({stack})")

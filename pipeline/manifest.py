@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from tritonforge.artifact_format import KERNELS_SCHEMA
+
 from . import __version__
 
-SCHEMA = "tritonforge.kernels/1"
+SCHEMA = KERNELS_SCHEMA
 ORT_MAX_SHARED = 48 * 1024  # ORT never raises the dynamic shared memory limit
 ORT_ROCM_WARP = 64  # ORT's hipified loader hard-codes GPU_WARP_SIZE = 64
 

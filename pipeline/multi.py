@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonforge.artifact_format import MANIFEST_NAME, MULTI
 from tritonforge.atomic import replace_dir
 
 from . import embed, manifest
@@ -29,7 +30,6 @@ from .errors import PipelineError
 from .outputs import artifact_paths, package
 from .targets import parse_target
 
-MULTI = "multi"
 CONTAINER_EXT = {"cuda": "fatbin", "hip": "hipfb"}
 # What every arch's entry of one kernel must agree on: ORT packs one struct and launches one way.
 SAME_LAUNCH = ("group", "script", "func_name", "sig", "params", "constants", "num_warps", "warp_size", "args_size")
@@ -119,7 +119,7 @@ def _ptx(part: _Part, entry: dict) -> tuple[str, str] | None:
         raise PipelineError(f"{path}: missing; merging needs the PTX a build writes beside its kernels.json "
                             "(keep the build's ptx/ directory)") from None
     if hashlib.sha256(text.encode()).hexdigest() != info["sha256"]:
-        raise PipelineError(f"{path}: sha256 differs from {part.path / 'kernels.json'}")
+        raise PipelineError(f"{path}: sha256 differs from {part.path / MANIFEST_NAME}")
     return info["target"], text
 
 
@@ -207,10 +207,10 @@ def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_ro
     sources = {}
     for arch in archs:
         found = [Path(r) / platform / arch for r in part_roots
-                 if (Path(r) / platform / arch / "kernels.json").is_file()]
+                 if (Path(r) / platform / arch / MANIFEST_NAME).is_file()]
         if not found:
             raise PipelineError(f"no {platform}/{arch} build in {', '.join(map(str, part_roots))} "
-                                f"(expected <root>/{platform}/{arch}/kernels.json)")
+                                f"(expected <root>/{platform}/{arch}/{MANIFEST_NAME})")
         sources[arch] = found[0]
     out_root = Path(out_root)
     (out_root / platform).mkdir(parents=True, exist_ok=True)

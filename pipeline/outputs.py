@@ -1,6 +1,6 @@
-"""What one build directory holds, and the step that writes it: ORT's archive (each blob wrapped by
-objcopy, archived in kernel order), ORT's header, then kernels.json with both files' digests. Used for
-one arch (build.py) and for the multi-arch containers (multi.py)."""
+"""The step that writes a build directory (tritonforge/artifact_format.py says what it holds): ORT's
+archive (each blob wrapped by objcopy, archived in kernel order), ORT's header, then kernels.json with
+both files' digests. Used for one arch (build.py) and for the multi-arch containers (multi.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from tritonforge.artifact_format import ARCHIVE_NAME, HEADER_NAME, MANIFEST_NAME, artifact_paths
+
 from . import embed, header
 
-ARCHIVE_NAME = "triton_kernel_infos.a"
-HEADER_NAME = "triton_kernel_infos.h"
-MANIFEST_NAME = "kernels.json"
-
-
-def artifact_paths(d: Path) -> dict[str, Path]:
-    return {k: d / n for k, n in (("archive", ARCHIVE_NAME), ("header", HEADER_NAME), ("manifest", MANIFEST_NAME))}
-
+__all__ = ["ARCHIVE_NAME", "HEADER_NAME", "MANIFEST_NAME", "artifact_paths", "package"]
 
 def package(out_dir: Path, blobs: list[tuple[str, str, bytes]], kernels: list[dict], host: str,
             make_manifest: Callable[[dict, dict], dict]) -> dict[str, Path]:

@@ -35,6 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tritonforge.artifact_format import FILES, MANIFEST_NAME, FormatError, read_kernels_json
 from tritonforge.atomic import replace_dir
 
 from .errors import PipelineError
@@ -43,7 +44,7 @@ from .profiles import parse_profiles, root, store_prefix
 from .stores import Conflict, check_key, open_store
 
 SCHEMA = "tritonforge.release/1"
-ARTIFACT_FILES = ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json")
+ARTIFACT_FILES = FILES
 CMAKE_FILE = "tritonforge-kernels.cmake"
 
 
@@ -69,14 +70,9 @@ def check_version(version: str) -> str:
 def _read_build_manifest(path: Path) -> dict:
     """A kernels.json with what publishing reads from it, or an error naming the file."""
     try:
-        doc = json.loads(path.read_text())
-    except ValueError:
-        doc = None
-    ok = (isinstance(doc, dict) and "triton_version" in doc and isinstance(doc.get("kernels"), list)
-          and all(isinstance(doc.get(p), dict) and {"file", "sha256"} <= doc[p].keys() for p in ("archive", "header")))
-    if not ok:
-        raise PipelineError(f"{path}: not a kernels.json written by a build; rebuild")
-    return doc
+        return read_kernels_json(path)
+    except FormatError as exc:
+        raise PipelineError(str(exc)) from None
 
 
 def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str, bytes], dict]:
@@ -85,7 +81,7 @@ def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str,
     files: dict[str, bytes] = {}
     builds: dict[str, dict] = {}
     for profile in profiles:
-        for kj in sorted(root(dist, profile).glob("*/*/kernels.json")):
+        for kj in sorted(root(dist, profile).glob(f"*/*/{MANIFEST_NAME}")):
             d = kj.parent
             rel = f"{store_prefix(profile)}{d.parent.name}/{d.name}"
             doc = _read_build_manifest(kj)
@@ -104,7 +100,7 @@ def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str,
                            "archive_sha256": doc["archive"]["sha256"], "kernels": len(doc["kernels"]),
                            "image": json.loads(image.read_text()) if image.is_file() else None}
     if not files:
-        where = " or ".join(f"{root(dist, p)}/<platform>/<arch>/kernels.json" for p in profiles)
+        where = " or ".join(f"{root(dist, p)}/<platform>/<arch>/{MANIFEST_NAME}" for p in profiles)
         raise PipelineError(f"nothing to publish (expected {where})")
     files.update(_tune_caches(tune, builds))
     return files, builds

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tritonforge.artifact_format import MANIFEST_NAME, MULTI
 from tritonforge.atomic import write_text
 
 from .build import BuildReport, build_dist, discover_scripts, install_targets
@@ -103,10 +104,10 @@ def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: 
             raise PipelineError(f"the compile in {image} wrote no build report")
         report = BuildReport.from_json(report_file.read_text())
         for t in targets:
-            if not (work / "out" / t.platform / t.arch_name / "kernels.json").is_file():
+            if not (work / "out" / t.platform / t.arch_name / MANIFEST_NAME).is_file():
                 raise PipelineError(f"the container produced no {t.platform}/{t.arch_name}")
         for m in report.multi:
-            if not (work / "out" / m.platform / "multi" / "kernels.json").is_file():
+            if not (work / "out" / m.platform / MULTI / MANIFEST_NAME).is_file():
                 raise PipelineError(f"the container produced no {m.platform}/multi")
         install_targets(work / "out", targets, out, report.targets, report.multi)
         record = json.dumps({"tag": image, "id": c.images.get(image).id}) + "\n"

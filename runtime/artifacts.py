@@ -4,14 +4,13 @@ header names and must hash to what kernels.json records."""
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .archive import ArchiveFormatError, read_archive_symbols
+from tritonforge.artifact_format import MANIFEST_NAME as MANIFEST
+from tritonforge.artifact_format import FormatError, read_kernels_json
 
-ARCHIVE = "triton_kernel_infos.a"
-MANIFEST = "kernels.json"
+from .archive import ArchiveFormatError, read_archive_symbols
 
 
 class ArtifactError(RuntimeError):
@@ -94,12 +93,12 @@ def load_artifacts(path: Path | str) -> Artifacts:
     if d.is_file():
         d = d.parent
     try:
-        manifest = json.loads((d / MANIFEST).read_text())
+        manifest = read_kernels_json(d / MANIFEST)
     except FileNotFoundError:
         raise ArtifactError(f"{d / MANIFEST}: not found") from None
-    except ValueError as exc:
-        raise ArtifactError(f"{d / MANIFEST}: not JSON: {exc}") from None
-    archive = d / manifest.get("archive", {}).get("file", ARCHIVE)
+    except FormatError as exc:
+        raise ArtifactError(str(exc)) from None
+    archive = d / manifest["archive"]["file"]
     try:
         data = archive.read_bytes()
     except FileNotFoundError:
