@@ -39,16 +39,11 @@ from tritonforge.runtime import zoo  # noqa: E402
 from tritonforge.runtime.problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup  # noqa: E402
 from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
-from benchmarks import ort_own  # noqa: E402
+from benchmarks import ort_own, zoo_report  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
 from tritonforge.atomic import write_text  # noqa: E402
 
-# A launch is bound by launch latency when ORT's own kernel is within this of an empty kernel's.
-LAUNCH_BOUND_US = 2.0
 ROTATE_BYTES = 3 * (60 << 20)  # torch inputs to cycle: 3x an H200's L2
-# A group of at most this many values is read once by ORT's kernels (one step held in registers): its
-# ceiling is the one-pass copy on ORT's grid; a larger group is read twice.
-ON_CHIP_VALUES = 32768
 
 
 def torch_dtype(dtype: str):
@@ -162,7 +157,7 @@ class Bench:
         torch.cuda.empty_cache()
         self.ort_own(res, "com.microsoft.GroupNorm", label, lambda: self.rival.group_norm_us(
             n, s.side, s.side, c, groups, dtype, silu, s.eps, self.l2, self.rng))
-        res["_on_chip"] = hw * (c // groups) <= ON_CHIP_VALUES
+        res["_on_chip"] = hw * (c // groups) <= zoo_report.ON_CHIP_VALUES
         return res
 
     def softmax(self, model, s, batch: int, dtype: str) -> dict:
@@ -188,20 +183,9 @@ class Bench:
         return res
 
     def verdict(self, res: dict) -> str:
-        """Where ORT's group stands against ORT's own kernel (the vote TunableOp holds)."""
-        own, ort = res.get("ort_own"), res.get("ort_group")
-        if not ort:
-            return "no candidate in ORT's group"
-        if not own:
-            return "ORT's own not measured"
-        if ort[0] <= own[0]:
-            return f"wins {own[0] / ort[0]:.2f}x"
-        if own[0] <= self.floor_us + LAUNCH_BOUND_US:
-            return f"launch-bound, loses {own[0] / ort[0]:.2f}x"
-        ceiling = res.get("grid_copy" if res["_on_chip"] else "grid_copy2")
-        if ceiling and ort[0] <= 1.1 * ceiling[0]:
-            return f"loses {own[0] / ort[0]:.2f}x, at {ort[0] / ceiling[0]:.2f}x the ORT-grid copy (ceiling)"
-        return f"loses {own[0] / ort[0]:.2f}x" + (f", {ort[0] / ceiling[0]:.2f}x the ORT-grid copy" if ceiling else "")
+        """Where ORT's group stands against ORT's own kernel (the vote TunableOp holds): zoo_report's rules."""
+        us = {k: v[0] for k, v in res.items() if not k.startswith("_")}
+        return zoo_report.verdict(us, res["_on_chip"], self.floor_us)[0]
 
 
 def line(bench: Bench, what: str, res: dict) -> str:
@@ -237,30 +221,6 @@ def rows_for(res: dict, shape: str, dtype: str, model: str, count: int, bench: B
     return out
 
 
-def table(bench: Bench, title: str, done: list) -> str:
-    """A markdown table of one model's shapes at one batch and dtype, with totals over the forward pass."""
-    head = ("| shape | x | ORT's group us | runtime best us | ORT's own us | torch us | copy us | grid copy x1 / x2 us "
-            "| ORT's group vs own |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    lines = [f"**{title}**", "", head]
-    totals = {k: 0.0 for k in ("ort_group", "best", "ort_own", "torch", "copy")}
-    missing = set()
-    for what, count, res in done:
-        cells = []
-        for key in ("ort_group", "best", "ort_own", "torch", "copy"):
-            if key in res:
-                cells.append(f"{res[key][0]:.2f}")
-                totals[key] += count * res[key][0]
-            else:
-                cells.append("-")
-                missing.add(key)
-        grid = (f"{res['grid_copy'][0]:.2f} / {res['grid_copy2'][0]:.2f}" if "grid_copy2" in res
-                else f"{res['grid_copy'][0]:.2f}" if "grid_copy" in res else "-")
-        lines.append(f"| {what} | {count} | " + " | ".join(cells) + f" | {grid} | {bench.verdict(res)} |")
-    tot = [("-" if k in missing else f"{totals[k]:.1f}") for k in ("ort_group", "best", "ort_own", "torch", "copy")]
-    lines.append("| **total** | | " + " | ".join(f"**{t}**" for t in tot) + " | | |")
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="all", help=f"all, or a comma list of: {', '.join(zoo.MODELS)}")
@@ -293,7 +253,7 @@ def main(argv=None) -> int:
         batches = [int(b) for b in args.batches.split(",")] if args.batches else model.batches
         for batch in batches:
             for dtype in dtypes:
-                done = []
+                done = False
                 for op in ops:
                     for s in (model.group_norm if op == "group_norm" else model.softmax):
                         label = (f"{batch}x{s.side}x{s.side}x{s.c}" if op == "group_norm"
@@ -314,19 +274,11 @@ def main(argv=None) -> int:
                               + line(bench, what, res), flush=True)
                         write_rows(benchmark, bench.backend.device_name,
                                    rows_for(res, shape, dtype, model.name, s.count, bench), args.results)
-                        done.append((what, s.count, res))
-                if done:
-                    title = f"{model.title}: {model.batch_is}s = {batch}, {dtype} (H = W; x = runs per pass)"
-                    print("\n" + table(bench, title, done) + "\n", flush=True)
-                    totals = {}
-                    for _, count, res in done:
-                        for key in ("ort_group", "best", "ort_own", "torch", "copy"):
-                            if key in res:
-                                totals[key] = totals.get(key, 0.0) + count * res[key][0]
-                    write_rows("zoo_total", bench.backend.device_name,
-                               [{"provider": k, "shape": f"{model.name}@{batch}", "dtype": dtype, "metric": "us",
-                                 "unit": "us", "value": f"{v:.2f}", "extra": f"{len(done)} shapes"}
-                                for k, v in totals.items()], args.results)
+                        done = True
+                if done:  # the model's table at this batch and dtype, as the results file now holds it
+                    text, _ = zoo_report.report(zoo_report.load(Path(args.results), bench.backend.device_name),
+                                                [model], [dtype], bench.floor_us, [batch])
+                    print("\n" + text, flush=True)
     if args.candidates_out:
         write_text(args.candidates_out, json.dumps(bench.candidates, indent=1) + "\n")
     print("wrote", args.results)

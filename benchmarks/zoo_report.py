@@ -72,10 +72,11 @@ def verdict(us: dict, on_chip: bool, floor_us: float) -> tuple[str, bool]:
     return f"{own / ort:.2f}x" + (f"; {ort / ceiling:.2f}x the ORT-grid copy" if ceiling else ""), False
 
 
-def report(data: dict, models, dtypes, floor_us: float) -> tuple[str, dict]:
+def report(data: dict, models, dtypes, floor_us: float, batches=None) -> tuple[str, dict]:
+    """(markdown tables, target statistics) of the models at `batches` (default: each model's own)."""
     lines, stats = [], {"ort_ratio": [], "ort_missed": [], "best_missed": [], "tuned_missed": [], "missing": []}
     for model in models:
-        for batch in model.batches:
+        for batch in batches or model.batches:
             for dtype in dtypes:
                 rows, totals, absent = [], dict.fromkeys(COLUMNS, 0.0), set()
                 for bench, label, count, on_chip, what in shapes_of(model, batch):
