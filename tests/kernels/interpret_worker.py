@@ -82,6 +82,35 @@ def group_norm_problem(k: dict) -> dict | None:
     return None
 
 
+def nchw_problem(k: dict) -> dict | None:
+    """Spans of several blocks with a partial last one, channels that do not fill a block."""
+    c = k["constants"]
+    block = c["BLOCK"]
+    for hw in (block // 2 + 16, 3 * block // 4 + 3, 48, 5):
+        for cpg in (3, 5):
+            scope = {**c, "num_warps": k["num_warps"], "n": 2, "hw": hw, "c": 2 * cpg, "groups": 2,
+                     "c_per_group": cpg, "silu": c.get("ACTIVATION_SILU", 0)}
+            if admitted(k["contract"], scope):
+                return scope
+    return None
+
+
+def run_nchw(k: dict, func, p: dict, dtype: str, rng) -> str | None:
+    n, hw, c, groups = p["n"], p["hw"], p["c"], p["groups"]
+    x = (rng.standard_normal((n, c, hw)) * 2 + 40.0).astype(np.float32)  # a mean far from zero
+    scale = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    bias = rng.uniform(-0.5, 0.5, c).astype(np.float32)
+    y = storage(np.full(x.shape, np.nan, np.float32), dtype)
+    values = {"in": storage(x, dtype), "out": y, "nchw_scale": HostTensor(scale), "nchw_bias": HostTensor(bias),
+              "hw": hw, "c_per_group": c // groups, "eps": 1e-5}
+    grid = tuple(evaluate(g, p) for g in k["contract"]["grid"])
+    func[grid](*(values[r] for r in k["contract"]["params"]), **k["constants"], num_warps=k["num_warps"])
+    nhwc = quantize(x, dtype).transpose(0, 2, 1).reshape(n, hw, 1, c)
+    ref, _ = group_norm_ref(nhwc, scale, bias, groups, 1e-5, bool(p["silu"]))
+    ref = ref.reshape(n, hw, c).transpose(0, 2, 1)
+    return group_norm_mismatch(from_storage(y.array, dtype), ref, dtype)
+
+
 def run_softmax(k: dict, func, p: dict, dtype: str, rng) -> str | None:
     log = k["group"].startswith("log_softmax")
     x = (rng.standard_normal((p["batch"], p["n_cols"])) * 3).astype(np.float32 if dtype != "fp64" else np.float64)
@@ -114,15 +143,15 @@ def main(spec_path: str) -> int:
     rng = np.random.default_rng(0)
     for k in json.loads(Path(spec_path).read_text()):
         dtype = k["group"].rsplit("_", 1)[1]
-        softmax = "softmax" in k["group"]
-        problem = (softmax_problem if softmax else group_norm_problem)(k)
+        kind = "softmax" if "softmax" in k["group"] else "nchw" if k["group"].startswith("GroupNormNCHW") else "nhwc"
+        problem = {"softmax": softmax_problem, "nchw": nchw_problem, "nhwc": group_norm_problem}[kind](k)
         if problem is None:
             print(json.dumps({"name": k["name"], "problem": None, "error": "no awkward problem its contract admits"}))
             continue
         try:
             interpreter.NUM_WARPS = k["num_warps"]
             func = entry_func(k["script"], k["name"])
-            error = (run_softmax if softmax else run_group_norm)(k, func, problem, dtype, rng)
+            error = {"softmax": run_softmax, "nchw": run_nchw, "nhwc": run_group_norm}[kind](k, func, problem, dtype, rng)
         except Exception:
             error = "raised " + traceback.format_exc(limit=-2).strip().splitlines()[-1]
         shape = {v: problem[v] for v in ("batch", "n_cols", "n", "hw", "c", "groups") if v in problem}

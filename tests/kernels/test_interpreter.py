@@ -68,13 +68,14 @@ def test_what_the_interpreter_cannot_run_is_named(interpreted):
     groups = {k["group"] for k in firsts.values()}
     families = {g.split("_")[0] for g in groups}
     # ORT's groups and both fallbacks run; what is left out says why
-    assert {"softmax", "log", "GroupNormTriton", "GroupNormAny", "GroupNormWhole"} <= families
+    assert {"softmax", "log", "GroupNormTriton", "GroupNormAny", "GroupNormWhole", "GroupNormNCHW"} <= families
     assert any(g.startswith("softmax_any_") for g in groups) and any(g.startswith("softmax_rows_") for g in groups)
     assert any(k["constants"].get("FLAT") for k in firsts.values())  # the flat pass 1 and the VEC kernels too
     assert any(k["constants"].get("VEC") and k["group"].startswith("GroupNormTriton") for k in firsts.values())
     reasons = set(skipped.values())
     assert reasons <= {"inline PTX (PLATFORMS = cuda)", "thread-block clusters",
                        "a cooperative grid: its programs wait for one another, the interpreter runs one at a time"}
+    assert any(g.startswith("GroupNormNCHWTeam_") for g in skipped)
     assert any(g.startswith("GroupNormSplit_") for g in skipped) and any(g.startswith("softmax_cluster_")
                                                                           for g in skipped)
 
