@@ -141,9 +141,9 @@ def get_function_table():
         for dt in DTYPES:
             group = f"GroupNormNCHW_{act}_{dt}"
             for block, warps, hw16 in SINGLE:
-                table.append(_entry(f"{group}_b{block}_w{warps}{'_hw16' if hw16 else ''}", group_norm_nchw_kernel, SIG, dt,
-                                    hw16, warps, {"BLOCK": block, "ACTIVATION_SILU": int(silu), "HW16": hw16},
-                                    group))
+                name = f"{group}_b{block}_w{warps}{'_hw16' if hw16 else ''}"
+                constants = {"BLOCK": block, "ACTIVATION_SILU": int(silu), "HW16": hw16}
+                table.append(_entry(name, group_norm_nchw_kernel, SIG, dt, hw16, warps, constants, group))
             team = f"GroupNormNCHWTeam_{act}_{dt}"
             for parts in TEAM_PARTS:
                 for one in (1, 0):

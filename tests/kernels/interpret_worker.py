@@ -151,7 +151,8 @@ def main(spec_path: str) -> int:
         try:
             interpreter.NUM_WARPS = k["num_warps"]
             func = entry_func(k["script"], k["name"])
-            error = {"softmax": run_softmax, "nchw": run_nchw, "nhwc": run_group_norm}[kind](k, func, problem, dtype, rng)
+            run = {"softmax": run_softmax, "nchw": run_nchw, "nhwc": run_group_norm}[kind]
+            error = run(k, func, problem, dtype, rng)
         except Exception:
             error = "raised " + traceback.format_exc(limit=-2).strip().splitlines()[-1]
         shape = {v: problem[v] for v in ("batch", "n_cols", "n", "hw", "c", "groups") if v in problem}
