@@ -16,6 +16,8 @@ from pathlib import Path
 ARCHIVE_NAME = "triton_kernel_infos.a"
 HEADER_NAME = "triton_kernel_infos.h"
 MANIFEST_NAME = "kernels.json"
+# The custom-op library for onnxruntime-gpu (pipeline/ortlib.py), beside a CUDA build's files.
+LIBRARY_NAME = "libtritonforge_ort.so"
 FILES = (ARCHIVE_NAME, HEADER_NAME, MANIFEST_NAME)  # what a published build holds, in this order
 MULTI = "multi"  # the arch name of a platform's archive for every arch
 KERNELS_SCHEMA = "tritonforge.kernels/1"

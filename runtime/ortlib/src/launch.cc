@@ -1,0 +1,494 @@
+#include "launch.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+namespace tf {
+namespace {
+
+// ---- the driver, opened on first use ------------------------------------------------------------
+struct Driver {
+  std::string error;  // empty when every entry point was found and cuInit succeeded
+#define TF_FN(name, ...) CUresult (*name)(__VA_ARGS__) = nullptr;
+  TF_FN(Init, unsigned)
+  TF_FN(GetErrorName, CUresult, const char**)
+  TF_FN(CtxGetCurrent, CUcontext*)
+  TF_FN(CtxSetCurrent, CUcontext)
+  TF_FN(CtxGetDevice, CUdevice*)
+  TF_FN(StreamGetCtx, CUstream, CUcontext*)
+  TF_FN(StreamIsCapturing, CUstream, CUstreamCaptureStatus*)
+  TF_FN(DevicePrimaryCtxRetain, CUcontext*, CUdevice)
+  TF_FN(DeviceGetAttribute, int*, CUdevice_attribute, CUdevice)
+  TF_FN(DeviceGetName, char*, int, CUdevice)
+  TF_FN(ModuleLoadData, CUmodule*, const void*)
+  TF_FN(ModuleGetFunction, CUfunction*, CUmodule, const char*)
+  TF_FN(FuncGetAttribute, int*, CUfunction_attribute, CUfunction)
+  TF_FN(FuncSetAttribute, CUfunction, CUfunction_attribute, int)
+  TF_FN(OccupancyMaxActiveBlocksPerMultiprocessor, int*, CUfunction, int, size_t)
+  TF_FN(OccupancyMaxActiveClusters, int*, CUfunction, const CUlaunchConfig*)
+  TF_FN(LaunchKernel, CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+        void**, void**)
+  TF_FN(LaunchCooperativeKernel, CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+        CUstream, void**)
+  TF_FN(LaunchKernelEx, const CUlaunchConfig*, CUfunction, void**, void**)
+  TF_FN(MemsetD8Async, CUdeviceptr, unsigned char, size_t, CUstream)
+  TF_FN(EventCreate, CUevent*, unsigned)
+  TF_FN(EventRecord, CUevent, CUstream)
+  TF_FN(EventSynchronize, CUevent)
+  TF_FN(EventElapsedTime, float*, CUevent, CUevent)
+  TF_FN(EventDestroy, CUevent)
+#undef TF_FN
+
+  Driver() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      error = std::string("cannot open libcuda.so.1: ") + dlerror();
+      return;
+    }
+    auto get = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
+      if (!fn && error.empty()) error = std::string("libcuda.so.1 has no ") + symbol;
+    };
+    get(Init, "cuInit");
+    get(GetErrorName, "cuGetErrorName");
+    get(CtxGetCurrent, "cuCtxGetCurrent");
+    get(CtxSetCurrent, "cuCtxSetCurrent");
+    get(CtxGetDevice, "cuCtxGetDevice");
+    get(StreamGetCtx, "cuStreamGetCtx");
+    get(StreamIsCapturing, "cuStreamIsCapturing");
+    get(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    get(DeviceGetAttribute, "cuDeviceGetAttribute");
+    get(DeviceGetName, "cuDeviceGetName");
+    get(ModuleLoadData, "cuModuleLoadData");
+    get(ModuleGetFunction, "cuModuleGetFunction");
+    get(FuncGetAttribute, "cuFuncGetAttribute");
+    get(FuncSetAttribute, "cuFuncSetAttribute");
+    get(OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    get(OccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters");
+    get(LaunchKernel, "cuLaunchKernel");
+    get(LaunchCooperativeKernel, "cuLaunchCooperativeKernel");
+    get(LaunchKernelEx, "cuLaunchKernelEx");
+    get(MemsetD8Async, "cuMemsetD8Async");
+    get(EventCreate, "cuEventCreate");
+    get(EventRecord, "cuEventRecord");
+    get(EventSynchronize, "cuEventSynchronize");
+    get(EventElapsedTime, "cuEventElapsedTime");
+    get(EventDestroy, "cuEventDestroy_v2");
+    if (error.empty() && Init(0) != CUDA_SUCCESS) error = "cuInit failed";
+  }
+
+  std::string name(CUresult r) const {
+    const char* s = nullptr;
+    return GetErrorName && GetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "CUDA error " + std::to_string(r);
+  }
+  void check(CUresult r, const std::string& what) const {
+    if (r != CUDA_SUCCESS) throw std::runtime_error(what + ": " + name(r));
+  }
+};
+
+Driver& driver() {
+  static Driver d;
+  if (!d.error.empty()) throw std::runtime_error("the CUDA driver is not usable: " + d.error);
+  return d;
+}
+
+// ---- one context: its device's limits, loaded functions, choices ------------------------------
+struct Function {
+  CUfunction fn = nullptr;
+  int max_threads = 0, static_shared = 0;
+  int resident = -1;
+  bool non_portable = false;
+  std::map<int64_t, int> clusters;  // cluster size -> clusters resident at once
+};
+
+struct Context {
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  std::string device_name;
+  int sm_count = 0, max_threads = 0, max_shared_optin = 0, has_clusters = 0;
+  int64_t max_grid[3] = {};
+  std::vector<CUmodule> modules;
+  std::vector<std::unique_ptr<Function>> functions;
+  std::map<std::string, int> chosen;  // op key|signature -> kernel index
+  std::mutex mu;
+};
+
+std::mutex g_mu;
+std::map<CUcontext, std::unique_ptr<Context>> g_contexts;
+std::map<std::string, std::string> g_tune_file;  // device\top\tsignature -> kernel name
+
+void load_tune_file() {
+  static bool loaded = false;
+  if (loaded) return;
+  loaded = true;
+  const char* path = std::getenv("TRITONFORGE_ORT_TUNE_FILE");
+  if (!path || !*path) return;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(std::string("TRITONFORGE_ORT_TUNE_FILE=") + path + ": cannot read it");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto last = line.rfind('\t');
+    if (last == std::string::npos) continue;
+    g_tune_file[line.substr(0, last)] = line.substr(last + 1);
+  }
+}
+
+bool tuning_enabled() {
+  const char* v = std::getenv("TRITONFORGE_ORT_TUNING");
+  return !(v && std::string(v) == "0");
+}
+
+Context& context_of(CUstream stream) {
+  Driver& d = driver();
+  CUcontext ctx = nullptr;
+  if (stream) d.check(d.StreamGetCtx(stream, &ctx), "cuStreamGetCtx");
+  if (!ctx) d.check(d.CtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx) {
+    d.check(d.DevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain(0)");
+  }
+  CUcontext current = nullptr;
+  d.CtxGetCurrent(&current);
+  if (current != ctx) d.check(d.CtxSetCurrent(ctx), "cuCtxSetCurrent");
+  std::lock_guard<std::mutex> lock(g_mu);
+  load_tune_file();
+  auto& slot = g_contexts[ctx];
+  if (!slot) {
+    auto c = std::make_unique<Context>();
+    c->ctx = ctx;
+    d.check(d.CtxGetDevice(&c->dev), "cuCtxGetDevice");
+    auto attr = [&](CUdevice_attribute a) {
+      int v = 0;
+      d.check(d.DeviceGetAttribute(&v, a, c->dev), "cuDeviceGetAttribute");
+      return v;
+    };
+    c->sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    c->max_threads = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    c->max_shared_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    c->has_clusters = attr(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+    c->max_grid[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+    c->max_grid[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+    c->max_grid[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+    char name[256] = {};
+    d.DeviceGetName(name, sizeof(name) - 1, c->dev);
+    c->device_name = name;
+    c->modules.assign(kKernelCount, nullptr);
+    c->functions.resize(kKernelCount);
+    slot = std::move(c);
+  }
+  return *slot;
+}
+
+// The function of kernel `i` in `c` (its module loaded on first use); nullptr when this device cannot
+// load it (a blob without this GPU's arch), with `why` saying so.
+Function* function(Context& c, int i, std::string& why) {
+  Driver& d = driver();
+  if (c.functions[i]) return c.functions[i].get();
+  const KernelEntry& k = kKernels[i];
+  CUmodule m = nullptr;
+  CUresult r = d.ModuleLoadData(&m, k.start);
+  if (r != CUDA_SUCCESS) {
+    why = std::string(k.name) + ": cuModuleLoadData: " + d.name(r);
+    return nullptr;
+  }
+  auto f = std::make_unique<Function>();
+  d.check(d.ModuleGetFunction(&f->fn, m, k.func), std::string("cuModuleGetFunction(") + k.name + ")");
+  d.FuncGetAttribute(&f->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f->fn);
+  d.FuncGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f->fn);
+  if (k.shared > 48 * 1024)
+    d.check(d.FuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.shared),
+            std::string("cuFuncSetAttribute(") + k.name + ", dynamic shared)");
+  c.modules[i] = m;
+  c.functions[i] = std::move(f);
+  return c.functions[i].get();
+}
+
+int resident(Context& c, int i, Function& f) {
+  if (f.resident < 0) {
+    int per_sm = 0;
+    driver().check(driver().OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f.fn, kKernels[i].threads,
+                                                                     kKernels[i].shared),
+                   std::string("cuOccupancyMaxActiveBlocksPerMultiprocessor(") + kKernels[i].name + ")");
+    f.resident = per_sm * c.sm_count;
+  }
+  return f.resident;
+}
+
+struct Launch {
+  int kernel = -1;
+  const GroupEntry* group = nullptr;
+  Function* fn = nullptr;
+  int64_t grid[3] = {1, 1, 1}, cluster[3] = {1, 1, 1};
+  std::vector<unsigned char> args;
+  std::vector<void*> pointers;
+};
+
+void pack(Launch& L, const RoleValues& v, DeviceMemory& memory) {
+  const KernelEntry& k = kKernels[L.kernel];
+  L.args.assign(std::max(k.args_size, 8), 0);
+  for (int j = 0; j < k.n_params; ++j) {
+    const Param& p = k.params[j];
+    unsigned char* at = L.args.data() + p.offset;
+    uint64_t u = v.u[p.role];
+    switch (p.type) {
+      case T_PTR: case T_U64: case T_I64: std::memcpy(at, &u, 8); break;
+      case T_I32: case T_U32: { uint32_t x = static_cast<uint32_t>(u); std::memcpy(at, &x, 4); break; }
+      case T_I1: { unsigned char x = u ? 1 : 0; *at = x; break; }
+      case T_FP32: std::memcpy(at, &v.f[p.role], 4); break;
+    }
+  }
+  int64_t programs = L.grid[0] * L.grid[1] * L.grid[2];
+  for (int j = 0; j < k.n_hidden; ++j) {
+    const Hidden& h = k.hidden[j];
+    uint64_t ptr = 0;
+    if (h.scratch_size > 0) {
+      int64_t align = std::max(1, h.scratch_align);
+      ptr = memory.scratch(L.kernel, programs * h.scratch_size + align);
+      ptr = (ptr + align - 1) / align * align;
+    }
+    std::memcpy(L.args.data() + h.offset, &ptr, 8);
+  }
+  L.pointers.clear();
+  for (int j = 0; j < k.n_params; ++j) L.pointers.push_back(L.args.data() + k.params[j].offset);
+  for (int j = 0; j < k.n_hidden; ++j) L.pointers.push_back(L.args.data() + k.hidden[j].offset);
+}
+
+// Fill `L` for kernel `i` of group `g`, or return why it cannot run this problem with these pointers
+// on this device (empty: it can).
+std::string prepare(Context& c, const GroupEntry& g, int i, Problem p, RoleValues v, DeviceMemory& memory,
+                    void* stream, Launch& L) {
+  const KernelEntry& k = kKernels[i];
+  std::string why;
+  Function* f = function(c, i, why);
+  if (!f) return why;
+  if (g.uses_resident) p.resident = resident(c, i, *f);
+  if (!g.requires(k.constants, k.num_warps, p)) return std::string(k.name) + ": its contract does not admit it";
+  if (k.threads > std::min(c.max_threads, f->max_threads)) return std::string(k.name) + ": too many threads";
+  if (k.shared + f->static_shared > c.max_shared_optin) return std::string(k.name) + ": too much shared memory";
+  for (int j = 0; j < k.n_params; ++j) {
+    const Param& q = k.params[j];
+    if (q.divisibility > 1 && v.u[q.role] % q.divisibility)
+      return std::string(k.name) + ": an argument is not a multiple of " + std::to_string(q.divisibility);
+  }
+  L = Launch();
+  L.kernel = i;
+  L.group = &g;
+  L.fn = f;
+  g.grid(k.constants, k.num_warps, p, L.grid);
+  for (int a = 0; a < 3; ++a)
+    if (L.grid[a] < 1 || L.grid[a] > c.max_grid[a]) return std::string(k.name) + ": grid out of range";
+  int64_t programs = L.grid[0] * L.grid[1] * L.grid[2];
+  if (g.cooperative && programs > resident(c, i, *f))
+    return std::string(k.name) + ": a cooperative grid larger than the device holds";
+  if (g.cluster) {
+    if (!c.has_clusters) return std::string(k.name) + ": the device has no thread-block clusters";
+    g.cluster(k.constants, k.num_warps, p, L.cluster);
+    int64_t size = L.cluster[0] * L.cluster[1] * L.cluster[2];
+    for (int a = 0; a < 3; ++a)
+      if (L.cluster[a] < 1 || L.grid[a] % L.cluster[a]) return std::string(k.name) + ": clusters do not divide";
+    if (size > 16) return std::string(k.name) + ": clusters over 16 programs";
+    if (!f->clusters.count(size)) {
+      Driver& d = driver();
+      if (size > 8 && !f->non_portable) {
+        if (d.FuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
+          return std::string(k.name) + ": non-portable clusters refused";
+        f->non_portable = true;
+      }
+      CUlaunchConfig cfg = {};
+      CUlaunchAttribute attr = {};
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = static_cast<unsigned>(L.cluster[0]);
+      attr.value.clusterDim.y = static_cast<unsigned>(L.cluster[1]);
+      attr.value.clusterDim.z = static_cast<unsigned>(L.cluster[2]);
+      cfg.gridDimX = static_cast<unsigned>(L.grid[0]);
+      cfg.gridDimY = static_cast<unsigned>(L.grid[1]);
+      cfg.gridDimZ = static_cast<unsigned>(L.grid[2]);
+      cfg.blockDimX = k.threads;
+      cfg.blockDimY = cfg.blockDimZ = 1;
+      cfg.sharedMemBytes = k.shared;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int n = 0;
+      f->clusters[size] = d.OccupancyMaxActiveClusters(&n, f->fn, &cfg) == CUDA_SUCCESS ? n : 0;
+    }
+    if (!f->clusters[size]) return std::string(k.name) + ": its cluster does not fit on this device";
+  }
+  if (g.workspace) v.u[R_WS] = memory.workspace(g.workspace(k.constants, k.num_warps, p), stream);
+  pack(L, v, memory);
+  return "";
+}
+
+CUresult fire(const Launch& L, CUstream stream) {
+  Driver& d = driver();
+  const KernelEntry& k = kKernels[L.kernel];
+  void** params = const_cast<void**>(L.pointers.data());
+  auto gx = static_cast<unsigned>(L.grid[0]), gy = static_cast<unsigned>(L.grid[1]),
+       gz = static_cast<unsigned>(L.grid[2]);
+  if (L.group->cooperative)
+    return d.LaunchCooperativeKernel(L.fn->fn, gx, gy, gz, k.threads, 1, 1, k.shared, stream, params);
+  if (L.group->cluster) {
+    CUlaunchConfig cfg = {};
+    CUlaunchAttribute attr = {};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = static_cast<unsigned>(L.cluster[0]);
+    attr.value.clusterDim.y = static_cast<unsigned>(L.cluster[1]);
+    attr.value.clusterDim.z = static_cast<unsigned>(L.cluster[2]);
+    cfg.gridDimX = gx;
+    cfg.gridDimY = gy;
+    cfg.gridDimZ = gz;
+    cfg.blockDimX = k.threads;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = k.shared;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return d.LaunchKernelEx(&cfg, L.fn->fn, params, nullptr);
+  }
+  return d.LaunchKernel(L.fn->fn, gx, gy, gz, k.threads, 1, 1, k.shared, stream, params, nullptr);
+}
+
+// Mean microseconds of `reps` launches after one warm-up; negative when a launch fails.
+float time_launch(const Launch& L, CUstream stream, int reps) {
+  Driver& d = driver();
+  if (fire(L, stream) != CUDA_SUCCESS) return -1;
+  CUevent start = nullptr, stop = nullptr;
+  d.check(d.EventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  d.check(d.EventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  d.EventRecord(start, stream);
+  bool ok = true;
+  for (int r = 0; r < reps && ok; ++r) ok = fire(L, stream) == CUDA_SUCCESS;
+  d.EventRecord(stop, stream);
+  float ms = -1;
+  if (ok && d.EventSynchronize(stop) == CUDA_SUCCESS) d.EventElapsedTime(&ms, start, stop);
+  d.EventDestroy(start);
+  d.EventDestroy(stop);
+  return ok && ms >= 0 ? ms * 1000.0f / reps : -1;
+}
+
+}  // namespace
+
+void DeviceMemory::free_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (release) {
+    for (auto& b : ws_) release(b.first);
+    for (auto& s : scratch_)
+      if (s.second.first) release(s.second.first);
+  }
+  ws_.clear();
+  scratch_.clear();
+}
+
+uint64_t DeviceMemory::workspace(size_t bytes, void* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ws_.empty() || ws_.back().second < bytes) {
+    size_t size = std::max(bytes, ws_.empty() ? size_t(1) << 16 : 2 * ws_.back().second);
+    void* p = alloc(size);
+    if (!p) throw std::runtime_error("cannot allocate a " + std::to_string(size) + "-byte workspace");
+    driver().check(driver().MemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, size, static_cast<CUstream>(stream)),
+                   "cuMemsetD8Async(workspace)");
+    ws_.emplace_back(p, size);
+  }
+  return reinterpret_cast<uint64_t>(ws_.back().first);
+}
+
+uint64_t DeviceMemory::scratch(int kernel, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& s = scratch_[kernel];
+  if (s.second < bytes) {
+    if (s.first) release(s.first);  // only Triton's per-launch scratch: nothing outlives the launch
+    s.first = alloc(bytes);
+    if (!s.first) throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes of scratch");
+    s.second = bytes;
+  }
+  return reinterpret_cast<uint64_t>(s.first);
+}
+
+void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues roles, const std::string& op_key,
+         const std::string& signature, DeviceMemory& memory, void* stream_, const std::string& what) {
+  auto stream = static_cast<CUstream>(stream_);
+  Context& c = context_of(stream);
+  std::lock_guard<std::mutex> lock(c.mu);
+  Driver& d = driver();
+  const std::string key = op_key + "\t" + signature;
+  Launch L;
+  auto chosen = c.chosen.find(key);
+  if (chosen != c.chosen.end()) {
+    int i = chosen->second;
+    for (int g = 0; g < kGroupCount; ++g) {
+      if (i >= kGroups[g].first && i < kGroups[g].first + kGroups[g].count) {
+        if (prepare(c, kGroups[g], i, problem, roles, memory, stream, L).empty()) {
+          d.check(fire(L, stream), what + ": launching " + kKernels[i].name);
+          return;
+        }
+        break;  // these pointers rule it out (alignment): choose again
+      }
+    }
+  }
+  // Every candidate, in table order with the correctness fallbacks last; a tune file's pick first.
+  std::string wanted;
+  auto from_file = g_tune_file.find(c.device_name + "\t" + key);
+  if (from_file != g_tune_file.end()) wanted = from_file->second;
+  std::vector<Launch> ready;
+  std::vector<std::string> reasons;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int g = 0; g < kGroupCount; ++g) {
+      const GroupEntry& G = kGroups[g];
+      if (G.op != op || dtype != G.dtype || (G.silu >= 0 && G.silu != silu) || G.fallback != (pass == 1)) continue;
+      for (int i = G.first; i < G.first + G.count; ++i) {
+        Launch cand;
+        std::string why = prepare(c, G, i, problem, roles, memory, stream, cand);
+        if (!why.empty()) {
+          if (reasons.size() < 3 && why.find("does not admit") == std::string::npos) reasons.push_back(why);
+          continue;
+        }
+        if (wanted == kKernels[i].name) {
+          c.chosen[key] = i;
+          d.check(fire(cand, stream), what + ": launching " + kKernels[i].name);
+          return;
+        }
+        ready.push_back(std::move(cand));
+      }
+    }
+  }
+  if (ready.empty()) {
+    std::string msg = what + ": no kernel of this build runs it";
+    for (auto& r : reasons) msg += "; " + r;
+    throw std::runtime_error(msg);
+  }
+  size_t best = 0;
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  d.StreamIsCapturing(stream, &capturing);
+  if (ready.size() > 1 && tuning_enabled() && capturing == CU_STREAM_CAPTURE_STATUS_NONE) {
+    float best_us = -1;
+    for (size_t j = 0; j < ready.size(); ++j) {
+      float us = time_launch(ready[j], stream, 5);
+      if (us >= 0 && (best_us < 0 || us < best_us)) {
+        best_us = us;
+        best = j;
+      }
+    }
+  }
+  c.chosen[key] = ready[best].kernel;
+  d.check(fire(ready[best], stream), what + ": launching " + kKernels[ready[best].kernel].name);
+}
+
+std::string choices() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::ostringstream out;
+  for (auto& kv : g_contexts) {
+    std::lock_guard<std::mutex> held(kv.second->mu);
+    for (auto& ch : kv.second->chosen)
+      out << kv.second->device_name << '\t' << ch.first << '\t' << kKernels[ch.second].name << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace tf

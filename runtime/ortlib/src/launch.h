@@ -1,0 +1,51 @@
+// Launching the build's kernels on CUDA from the custom ops: the driver API opened at run time
+// (libcuda.so.1: the library links no CUDA), modules loaded once per context, candidates chosen by
+// their launch contracts, and per shape the fastest of them, timed on the op's own stream the first
+// time that shape runs (or taken from a tune file).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "table.h"
+
+namespace tf {
+
+struct RoleValues {
+  uint64_t u[R_COUNT] = {};  // pointers, integers and flags
+  float f[R_COUNT] = {};     // fp32 arguments (eps)
+};
+
+// Device memory an op keeps between runs: the zeroed workspace contracts ask for and Triton's
+// scratch. Allocated through the session's allocator (alloc/release given by the op).
+class DeviceMemory {
+ public:
+  std::function<void*(size_t)> alloc;
+  std::function<void(void*)> release;
+  ~DeviceMemory() { free_all(); }
+  void free_all();
+  // A zeroed buffer of at least `bytes` (zeroed on `stream` when new); kernels leave it zeroed.
+  uint64_t workspace(size_t bytes, void* stream);
+  uint64_t scratch(int kernel, size_t bytes);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<void*, size_t>> ws_;  // outgrown buffers are kept: launches may still use them
+  std::map<int, std::pair<void*, size_t>> scratch_;
+};
+
+// Runs op `op` for (dtype, silu) on `problem` with arguments `roles` on `stream`. `key` names the
+// problem as a tune cache does (op key and ORT's params signature). Throws std::runtime_error naming
+// `what` when no kernel of the build can run it.
+void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues roles, const std::string& op_key,
+         const std::string& signature, DeviceMemory& memory, void* stream, const std::string& what);
+
+// The kernel names run() chose so far, "<device>\t<op key>\t<signature>\t<kernel>" lines (for tests
+// and the tune file), and how run() chooses: TRITONFORGE_ORT_TUNING=0 takes the first candidate that
+// can run instead of timing them; TRITONFORGE_ORT_TUNE_FILE names lines like those to start from.
+std::string choices();
+
+}  // namespace tf

@@ -1,0 +1,566 @@
+// tritonforge's custom ops for ONNX Runtime: GroupNorm (NHWC, com.microsoft.GroupNorm's interface),
+// SkipGroupNorm (com.microsoft.SkipGroupNorm's), GroupNormalization (ONNX's, NCHW), Softmax and
+// LogSoftmax over the last axis, in the domain "tritonforge". Each op is registered twice: for the CUDA
+// EP, where it launches the build's Triton kernels on the session's stream (launch.cc), and for the CPU
+// EP, in plain C++ with double-precision statistics, so the same graph runs in CPU sessions and tests.
+// Bad input fails the node with an ORT error that names the op, the node and the problem.
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_cxx_api.h>
+#undef ORT_API_MANUAL_INIT
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "launch.h"
+#include "table.h"
+
+namespace tf {
+namespace {
+
+const char* kDomain = "tritonforge";
+const char* kCuda = "CUDAExecutionProvider";
+
+struct BadInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string dtype_name(ONNXTensorElementDataType t) {
+  switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return "fp32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return "fp16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return "bf16";
+    default: return "";
+  }
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << "(";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << ")";
+  return o.str();
+}
+
+int64_t product(const std::vector<int64_t>& s, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, s.size()); ++i) p *= s[i];
+  return p;
+}
+
+// Element access for the CPU paths, as float.
+float load(const void* p, ONNXTensorElementDataType t, int64_t i) {
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) return static_cast<const float*>(p)[i];
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) return static_cast<const Ort::Float16_t*>(p)[i].ToFloat();
+  return static_cast<const Ort::BFloat16_t*>(p)[i].ToFloat();
+}
+
+void store(void* p, ONNXTensorElementDataType t, int64_t i, float v) {
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) static_cast<float*>(p)[i] = v;
+  else if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) static_cast<Ort::Float16_t*>(p)[i] = Ort::Float16_t(v);
+  else static_cast<Ort::BFloat16_t*>(p)[i] = Ort::BFloat16_t(v);
+}
+
+// ---- the kernel base: node name, attributes, device memory, errors as ORT statuses -------------
+class KernelBase {
+ public:
+  KernelBase(const OrtKernelInfo* info, const char* op, bool cuda) : op_(op), cuda_(cuda) {
+    Ort::ConstKernelInfo ki(info);
+    try {
+      node_ = ki.GetNodeName();
+    } catch (const Ort::Exception&) {
+    }
+    if (cuda_) {
+      OrtAllocator* a = nullptr;
+      Ort::ThrowOnError(Ort::GetApi().KernelInfoGetAllocator(info, OrtMemTypeDefault, &a));
+      allocator_ = a;
+      memory_.alloc = [a](size_t n) { return a->Alloc(a, n); };
+      memory_.release = [a](void* p) { a->Free(a, p); };
+    }
+  }
+  virtual ~KernelBase() {
+    memory_.free_all();  // before the allocator that made it goes
+    if (allocator_) Ort::GetApi().ReleaseAllocator(allocator_);
+  }
+
+  OrtStatusPtr ComputeV2(OrtKernelContext* context) {
+    try {
+      Ort::KernelContext ctx(context);
+      Compute(ctx);
+      return nullptr;
+    } catch (const BadInput& e) {
+      return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, where(e.what()).c_str());
+    } catch (const std::exception& e) {
+      return Ort::GetApi().CreateStatus(ORT_FAIL, where(e.what()).c_str());
+    }
+  }
+
+ protected:
+  virtual void Compute(Ort::KernelContext& ctx) = 0;
+
+  std::string where(const std::string& msg) const {
+    return std::string(kDomain) + "." + op_ + " node '" + node_ + "' (" + (cuda_ ? "CUDA" : "CPU") + "): " + msg;
+  }
+
+  [[noreturn]] void bad(const std::string& msg) const { throw BadInput(msg); }
+
+  static int64_t attr_int(const OrtKernelInfo* info, const char* name, int64_t dflt, bool required, const char* op) {
+    int64_t v = dflt;
+    OrtStatus* s = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &v);
+    if (s) {
+      Ort::GetApi().ReleaseStatus(s);
+      if (required) throw Ort::Exception(std::string(kDomain) + "." + op + ": the attribute '" + name +
+                                             "' is required", ORT_INVALID_ARGUMENT);
+      return dflt;
+    }
+    return v;
+  }
+
+  static float attr_float(const OrtKernelInfo* info, const char* name, float dflt) {
+    float v = dflt;
+    OrtStatus* s = Ort::GetApi().KernelInfoGetAttribute_float(info, name, &v);
+    if (s) {
+      Ort::GetApi().ReleaseStatus(s);
+      return dflt;
+    }
+    return v;
+  }
+
+  // The input's dtype (fp16, fp32, bf16), or a bad-input error naming it.
+  std::string float_type(const Ort::ConstValue& v, const char* name) const {
+    auto t = v.GetTensorTypeAndShapeInfo().GetElementType();
+    std::string d = dtype_name(t);
+    if (d.empty()) bad(std::string("input ") + name + " has element type " + std::to_string(t) +
+                       "; float, float16 or bfloat16 are supported");
+    return d;
+  }
+
+  void* stream(Ort::KernelContext& ctx) const { return ctx.GetGPUComputeStream(); }
+
+  std::string op_, node_;
+  bool cuda_;
+  OrtAllocator* allocator_ = nullptr;
+  DeviceMemory memory_;
+};
+
+// ---- GroupNorm / SkipGroupNorm, NHWC ----------------------------------------------------------
+class GroupNormNHWC : public KernelBase {
+ public:
+  GroupNormNHWC(const OrtKernelInfo* info, const char* op, bool cuda, bool skip)
+      : KernelBase(info, op, cuda), skip_op_(skip) {
+    groups_ = attr_int(info, "groups", 0, true, op);
+    silu_ = attr_int(info, "activation", 0, false, op);
+    eps_ = attr_float(info, "epsilon", 1e-5f);
+    int64_t channels_last = attr_int(info, "channels_last", 1, false, op);
+    if (groups_ < 1) throw Ort::Exception(where("groups must be at least 1"), ORT_INVALID_ARGUMENT);
+    if (silu_ != 0 && silu_ != 1)
+      throw Ort::Exception(where("activation must be 0 (none) or 1 (SiLU)"), ORT_INVALID_ARGUMENT);
+    if (channels_last != 1)
+      throw Ort::Exception(where("only channels_last=1 (NHWC) is supported"), ORT_INVALID_ARGUMENT);
+  }
+
+ protected:
+  void Compute(Ort::KernelContext& ctx) override {
+    auto x = ctx.GetInput(0), gamma = ctx.GetInput(1), beta = ctx.GetInput(2);
+    std::string dt = float_type(x, "X");
+    auto xs = x.GetTensorTypeAndShapeInfo().GetShape();
+    if (xs.size() != 4) bad("input X has shape " + shape_str(xs) + "; expected rank 4 (N, H, W, C)");
+    int64_t n = xs[0], hw = xs[1] * xs[2], c = xs[3];
+    if (c % groups_) bad(std::to_string(c) + " channels do not split into " + std::to_string(groups_) + " groups");
+    for (auto* v : {&gamma, &beta}) {
+      auto info = v->GetTensorTypeAndShapeInfo();
+      const char* name = v == &gamma ? "gamma" : "beta";
+      if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        bad(std::string("input ") + name + " must be float (tritonforge.rewrite converts float16 initializers)");
+      if (info.GetElementCount() != static_cast<size_t>(c))
+        bad(std::string("input ") + name + " has shape " + shape_str(info.GetShape()) + "; expected (" +
+            std::to_string(c) + ")");
+    }
+    Ort::ConstValue skip{nullptr}, bias{nullptr};
+    bool broadcast = false;
+    if (skip_op_) {
+      skip = ctx.GetInput(3);
+      if (!skip) bad("input skip is required");
+      if (ctx.GetInputCount() > 4) bias = ctx.GetInput(4);
+      auto ss = skip.GetTensorTypeAndShapeInfo().GetShape();
+      if (float_type(skip, "skip") != dt) bad("input skip's element type differs from X's");
+      if (ss == xs) broadcast = false;
+      else if ((ss.size() == 4 && ss[0] == n && ss[1] == 1 && ss[2] == 1 && ss[3] == c) ||
+               (ss.size() == 2 && ss[0] == n && ss[1] == c))
+        broadcast = true;
+      else
+        bad("input skip has shape " + shape_str(ss) + "; expected " + shape_str(xs) + ", (N, 1, 1, C) or (N, C)");
+      if (bias) {
+        if (float_type(bias, "bias") != dt) bad("input bias's element type differs from X's");
+        if (bias.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(c))
+          bad("input bias has shape " + shape_str(bias.GetTensorTypeAndShapeInfo().GetShape()) + "; expected (" +
+              std::to_string(c) + ")");
+      }
+    }
+    auto y = ctx.GetOutput(0, xs);
+    Ort::UnownedValue s{nullptr};
+    if (skip_op_ && ctx.GetOutputCount() > 1) s = ctx.GetOutput(1, xs);
+    if (n * hw * c == 0) return;
+    auto et = x.GetTensorTypeAndShapeInfo().GetElementType();
+    if (!cuda_) {
+      cpu(et, x.GetTensorRawData(), skip ? skip.GetTensorRawData() : nullptr,
+          bias ? bias.GetTensorRawData() : nullptr, gamma.GetTensorData<float>(), beta.GetTensorData<float>(),
+          y.GetTensorMutableRawData(), s ? s.GetTensorMutableRawData() : nullptr, n, hw, c, broadcast);
+      return;
+    }
+    RoleValues r;
+    r.u[R_IN] = reinterpret_cast<uint64_t>(x.GetTensorRawData());
+    r.u[R_OUT] = reinterpret_cast<uint64_t>(y.GetTensorMutableRawData());
+    r.u[R_GAMMA] = reinterpret_cast<uint64_t>(gamma.GetTensorRawData());
+    r.u[R_BETA] = reinterpret_cast<uint64_t>(beta.GetTensorRawData());
+    if (skip) {
+      r.u[R_SKIP] = reinterpret_cast<uint64_t>(skip.GetTensorRawData());
+      // the kernels write x + skip + bias to add_out; a node without that output gets a buffer of its own
+      r.u[R_ADD_OUT] = s ? reinterpret_cast<uint64_t>(s.GetTensorMutableRawData())
+                         : memory_.scratch(-1, static_cast<size_t>(n * hw * c) * (dt == "fp32" ? 4 : 2));
+    }
+    if (bias) r.u[R_BIAS] = reinterpret_cast<uint64_t>(bias.GetTensorRawData());
+    r.u[R_HW] = hw;
+    r.u[R_C] = c;
+    r.u[R_C_PER_GROUP] = c / groups_;
+    r.u[R_GROUPS] = groups_;
+    r.f[R_EPS] = eps_;
+    r.u[R_HAS_SKIP] = skip ? 1 : 0;
+    r.u[R_HAS_BIAS] = bias ? 1 : 0;
+    r.u[R_BROADCAST_SKIP] = broadcast;
+    Problem p;
+    p.n = n, p.hw = hw, p.c = c, p.groups = groups_, p.c_per_group = c / groups_, p.silu = silu_;
+    std::string sig = std::to_string(n) + "_" + std::to_string(hw) + "_" + std::to_string(c) + "_" +
+                      std::to_string(groups_) + (silu_ ? "_silu" : "_pass") + (skip ? "_skip" : "_noskip") +
+                      (broadcast ? "_broadcast" : "_nobroadcast") + (bias ? "_bias" : "_nobias");
+    run(OP_GROUP_NORM_NHWC, dt, static_cast<int>(silu_), p, r, std::string("group_norm_") +
+        (silu_ ? "silu_" : "pass_") + dt, sig, memory_, stream(ctx), where("X " + shape_str(xs) + " " + dt));
+  }
+
+  void cpu(ONNXTensorElementDataType t, const void* x, const void* skip, const void* bias, const float* gamma,
+           const float* beta, void* y, void* s, int64_t n, int64_t hw, int64_t c, bool broadcast) const {
+    int64_t cpg = c / groups_;
+    std::vector<float> v(static_cast<size_t>(hw * cpg));
+    for (int64_t img = 0; img < n; ++img) {
+      for (int64_t g = 0; g < groups_; ++g) {
+        double sum = 0;
+        for (int64_t p = 0; p < hw; ++p) {
+          for (int64_t j = 0; j < cpg; ++j) {
+            int64_t ch = g * cpg + j, i = (img * hw + p) * c + ch;
+            float val = load(x, t, i);
+            if (skip) val += load(skip, t, broadcast ? img * c + ch : i);
+            if (bias) val += load(bias, t, ch);
+            if (s) store(s, t, i, val);
+            v[p * cpg + j] = val;
+            sum += val;
+          }
+        }
+        double mean = sum / static_cast<double>(hw * cpg), var = 0;
+        for (float val : v) var += (val - mean) * (val - mean);
+        double rstd = 1.0 / std::sqrt(var / static_cast<double>(hw * cpg) + eps_);
+        for (int64_t p = 0; p < hw; ++p) {
+          for (int64_t j = 0; j < cpg; ++j) {
+            int64_t ch = g * cpg + j;
+            double out = (v[p * cpg + j] - mean) * rstd * gamma[ch] + beta[ch];
+            if (silu_) out = out / (1.0 + std::exp(-out));
+            store(y, t, (img * hw + p) * c + ch, static_cast<float>(out));
+          }
+        }
+      }
+    }
+  }
+
+  bool skip_op_;
+  int64_t groups_, silu_;
+  float eps_;
+};
+
+// ---- GroupNormalization, NCHW (ONNX's; scale and bias per channel, float) ----------------------
+class GroupNormNCHW : public KernelBase {
+ public:
+  GroupNormNCHW(const OrtKernelInfo* info, bool cuda) : KernelBase(info, "GroupNormalization", cuda) {
+    groups_ = attr_int(info, "num_groups", 0, true, "GroupNormalization");
+    silu_ = attr_int(info, "activation", 0, false, "GroupNormalization");
+    eps_ = attr_float(info, "epsilon", 1e-5f);
+    if (groups_ < 1) throw Ort::Exception(where("num_groups must be at least 1"), ORT_INVALID_ARGUMENT);
+    if (silu_ != 0 && silu_ != 1)
+      throw Ort::Exception(where("activation must be 0 (none) or 1 (SiLU)"), ORT_INVALID_ARGUMENT);
+  }
+
+ protected:
+  void Compute(Ort::KernelContext& ctx) override {
+    auto x = ctx.GetInput(0), scale = ctx.GetInput(1), bias = ctx.GetInput(2);
+    std::string dt = float_type(x, "X");
+    auto xs = x.GetTensorTypeAndShapeInfo().GetShape();
+    if (xs.size() < 3) bad("input X has shape " + shape_str(xs) + "; expected (N, C, D1, ...), rank 3 or more");
+    int64_t n = xs[0], c = xs[1], hw = product(xs, 2);
+    if (c % groups_) bad(std::to_string(c) + " channels do not split into " + std::to_string(groups_) + " groups");
+    for (auto* v : {&scale, &bias}) {
+      auto info = v->GetTensorTypeAndShapeInfo();
+      const char* name = v == &scale ? "scale" : "bias";
+      if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        bad(std::string("input ") + name + " must be float, one value per channel");
+      if (info.GetElementCount() != static_cast<size_t>(c))
+        bad(std::string("input ") + name + " has shape " + shape_str(info.GetShape()) + "; expected (" +
+            std::to_string(c) + "), one value per channel");
+    }
+    auto y = ctx.GetOutput(0, xs);
+    if (n * c * hw == 0) return;
+    auto et = x.GetTensorTypeAndShapeInfo().GetElementType();
+    if (!cuda_) {
+      cpu(et, x.GetTensorRawData(), scale.GetTensorData<float>(), bias.GetTensorData<float>(),
+          y.GetTensorMutableRawData(), n, c, hw);
+      return;
+    }
+    RoleValues r;
+    r.u[R_IN] = reinterpret_cast<uint64_t>(x.GetTensorRawData());
+    r.u[R_OUT] = reinterpret_cast<uint64_t>(y.GetTensorMutableRawData());
+    r.u[R_NCHW_SCALE] = reinterpret_cast<uint64_t>(scale.GetTensorRawData());
+    r.u[R_NCHW_BIAS] = reinterpret_cast<uint64_t>(bias.GetTensorRawData());
+    r.u[R_HW] = hw;
+    r.u[R_C] = c;
+    r.u[R_C_PER_GROUP] = c / groups_;
+    r.u[R_GROUPS] = groups_;
+    r.f[R_EPS] = eps_;
+    Problem p;
+    p.n = n, p.hw = hw, p.c = c, p.groups = groups_, p.c_per_group = c / groups_, p.silu = silu_;
+    std::string sig = std::to_string(n) + "_" + std::to_string(hw) + "_" + std::to_string(c) + "_" +
+                      std::to_string(groups_);
+    run(OP_GROUP_NORM_NCHW, dt, static_cast<int>(silu_), p, r, std::string("group_norm_nchw_") +
+        (silu_ ? "silu_" : "pass_") + dt, sig, memory_, stream(ctx), where("X " + shape_str(xs) + " " + dt));
+  }
+
+  void cpu(ONNXTensorElementDataType t, const void* x, const float* scale, const float* bias, void* y, int64_t n,
+           int64_t c, int64_t hw) const {
+    int64_t cpg = c / groups_, span = cpg * hw;
+    for (int64_t img = 0; img < n; ++img) {
+      for (int64_t g = 0; g < groups_; ++g) {
+        int64_t base = (img * groups_ + g) * span;
+        double sum = 0, var = 0;
+        for (int64_t i = 0; i < span; ++i) sum += load(x, t, base + i);
+        double mean = sum / static_cast<double>(span);
+        for (int64_t i = 0; i < span; ++i) {
+          double d = load(x, t, base + i) - mean;
+          var += d * d;
+        }
+        double rstd = 1.0 / std::sqrt(var / static_cast<double>(span) + eps_);
+        for (int64_t i = 0; i < span; ++i) {
+          int64_t ch = g * cpg + i / hw;
+          double out = (load(x, t, base + i) - mean) * rstd * scale[ch] + bias[ch];
+          if (silu_) out = out / (1.0 + std::exp(-out));
+          store(y, t, base + i, static_cast<float>(out));
+        }
+      }
+    }
+  }
+
+  int64_t groups_, silu_;
+  float eps_;
+};
+
+// ---- Softmax / LogSoftmax over the last axis --------------------------------------------------
+class SoftmaxLast : public KernelBase {
+ public:
+  SoftmaxLast(const OrtKernelInfo* info, const char* op, bool cuda, bool log)
+      : KernelBase(info, op, cuda), log_(log) {
+    axis_ = attr_int(info, "axis", -1, false, op);
+  }
+
+ protected:
+  void Compute(Ort::KernelContext& ctx) override {
+    auto x = ctx.GetInput(0);
+    std::string dt = float_type(x, "X");
+    auto xs = x.GetTensorTypeAndShapeInfo().GetShape();
+    int64_t rank = static_cast<int64_t>(xs.size());
+    if (rank < 1) bad("input X is a scalar; softmax needs an axis");
+    if (axis_ != -1 && axis_ != rank - 1)
+      bad("axis " + std::to_string(axis_) + " of X " + shape_str(xs) + " is not the last; only the last axis runs");
+    auto y = ctx.GetOutput(0, xs);
+    int64_t cols = xs.back(), rows = product(xs, 0, xs.size() - 1);
+    if (rows * cols == 0) return;
+    auto et = x.GetTensorTypeAndShapeInfo().GetElementType();
+    if (!cuda_) {
+      const void* in = x.GetTensorRawData();
+      void* out = y.GetTensorMutableRawData();
+      for (int64_t r = 0; r < rows; ++r) {
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < cols; ++j) m = std::max<double>(m, load(in, et, r * cols + j));
+        for (int64_t j = 0; j < cols; ++j) s += std::exp(load(in, et, r * cols + j) - m);
+        for (int64_t j = 0; j < cols; ++j) {
+          double v = load(in, et, r * cols + j) - m;
+          store(out, et, r * cols + j, static_cast<float>(log_ ? v - std::log(s) : std::exp(v) / s));
+        }
+      }
+      return;
+    }
+    RoleValues r;
+    r.u[R_IN] = reinterpret_cast<uint64_t>(x.GetTensorRawData());
+    r.u[R_OUT] = reinterpret_cast<uint64_t>(y.GetTensorMutableRawData());
+    r.u[R_IN_STRIDE] = r.u[R_OUT_STRIDE] = cols;
+    r.u[R_N_COLS] = cols;
+    r.u[R_BATCH] = rows;
+    Problem p;
+    p.batch = rows, p.n_cols = cols, p.in_stride = p.out_stride = cols;
+    run(log_ ? OP_LOG_SOFTMAX : OP_SOFTMAX, dt, -1, p, r, std::string(log_ ? "log_softmax_" : "softmax_") + dt,
+        std::to_string(rows) + "_" + std::to_string(cols), memory_, stream(ctx),
+        where("X " + shape_str(xs) + " " + dt));
+  }
+
+  bool log_;
+  int64_t axis_;
+};
+
+// ---- op declarations --------------------------------------------------------------------------
+// Every output has X's type and shape (ORT needs this said when more than one input is typed by the
+// model, as SkipGroupNorm's X, skip and bias are).
+OrtStatusPtr same_as_x(const OrtCustomOp* op, OrtShapeInferContext* ctx) {
+  const OrtApi& api = Ort::GetApi();
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  if (OrtStatusPtr s = api.ShapeInferContext_GetInputTypeShape(ctx, 0, &info)) return s;
+  size_t rank = 0;
+  if (OrtStatusPtr s = api.GetDimensionsCount(info, &rank)) return s;
+  if (rank == 0) return nullptr;  // X's shape unknown to the model (no scalar is valid input): say nothing
+  OrtStatusPtr status = nullptr;
+  size_t outputs = op->GetOutputTypeCount(op);
+  for (size_t i = 0; i < outputs && !status; ++i) {
+    status = api.ShapeInferContext_SetOutputTypeShape(ctx, i, info);
+    if (status && i > 0) {  // an optional output the node leaves out
+      api.ReleaseStatus(status);
+      status = nullptr;
+      break;
+    }
+  }
+  // `info` belongs to the context
+  return status;
+}
+
+template <class Op, class Kernel>
+struct OpBase : Ort::CustomOpBase<Op, Kernel, true> {
+  explicit OpBase(bool cuda) : cuda_(cuda) { this->InferOutputShapeFn = same_as_x; }
+  const char* GetExecutionProviderType() const { return cuda_ ? kCuda : nullptr; }
+  OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const {
+    try {
+      *kernel = static_cast<const Op*>(this)->Make(info);
+      return nullptr;
+    } catch (const std::exception& e) {
+      return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, e.what());
+    }
+  }
+  bool cuda_;
+};
+
+#define TF_IO(inputs, outputs)                                                                             \
+  size_t GetInputTypeCount() const { return inputs; }                                                      \
+  size_t GetOutputTypeCount() const { return outputs; }                                                    \
+  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED; }
+
+struct GroupNormOp : OpBase<GroupNormOp, GroupNormNHWC> {
+  using OpBase::OpBase;
+  const char* GetName() const { return "GroupNorm"; }
+  TF_IO(3, 1)
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    return i == 0 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
+  GroupNormNHWC* Make(const OrtKernelInfo* info) const { return new GroupNormNHWC(info, "GroupNorm", cuda_, false); }
+};
+
+struct SkipGroupNormOp : OpBase<SkipGroupNormOp, GroupNormNHWC> {
+  using OpBase::OpBase;
+  const char* GetName() const { return "SkipGroupNorm"; }
+  TF_IO(5, 2)
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    return i == 1 || i == 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  }
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
+    return i == 4 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+  }
+  OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t i) const {
+    return i == 1 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+  }
+  GroupNormNHWC* Make(const OrtKernelInfo* info) const {
+    return new GroupNormNHWC(info, "SkipGroupNorm", cuda_, true);
+  }
+};
+
+struct GroupNormalizationOp : OpBase<GroupNormalizationOp, GroupNormNCHW> {
+  using OpBase::OpBase;
+  const char* GetName() const { return "GroupNormalization"; }
+  TF_IO(3, 1)
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    return i == 0 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
+  GroupNormNCHW* Make(const OrtKernelInfo* info) const { return new GroupNormNCHW(info, cuda_); }
+};
+
+template <bool Log>
+struct SoftmaxOp : OpBase<SoftmaxOp<Log>, SoftmaxLast> {
+  using OpBase<SoftmaxOp<Log>, SoftmaxLast>::OpBase;
+  const char* GetName() const { return Log ? "LogSoftmax" : "Softmax"; }
+  TF_IO(1, 1)
+  ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED; }
+  SoftmaxLast* Make(const OrtKernelInfo* info) const { return new SoftmaxLast(info, GetName(), this->cuda_, Log); }
+};
+
+}  // namespace
+}  // namespace tf
+
+namespace {
+tf::GroupNormOp g_group_norm[2] = {tf::GroupNormOp(false), tf::GroupNormOp(true)};
+tf::SkipGroupNormOp g_skip_group_norm[2] = {tf::SkipGroupNormOp(false), tf::SkipGroupNormOp(true)};
+tf::GroupNormalizationOp g_group_normalization[2] = {tf::GroupNormalizationOp(false), tf::GroupNormalizationOp(true)};
+tf::SoftmaxOp<false> g_softmax[2] = {tf::SoftmaxOp<false>(false), tf::SoftmaxOp<false>(true)};
+tf::SoftmaxOp<true> g_log_softmax[2] = {tf::SoftmaxOp<true>(false), tf::SoftmaxOp<true>(true)};
+std::string g_info;
+std::string g_choices;
+}  // namespace
+
+extern "C" {
+
+// ORT's entry point (SessionOptions.register_custom_ops_library).
+OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
+  if (!api) return nullptr;  // an onnxruntime without API version ORT_API_VERSION: nothing to report it with
+  Ort::InitApi(api);
+  try {
+    static Ort::CustomOpDomain domain = [] {
+      Ort::CustomOpDomain d{tf::kDomain};
+      for (int cuda = 0; cuda < 2; ++cuda) {
+        d.Add(&g_group_norm[cuda]);
+        d.Add(&g_skip_group_norm[cuda]);
+        d.Add(&g_group_normalization[cuda]);
+        d.Add(&g_softmax[cuda]);
+        d.Add(&g_log_softmax[cuda]);
+      }
+      return d;
+    }();
+    Ort::UnownedSessionOptions(options).Add(domain);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return api->CreateStatus(ORT_FAIL, (std::string("tritonforge: ") + e.what()).c_str());
+  }
+}
+
+// What the library holds: {"target", "archive_sha256", "kernels", "groups"} as JSON.
+const char* TritonforgeInfo() {
+  if (g_info.empty()) {
+    g_info = std::string("{\"target\": \"") + tf::kTarget + "\", \"archive_sha256\": \"" + tf::kArchiveSha256 +
+             "\", \"kernels\": " + std::to_string(tf::kKernelCount) + ", \"groups\": [";
+    for (int g = 0; g < tf::kGroupCount; ++g) g_info += std::string(g ? ", " : "") + "\"" + tf::kGroups[g].name + "\"";
+    g_info += "]}";
+  }
+  return g_info.c_str();
+}
+
+// The kernel chosen per shape so far: "<device>\t<op key>\t<signature>\t<kernel>" lines.
+const char* TritonforgeChoices() {
+  try {
+    g_choices = tf::choices();
+  } catch (const std::exception& e) {
+    g_choices = std::string("# ") + e.what() + "\n";
+  }
+  return g_choices.c_str();
+}
+}
