@@ -22,11 +22,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tritonforge import artifact_format
-from tritonforge.atomic import write_bytes
 from tritonforge.runtime.expressions import parse_expr
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import softmax as softmax_op
+
+from tritonforge import artifact_format
+from tritonforge.atomic import write_bytes
 
 from .errors import PipelineError
 
@@ -145,7 +146,8 @@ def kernel_table(doc: dict) -> tuple[str, int]:
            "inline int64_t fdiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) "
            "? q - 1 : q; }",
            "inline int64_t fmod(int64_t a, int64_t b) { return a - fdiv(a, b) * b; }",
-           "inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }", "}  // namespace", "}  // namespace tf"]
+           "inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }",
+           "}  // namespace", "}  // namespace tf"]
     externs, kernels, groups, funcs, first = [], [], [], [], 0
     for gi, (group, contract, (op, dtype, silu)) in enumerate(served):
         members = by_group.get(group, [])
@@ -182,7 +184,8 @@ def kernel_table(doc: dict) -> tuple[str, int]:
             funcs.append(f"const Param params_{i}[] = {{{', '.join(params) or '{0, 0, 0, 1}'}}};")
             funcs.append(f"const Hidden hidden_{i}[] = {{{', '.join(hidden) or '{0, 0, 1}'}}};")
             funcs.append(f"const int64_t consts_{i}[] = {{{', '.join(values) or '0'}}};")
-            kernels.append(f"  {{{_c_string(k['name'])}, {_c_string(k['func_name'])}, {k['symbol']}, {k['symbol_end']}, "
+            kernels.append(f"  {{{_c_string(k['name'])}, {_c_string(k['func_name'])}, "
+                           f"{k['symbol']}, {k['symbol_end']}, "
                            f"{k['threads_per_block']}, {k['shared']}, {k['args_size']}, {k['num_warps']}, "
                            f"{len(params)}, params_{i}, {len(hidden)}, hidden_{i}, consts_{i}}},")
         groups.append(f"  {{{_c_string(group)}, {OPS[op]}, {_c_string(dtype)}, {silu}, {first}, {len(members)}, "
@@ -230,7 +233,8 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     except artifact_format.FormatError as exc:
         raise PipelineError(str(exc)) from None
     if doc["target"].get("backend") != "cuda":
-        raise PipelineError(f"{paths['manifest']}: a {doc['target'].get('backend')} build; the ORT library is CUDA only")
+        raise PipelineError(f"{paths['manifest']}: a {doc['target'].get('backend')} build; the ORT library is "
+                            "CUDA only")
     archive = paths["archive"]
     if not archive.is_file():
         raise PipelineError(f"{archive}: missing (the library links the build's archive)")

@@ -172,3 +172,14 @@ def s3_server(tmp_path_factory):
         log.close()
         for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
             sock.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def ort_library(built, tmp_path_factory) -> Path:
+    """The custom-op library of the small set's CUDA multi build (every group of the full profile)."""
+    require_tool("g++", "the ORT library is compiled with it")
+    from tritonforge.pipeline.ortlib import build_library
+
+    _, out, cache = built
+    return build_library(out / "cuda" / "multi", ROOT / ".cache" / "tritonforge",
+                         tmp_path_factory.mktemp("ortlib") / "libtritonforge_ort.so")

@@ -543,13 +543,28 @@ OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtA
   }
 }
 
-// What the library holds: {"target", "archive_sha256", "kernels", "groups"} as JSON.
+// What the library holds, as JSON: {"target", "archive_sha256", "kernels", "groups", "cuda": {op: [dtypes]}}.
 const char* TritonforgeInfo() {
   if (g_info.empty()) {
     g_info = std::string("{\"target\": \"") + tf::kTarget + "\", \"archive_sha256\": \"" + tf::kArchiveSha256 +
              "\", \"kernels\": " + std::to_string(tf::kKernelCount) + ", \"groups\": [";
     for (int g = 0; g < tf::kGroupCount; ++g) g_info += std::string(g ? ", " : "") + "\"" + tf::kGroups[g].name + "\"";
-    g_info += "]}";
+    // the dtypes each op's CUDA kernels serve (the CPU ops serve fp16, fp32 and bf16)
+    const char* ops[][2] = {{"GroupNorm", nullptr}, {"SkipGroupNorm", nullptr}, {"GroupNormalization", nullptr},
+                            {"Softmax", nullptr}, {"LogSoftmax", nullptr}};
+    const int kinds[] = {tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NCHW, tf::OP_SOFTMAX,
+                         tf::OP_LOG_SOFTMAX};
+    g_info += "], \"cuda\": {";
+    for (int o = 0; o < 5; ++o) {
+      g_info += std::string(o ? ", " : "") + "\"" + ops[o][0] + "\": [";
+      std::string seen;
+      for (int g = 0; g < tf::kGroupCount; ++g) {
+        std::string dt = std::string("\"") + tf::kGroups[g].dtype + "\"";
+        if (tf::kGroups[g].op == kinds[o] && seen.find(dt) == std::string::npos) seen += (seen.empty() ? "" : ", ") + dt;
+      }
+      g_info += seen + "]";
+    }
+    g_info += "}}";
   }
   return g_info.c_str();
 }

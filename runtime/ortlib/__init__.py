@@ -1,0 +1,76 @@
+"""The custom-op library in an ONNX Runtime session: find it, register it, ask it what it holds.
+
+    import onnxruntime as ort
+    from tritonforge.runtime import ortlib
+    so = ort.SessionOptions()
+    ortlib.register(so)                      # or ortlib.register(so, "path/to/libtritonforge_ort.so")
+    sess = ort.InferenceSession("model.tf.onnx", so, providers=["CUDAExecutionProvider"])
+
+The library (built by `invoke build` into `dist/cuda/multi/`, `dist/full/cuda/multi/` for every group,
+or fetched) serves the domain `tritonforge` (rewrite.py puts a model's nodes there). Without a path,
+`TRITONFORGE_ORT_LIBRARY` names it, else the full build's and then the ort build's `multi` library under
+`./dist` is taken. Only the standard library is imported here: onnxruntime is the caller's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from pathlib import Path
+
+from tritonforge.artifact_format import LIBRARY_NAME
+
+DOMAIN = "tritonforge"
+DEFAULT_PLACES = (Path("dist") / "full" / "cuda" / "multi", Path("dist") / "cuda" / "multi")
+
+
+class LibraryNotFound(FileNotFoundError):
+    pass
+
+
+def library_path(path: str | os.PathLike | None = None) -> Path:
+    """The library to load: `path`, else $TRITONFORGE_ORT_LIBRARY, else the first under ./dist."""
+    if path is None:
+        path = os.environ.get("TRITONFORGE_ORT_LIBRARY") or next(
+            (str(d / LIBRARY_NAME) for d in DEFAULT_PLACES if (d / LIBRARY_NAME).is_file()), None)
+    if path is None:
+        raise LibraryNotFound(f"no {LIBRARY_NAME} under {' or '.join(str(d) for d in DEFAULT_PLACES)}: build it "
+                              "(invoke build --platform cuda) or name it (TRITONFORGE_ORT_LIBRARY)")
+    p = Path(path)
+    if not p.is_file():
+        raise LibraryNotFound(f"{p}: no such library")
+    return p.resolve()
+
+
+def register(session_options, path: str | os.PathLike | None = None) -> Path:
+    """Register the library's ops on an onnxruntime.SessionOptions; returns the library's path."""
+    lib = library_path(path)
+    session_options.register_custom_ops_library(str(lib))
+    return lib
+
+
+def _call(path, name: str) -> str:
+    lib = ctypes.CDLL(str(library_path(path)))  # the same handle ORT's dlopen got, so the same state
+    fn = getattr(lib, name)
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
+
+
+def info(path: str | os.PathLike | None = None) -> dict:
+    """{target, archive_sha256, kernels, groups, cuda}: what the library was built from; `cuda` maps each
+    op (GroupNorm, SkipGroupNorm, GroupNormalization, Softmax, LogSoftmax) to the dtypes its CUDA kernels
+    serve (the CPU ops serve fp16, fp32 and bf16)."""
+    return json.loads(_call(path, "TritonforgeInfo"))
+
+
+def choices(path: str | os.PathLike | None = None) -> list[dict]:
+    """The kernel the library chose per shape in this process so far (CUDA sessions), as
+    [{device, op, signature, kernel}]. Lines like these, tab-separated, in the file that
+    TRITONFORGE_ORT_TUNE_FILE names are taken instead of timing the candidates."""
+    rows = []
+    for line in _call(path, "TritonforgeChoices").splitlines():
+        if line and not line.startswith("#"):
+            device, op, signature, kernel = line.split("\t")
+            rows.append({"device": device, "op": op, "signature": signature, "kernel": kernel})
+    return rows

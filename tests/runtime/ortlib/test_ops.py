@@ -1,0 +1,180 @@
+"""The custom-op library's CPU ops in onnxruntime, against float64, and its errors on bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime", reason="the library's ops run in onnxruntime")
+onnx = pytest.importorskip("onnx", reason="onnx builds the test graphs")
+from onnx import TensorProto, helper  # noqa: E402
+
+T = {"fp32": (TensorProto.FLOAT, np.float32), "fp16": (TensorProto.FLOAT16, np.float16)}
+
+
+def session(lib, nodes, inputs, outputs, inits=(), opset=21):
+    graph = helper.make_graph(nodes, "t", inputs, outputs, list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("tritonforge", 1)])
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.register_custom_ops_library(str(lib))
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, T[dtype][0] if isinstance(dtype, str) else dtype, shape)
+
+
+def ref_group_norm_nhwc(x, gamma, beta, groups, eps, silu):
+    n, h, w, c = x.shape
+    v = x.astype(np.float64).reshape(n, h * w, groups, c // groups)
+    mean = v.mean(axis=(1, 3), keepdims=True)
+    var = v.var(axis=(1, 3), keepdims=True)
+    y = ((v - mean) / np.sqrt(var + eps)).reshape(n, h, w, c) * gamma + beta
+    return y / (1 + np.exp(-y)) if silu else y
+
+
+def ref_group_norm_nchw(x, scale, bias, groups, eps, silu):
+    n, c = x.shape[:2]
+    v = x.astype(np.float64).reshape(n, groups, -1)
+    y = ((v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + eps)).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    y = y * scale.reshape(shape) + bias.reshape(shape)
+    return y / (1 + np.exp(-y)) if silu else y
+
+
+def close(got, ref, dtype):
+    tol = 2e-2 if dtype == "fp16" else 1e-5
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("silu", [0, 1])
+def test_group_norm_nhwc_matches_float64(ort_library, dtype, silu):
+    rng = np.random.default_rng(1)
+    n, h, w, c, groups = 2, 3, 5, 12, 4  # 3 channels per group, 15 pixels
+    x = (rng.standard_normal((n, h, w, c)) * 2 + 3).astype(T[dtype][1])
+    gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    s = session(ort_library, [helper.make_node("GroupNorm", ["x", "g", "b"], ["y"], domain="tritonforge",
+                                               groups=groups, activation=silu, epsilon=1e-5, name="gn")],
+                [vi("x", dtype, [n, h, w, c]), vi("g", "fp32", [c]), vi("b", "fp32", [c])], [vi("y", dtype, None)])
+    y = s.run(None, {"x": x, "g": gamma, "b": beta})[0]
+    assert y.dtype == T[dtype][1] and y.shape == x.shape
+    close(y, ref_group_norm_nhwc(x, gamma, beta, groups, 1e-5, silu), dtype)
+
+
+@pytest.mark.parametrize("skip_shape", ["full", "n1c", "nc"])
+def test_skip_group_norm_adds_skip_and_bias_and_returns_the_sum(ort_library, skip_shape):
+    rng = np.random.default_rng(2)
+    n, h, w, c, groups = 2, 4, 4, 8, 2
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    skip = rng.standard_normal({"full": (n, h, w, c), "n1c": (n, 1, 1, c), "nc": (n, c)}[skip_shape]).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    s = session(ort_library, [helper.make_node("SkipGroupNorm", ["x", "g", "b", "skip", "bias"], ["y", "s"],
+                                               domain="tritonforge", groups=groups, activation=1)],
+                [vi("x", "fp32", list(x.shape)), vi("g", "fp32", [c]), vi("b", "fp32", [c]),
+                 vi("skip", "fp32", list(skip.shape)), vi("bias", "fp32", [c])],
+                [vi("y", "fp32", None), vi("s", "fp32", None)])
+    y, total = s.run(None, {"x": x, "g": gamma, "b": beta, "skip": skip, "bias": bias})
+    want = x.astype(np.float64) + skip.reshape(n, 1, 1, c) if skip_shape != "full" else x + skip.astype(np.float64)
+    want = want + bias
+    close(total, want, "fp32")
+    close(y, ref_group_norm_nhwc(want, gamma, beta, groups, 1e-5, True), "fp32")
+
+
+def test_skip_group_norm_without_its_sum_output(ort_library):
+    rng = np.random.default_rng(3)
+    x, skip = (rng.standard_normal((1, 2, 2, 4)).astype(np.float32) for _ in range(2))
+    g, b = np.ones(4, np.float32), np.zeros(4, np.float32)
+    s = session(ort_library, [helper.make_node("SkipGroupNorm", ["x", "g", "b", "skip"], ["y"], domain="tritonforge",
+                                               groups=2)],
+                [vi("x", "fp32", [1, 2, 2, 4]), vi("g", "fp32", [4]), vi("b", "fp32", [4]),
+                 vi("skip", "fp32", [1, 2, 2, 4])], [vi("y", "fp32", None)])
+    close(s.run(None, {"x": x, "g": g, "b": b, "skip": skip})[0], ref_group_norm_nhwc(x + skip.astype(np.float64),
+                                                                                     g, b, 2, 1e-5, False), "fp32")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("shape", [(2, 6, 7), (1, 6, 3, 5), (2, 4, 2, 3, 3)])
+def test_group_normalization_nchw_matches_float64(ort_library, dtype, shape):
+    rng = np.random.default_rng(4)
+    c, groups = shape[1], 2
+    x = (rng.standard_normal(shape) * 3 + 50).astype(T[dtype][1])  # a mean far from zero
+    scale, bias = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    for silu in (0, 1):
+        s = session(ort_library, [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], domain="tritonforge",
+                                                   num_groups=groups, activation=silu, epsilon=1e-5)],
+                    [vi("x", dtype, list(shape)), vi("s", "fp32", [c]), vi("b", "fp32", [c])], [vi("y", dtype, None)])
+        close(s.run(None, {"x": x, "s": scale, "b": bias})[0],
+              ref_group_norm_nchw(x.astype(np.float64), scale, bias, groups, 1e-5, silu), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_last_axis_matches_float64(ort_library, dtype, log):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 5, 77)) * 4).astype(T[dtype][1])
+    op = "LogSoftmax" if log else "Softmax"
+    s = session(ort_library, [helper.make_node(op, ["x"], ["y"], domain="tritonforge")],
+                [vi("x", dtype, [3, 5, 77])], [vi("y", dtype, None)])
+    v = x.astype(np.float64) - x.max(-1, keepdims=True)
+    ref = v - np.log(np.exp(v).sum(-1, keepdims=True)) if log else np.exp(v) / np.exp(v).sum(-1, keepdims=True)
+    close(s.run(None, {"x": x})[0], ref, dtype)
+
+
+def run_error(lib, node, inputs, feeds):
+    s = session(lib, [node], inputs, [vi("y", "fp32", None)])
+    with pytest.raises(Exception) as err:
+        s.run(None, feeds)
+    return str(err.value)
+
+
+def test_bad_inputs_fail_the_node_naming_it_and_the_problem(ort_library):
+    f32 = np.float32
+    gn = helper.make_node("GroupNorm", ["x", "g", "b"], ["y"], domain="tritonforge", groups=5, name="unet.gn3")
+    ins = [vi("x", "fp32", None), vi("g", "fp32", None), vi("b", "fp32", None)]
+    msg = run_error(ort_library, gn, ins, {"x": np.zeros((1, 2, 2, 12), f32), "g": np.ones(12, f32),
+                                           "b": np.zeros(12, f32)})
+    assert "tritonforge.GroupNorm node 'unet.gn3'" in msg and "12 channels do not split into 5 groups" in msg
+    msg = run_error(ort_library, gn, ins, {"x": np.zeros((2, 10), f32), "g": np.ones(10, f32), "b": np.zeros(10, f32)})
+    assert "'unet.gn3'" in msg and "expected rank 4 (N, H, W, C)" in msg
+    msg = run_error(ort_library, gn, ins, {"x": np.zeros((1, 1, 1, 10), f32), "g": np.ones(8, f32),
+                                           "b": np.zeros(10, f32)})
+    assert "input gamma has shape (8); expected (10)" in msg
+    sm = helper.make_node("Softmax", ["x"], ["y"], domain="tritonforge", axis=0, name="attn")
+    msg = run_error(ort_library, sm, [vi("x", "fp32", None)], {"x": np.zeros((2, 3), f32)})
+    assert "'attn'" in msg and "only the last axis" in msg
+    ints = helper.make_node("Softmax", ["x"], ["y"], domain="tritonforge", name="ints")
+    s = session(ort_library, [ints], [vi("x", TensorProto.INT32, None)], [vi("y", TensorProto.INT32, None)])
+    with pytest.raises(Exception, match="'ints'.*element type 6; float, float16 or bfloat16"):
+        s.run(None, {"x": np.zeros((2, 3), np.int32)})
+    nchw = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], domain="tritonforge", num_groups=3, name="gn")
+    msg = run_error(ort_library, nchw, [vi("x", "fp32", None), vi("s", "fp32", None), vi("b", "fp32", None)],
+                    {"x": np.zeros((1, 4, 5), f32), "s": np.ones(4, f32), "b": np.zeros(4, f32)})
+    assert "4 channels do not split into 3 groups" in msg
+
+
+def test_a_missing_required_attribute_is_named_when_the_session_is_made(ort_library):
+    gn = helper.make_node("GroupNorm", ["x", "g", "b"], ["y"], domain="tritonforge", name="nogroups")
+    with pytest.raises(Exception, match="attribute 'groups' is required"):
+        s = session(ort_library, [gn], [vi("x", "fp32", [1, 1, 1, 4]), vi("g", "fp32", [4]), vi("b", "fp32", [4])],
+                    [vi("y", "fp32", None)])
+        s.run(None, {"x": np.zeros((1, 1, 1, 4), np.float32), "g": np.ones(4, np.float32),
+                     "b": np.zeros(4, np.float32)})
+
+
+def test_the_library_says_what_it_was_built_from(ort_library, built):
+    import json
+
+    from tritonforge.runtime import ortlib
+
+    doc = json.loads((built[1] / "cuda" / "multi" / "kernels.json").read_text())
+    got = ortlib.info(ort_library)
+    assert got["archive_sha256"] == doc["archive"]["sha256"] and got["target"] == "multi"
+    assert set(got["groups"]) < set(doc["groups"])  # the groups its ops launch, not the others
+    assert any(g.startswith("GroupNormNCHW_") for g in got["groups"])
+    assert {"fp16", "fp32"} <= set(got["cuda"]["GroupNormalization"])
+    assert {"fp16", "fp32"} <= set(got["cuda"]["Softmax"])
+    assert ortlib.choices(ort_library) == []  # nothing has run on a GPU here
