@@ -183,3 +183,13 @@ def ort_library(built, tmp_path_factory) -> Path:
     _, out, cache = built
     return build_library(out / "cuda" / "multi", ROOT / ".cache" / "tritonforge",
                          tmp_path_factory.mktemp("ortlib") / "libtritonforge_ort.so")
+
+
+@pytest.fixture(scope="session")
+def ort_library_ort_profile(built_ort, tmp_path_factory) -> Path:
+    """The library of the small set's ORT-profile multi build: ORT's own groups only."""
+    require_tool("g++", "the ORT library is compiled with it")
+    from tritonforge.pipeline.ortlib import build_library
+
+    return build_library(built_ort[1] / "cuda" / "multi", ROOT / ".cache" / "tritonforge",
+                         tmp_path_factory.mktemp("ortlib_ort") / "libtritonforge_ort.so")
