@@ -76,10 +76,12 @@ def _fail_on_pipeline_error(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from tritonforge.pipeline.errors import PipelineError
+        from tritonforge.runtime.ortlib import LibraryNotFound
+        from tritonforge.runtime.ortlib.rewrite import RewriteError
 
         try:
             return fn(*args, **kwargs)
-        except PipelineError as exc:
+        except (PipelineError, LibraryNotFound, RewriteError) as exc:
             raise Exit(f"error: {exc}", code=1) from None
 
     return wrapper
@@ -137,6 +139,20 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
     for name, path in [(t.target.arch_name, t.paths["archive"].parent) for t in report.targets] + \
             [(f"{m.platform}/multi", m.paths["archive"].parent) for m in report.multi]:
         _consumer_check(name, path)
+    for m in report.multi:
+        _ort_library(c, m.platform, m.paths["archive"].parent)
+
+
+def _ort_library(c: Context, platform: str, build_dir: Path) -> None:
+    """The custom-op library of a CUDA multi build, built beside it and checked (ROCm: none)."""
+    from tritonforge.pipeline.ortlib import build_library, check_library
+    from tritonforge.pipeline.report import console
+
+    if platform != "cuda":
+        return
+    lib = build_library(build_dir, Path(_cfg(c).cache_dir).parent)
+    console.print(f"ORT library {platform}/multi: {lib} ({check_library(lib, build_dir)})", highlight=False,
+                  soft_wrap=True)
 
 
 def _consumer_check(name: str, path: Path) -> None:
@@ -173,6 +189,7 @@ def merge(c: Context, platform: str = "cuda", arch: str | None = None, parts: st
     for line in report.warnings():
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     _consumer_check(f"{platform}/multi", report.paths["archive"].parent)
+    _ort_library(c, platform, report.paths["archive"].parent)
 
 
 @task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists"})
@@ -475,3 +492,43 @@ def versions(c: Context, store: str | None = None, endpoint_url: str | None = No
     for v in list_versions(s):
         y = yanked(s, v)
         print(v if y is None else f"{v}  yanked: {y['reason']}")
+
+
+@task(help={
+    "dist": "a CUDA build directory (default: dist/full/cuda/multi, else dist/cuda/multi)",
+    "out": "where the library goes (default: <dist>/libtritonforge_ort.so)",
+})
+@_fail_on_pipeline_error
+def ortlib(c: Context, dist: str | None = None, out: str | None = None):
+    """Build the custom-op library for onnxruntime-gpu from a CUDA build (invoke build makes it too)."""
+    from tritonforge.pipeline.errors import PipelineError
+    from tritonforge.pipeline.ortlib import build_library, check_library
+    from tritonforge.runtime.ortlib import DEFAULT_PLACES
+
+    d = Path(dist) if dist else next((p for p in DEFAULT_PLACES if (p / "kernels.json").is_file()), None)
+    if d is None:
+        raise PipelineError(f"no CUDA build at {' or '.join(str(p) for p in DEFAULT_PLACES)}: run invoke build "
+                            "--platform cuda (or name one with --dist)")
+    lib = build_library(d, Path(_cfg(c).cache_dir).parent, out)
+    print(f"{lib}: {check_library(lib, d)}")
+
+
+@task(help={
+    "model": "the ONNX model to read",
+    "out": "where the rewritten model goes (default: <model>.tf.onnx beside it)",
+    "library": "the library whose CUDA kernels decide what is rewritten (default: the one ortlib.register finds)",
+    "any_dtype": "rewrite every qualifying node, whatever the library's CUDA kernels serve",
+})
+@_fail_on_pipeline_error
+def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
+            any_dtype: bool = False):
+    """Put a model's GroupNorm, GroupNormalization and last-axis softmax nodes into the library's ops."""
+    from tritonforge.runtime.ortlib.rewrite import rewrite_file
+
+    _need("rewrite", model=model)
+    src = Path(model)
+    dst = Path(out) if out else src.with_name(src.name.removesuffix(".onnx") + ".tf.onnx")
+    report = rewrite_file(src, dst, library, use_library=not any_dtype)
+    for line in report.lines():
+        print(line)
+    print(f"wrote {dst}")

@@ -260,3 +260,40 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
             raise PipelineError(f"{build_dir}: compiling {LIBRARY_NAME} failed:\n{proc.stderr[-4000:]}")
         write_bytes(out, lib.read_bytes())
     return out
+
+
+def check_library(lib: Path | str, build_dir: Path | str) -> str:
+    """Load the library as ORT would and check it against its build: the archive it holds is the build's,
+    it reports the groups its ops launch, and (where onnxruntime is installed) it registers in a session
+    and its CPU Softmax runs a row correctly. Returns a one-line summary."""
+    from tritonforge.runtime import ortlib
+
+    lib = Path(lib)
+    doc = artifact_format.read_kernels_json(build_dir)
+    try:
+        got = ortlib.info(lib)
+    except OSError as exc:
+        raise PipelineError(f"{lib}: does not load: {exc}") from None
+    if got["archive_sha256"] != doc["archive"]["sha256"]:
+        raise PipelineError(f"{lib}: holds archive {got['archive_sha256'][:12]}, the build's is "
+                            f"{doc['archive']['sha256'][:12]}; rebuild the library")
+    served = ", ".join(f"{op} ({'/'.join(sorted(d))})" for op, d in got["cuda"].items() if d)
+    try:
+        import numpy as np
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}"
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], domain=ortlib.DOMAIN)], "check",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ortlib.DOMAIN, 1)])
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(str(lib))
+    y = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.log(np.array([[1, 2, 5]], np.float32))})[0]
+    if not np.allclose(y, [[0.125, 0.25, 0.625]], atol=1e-6):
+        raise PipelineError(f"{lib}: its CPU Softmax gave {y.tolist()} for a row of 1:2:5 in onnxruntime "
+                            f"{ort.__version__}")
+    return (f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}; loads in onnxruntime "
+            f"{ort.__version__}")

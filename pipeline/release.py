@@ -35,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tritonforge.artifact_format import FILES, MANIFEST_NAME, FormatError, read_kernels_json
+from tritonforge.artifact_format import FILES, LIBRARY_NAME, MANIFEST_NAME, FormatError, read_kernels_json
 from tritonforge.atomic import replace_dir
 
 from .errors import PipelineError
@@ -95,6 +95,12 @@ def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str,
             for part in ("archive", "header"):
                 if _sha(files[f"{rel}/{doc[part]['file']}"]) != doc[part]["sha256"]:
                     raise PipelineError(f"{d}: {doc[part]['file']} does not match its kernels.json; rebuild")
+            lib = d / LIBRARY_NAME  # the custom-op library of a CUDA multi build goes with it
+            if lib.is_file():
+                data = lib.read_bytes()
+                if doc["archive"]["sha256"].encode() not in data:  # the library records the archive it links
+                    raise PipelineError(f"{lib}: built from another archive than {d}'s; rebuild it (invoke ortlib)")
+                files[f"{rel}/{LIBRARY_NAME}"] = data
             image = d.parent / f"{d.name}.image.json"  # written by the docker runner
             builds[rel] = {"profile": profile, "triton_version": doc["triton_version"],
                            "archive_sha256": doc["archive"]["sha256"], "kernels": len(doc["kernels"]),

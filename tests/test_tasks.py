@@ -63,6 +63,7 @@ def test_readme_main_command_builds_in_docker_with_default_paths(docker_builds, 
     # ... and one archive for both archs, its fatbins made in the image: the local build's bytes
     assert not same_bytes(repo / "dist/cuda/multi", local / "cuda/multi")
     assert "consumer check cuda/multi: " in out and "archs inside each blob match kernels.json" in out
+    assert "ORT library cuda/multi: " in out and (repo / "dist/cuda/multi/libtritonforge_ort.so").is_file()
     rows = summary_rows(out)
     for t in report.targets:
         if t.target.platform == "cuda":
@@ -95,6 +96,9 @@ def test_local_runner_default_archs_and_out(warm_repo, built_ort):
         assert not same_bytes(repo / "dist/cuda" / arch, built_ort[1] / "cuda" / arch), arch
         assert f"consumer check {arch}: " in proc.stdout
         assert summary_rows(proc.stdout)[f"cuda/{arch}"][1] == 0  # every kernel from the default cache
+    # the custom-op library of the multi build, checked in onnxruntime
+    assert "ORT library cuda/multi: dist/cuda/multi/libtritonforge_ort.so" in proc.stdout
+    assert "loads in onnxruntime" in proc.stdout and (repo / "dist/cuda/multi/libtritonforge_ort.so").is_file()
 
 
 def test_local_runner_rocm_with_a_relative_out(warm_repo, built):
@@ -354,7 +358,56 @@ def test_every_task_has_help(repo):
 
 @pytest.mark.parametrize("args, missing", [(["publish"], "--version"), (["fetch", "--version", "1.0"], "--dest"),
                                            (["lock", "--version", "1.0"], "--platform, --arch"),
-                                           (["yank", "--version", "1.0"], "--reason")])
+                                           (["yank", "--version", "1.0"], "--reason"), (["rewrite"], "--model")])
 def test_missing_flags_are_named(repo, args, missing):
     proc = invoke(repo[0], *args)
     assert proc.returncode == 2 and f"error: {args[0]} needs {missing}" in proc.stdout, proc.stdout
+
+
+RUN_REWRITTEN = """
+import numpy as np, onnxruntime as ort
+from tritonforge.runtime import ortlib
+so = ort.SessionOptions()
+print("library", ortlib.register(so))
+s = ort.InferenceSession("block.tf.onnx", so, providers=["CPUExecutionProvider"])
+x = np.random.default_rng(0).standard_normal((2, 8, 5, 6)).astype(np.float32)
+y = s.run(None, {"x": x})[0]
+print("rows sum to", float(y.sum(-1).mean()))
+"""
+
+
+def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dist):
+    """The README's three lines for ONNX Runtime users (build the library, rewrite, run), then the library
+    published and fetched with its build."""
+    import subprocess
+    import sys
+
+    onnx = pytest.importorskip("onnx", reason="the rewrite edits ONNX models")
+    from .runtime.ortlib.test_rewrite import sd_block
+
+    repo, env = repo_with_dist
+    proc = invoke(repo, "ortlib", env=env)  # default: dist/full/cuda/multi
+    assert proc.returncode == 0, proc.stdout
+    lib = repo / "dist/full/cuda/multi/libtritonforge_ort.so"
+    assert f"{lib.relative_to(repo)}: " in proc.stdout and "loads in onnxruntime" in proc.stdout and lib.is_file()
+    onnx.save(sd_block(21), str(repo / "block.onnx"))
+    proc = invoke(repo, "rewrite", "--model", "block.onnx", env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert "GroupNormalization: 1 node(s) -> tritonforge.GroupNormalization" in proc.stdout
+    assert "SiLU fused into 1" in proc.stdout and "wrote block.tf.onnx" in proc.stdout
+    assert "left as is: Softmax node 'across': axis 1 is not the last of rank 4" in proc.stdout
+    run = subprocess.run([str(repo / ".venv/bin/python") if (repo / ".venv").exists() else sys.executable, "-c",
+                          RUN_REWRITTEN], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "library " + str(lib.resolve()) in run.stdout and "rows sum to 1.0" in run.stdout
+    for args, says in ((["rewrite", "--model", "nothing.onnx"], "nothing.onnx: cannot read an ONNX model"),
+                       (["ortlib", "--dist", "dist/rocm/multi"], "the ORT library is CUDA only"),
+                       (["ortlib", "--dist", "nowhere"], "nowhere/kernels.json: missing")):
+        proc = invoke(repo, *args, env=env)
+        assert proc.returncode == 1 and says in proc.stdout and "Traceback" not in proc.stdout, proc.stdout
+    proc = invoke(repo, "publish", "--version", "5.0.0", "--profile", "full", env=env)
+    assert proc.returncode == 0, proc.stdout
+    proc = invoke(repo, "fetch", "--version", "5.0.0", "--platform", "cuda", "--arch", "multi", "--profile", "full",
+                  "--dest", "got", env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert (repo / "got/libtritonforge_ort.so").read_bytes() == lib.read_bytes()
