@@ -79,6 +79,30 @@ def group_norm_model(n: int, h: int, w: int, c: int, groups: int, dtype: str, si
                   {"": 17, "com.microsoft": 1})
 
 
+def group_normalization_model(n: int, c: int, h: int, w: int, groups: int, dtype: str, silu: bool,
+                              eps: float = 1e-5, nodes: int = 1):
+    """`nodes` independent ONNX GroupNormalization nodes (opset 21, NCHW, scale and bias per channel, what
+    PyTorch's exporter writes), each followed by SiLU as Sigmoid and Mul when `silu`."""
+    from onnx import helper, numpy_helper
+
+    t = _tensor_type(dtype)
+    rng = np.random.default_rng(0)
+    np_type = NP_TYPES[dtype]
+    scale = numpy_helper.from_array(rng.uniform(0.5, 1.5, c).astype(np_type), "scale")
+    bias = numpy_helper.from_array(rng.uniform(-0.5, 0.5, c).astype(np_type), "bias")
+    shape = [n, c, h, w]
+    graph_nodes = []
+    for i in range(nodes):
+        out = f"g{i}" if silu else f"y{i}"
+        graph_nodes.append(helper.make_node("GroupNormalization", [f"x{i}", "scale", "bias"], [out], num_groups=groups,
+                                            epsilon=float(eps), name=f"gn{i}"))
+        if silu:
+            graph_nodes += [helper.make_node("Sigmoid", [out], [f"s{i}"]), helper.make_node("Mul", [out, f"s{i}"],
+                                                                                            [f"y{i}"])]
+    return _model(graph_nodes, [helper.make_tensor_value_info(f"x{i}", t, shape) for i in range(nodes)],
+                  [helper.make_tensor_value_info(f"y{i}", t, shape) for i in range(nodes)], [scale, bias], {"": 21})
+
+
 def softmax_model(rows: int, cols: int, dtype: str, nodes: int = 1):
     """`nodes` independent last-axis Softmax nodes (opset 13) on [rows, cols] inputs x<i> -> y<i>."""
     from onnx import helper
@@ -100,13 +124,14 @@ def node_count(tensor_bytes: int, l2_bytes: int, most_bytes: int = 16 << 30) -> 
 class OrtRival:
     """Sessions of one execution provider timing graphs of K identical nodes (see the module's text)."""
 
-    def __init__(self, provider: str = CUDA_EP, device_id: int = 0):
+    def __init__(self, provider: str = CUDA_EP, device_id: int = 0, custom_ops: str | None = None):
+        """custom_ops: a custom-op library every session registers (runtime/ortlib)."""
         import onnxruntime as ort
 
         why = unavailable(provider)
         if why:
             raise RuntimeError(why)
-        self.ort, self.provider, self.device_id = ort, provider, device_id
+        self.ort, self.provider, self.device_id, self.custom_ops = ort, provider, device_id, custom_ops
         self.device = "cuda" if provider == CUDA_EP else "cpu"
         self.version = ort.__version__
 
@@ -115,6 +140,8 @@ class OrtRival:
         so.log_severity_level = 3
         # The graph as built: no fusion or layout change may replace ORT's kernel under test.
         so.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if self.custom_ops:
+            so.register_custom_ops_library(str(self.custom_ops))
         options = {"device_id": str(self.device_id)}
         if graph:
             options["enable_cuda_graph"] = "1"

@@ -1,0 +1,198 @@
+"""The custom-op library in onnxruntime-gpu's CUDA EP: every op on model and awkward shapes against
+float64, through IOBinding on device tensors and ORT's CUDA graph, and the kernels it chose."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from ..conftest import gpu_required
+
+pytestmark = pytest.mark.gpu
+
+CUDA = "CUDAExecutionProvider"
+TOL = {"fp16": 2e-2, "fp32": 2e-4}
+NP = {"fp16": np.float16, "fp32": np.float32}
+
+
+@pytest.fixture(scope="module")
+def ort_cuda(request):
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime as ort
+    except ImportError as exc:
+        why = f"onnx and onnxruntime-gpu are needed: {exc}"
+    else:
+        if CUDA in ort.get_available_providers():
+            return ort
+        why = f"onnxruntime {ort.__version__} has no CUDA EP (install onnxruntime-gpu)"
+    if gpu_required(request.config):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def library(ort_cuda, request):
+    from tritonforge.runtime import ortlib
+
+    try:
+        return ortlib.library_path(os.environ.get("TRITONFORGE_ORT_LIBRARY"))
+    except ortlib.LibraryNotFound as exc:
+        if gpu_required(request.config):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+def session(ort, lib, node, inputs, outputs, graph=False, opset=21):
+    from onnx import helper
+
+    m = helper.make_model(helper.make_graph([node], "t", inputs, outputs),
+                          opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("tritonforge", 1)])
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.register_custom_ops_library(str(lib))
+    opts = {"enable_cuda_graph": "1"} if graph else {}
+    return ort.InferenceSession(m.SerializeToString(), so, providers=[(CUDA, opts)])
+
+
+def run_bound(ort, s, feeds: dict, shapes: dict):
+    """Run with IOBinding: inputs and outputs as device OrtValues; outputs fetched after."""
+    b = s.io_binding()
+    keep = []
+    for name, a in feeds.items():
+        v = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a), "cuda", 0)
+        keep.append(v)
+        b.bind_ortvalue_input(name, v)
+    outs = {}
+    for name, (shape, dtype) in shapes.items():
+        outs[name] = ort.OrtValue.ortvalue_from_shape_and_type(shape, dtype, "cuda", 0)
+        b.bind_ortvalue_output(name, outs[name])
+    s.run_with_iobinding(b)
+    s.run_with_iobinding(b)  # a second run: with a CUDA graph, the replay
+    return {k: v.numpy() for k, v in outs.items()}
+
+
+def vi(name, dtype, shape):
+    from onnx import TensorProto, helper
+
+    t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT}[dtype]
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def gn_ref(x, gamma, beta, groups, silu, skip=None, bias=None):
+    v = x.astype(np.float64)
+    if skip is not None:
+        v = v + (skip.astype(np.float64).reshape(v.shape[0], 1, 1, -1) if skip.ndim == 2 else skip)
+    if bias is not None:
+        v = v + bias.astype(np.float64)
+    n, h, w, c = v.shape
+    g = v.reshape(n, h * w, groups, c // groups)
+    y = ((g - g.mean((1, 3), keepdims=True)) / np.sqrt(g.var((1, 3), keepdims=True) + 1e-5)).reshape(v.shape)
+    y = y * gamma + beta
+    return (y / (1 + np.exp(-y)) if silu else y), v
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("shape, groups, silu", [((2, 64, 64, 320), 32, 1), ((1, 32, 32, 1920), 32, 1),
+                                                 ((1, 256, 256, 128), 32, 0), ((1, 7, 9, 24), 8, 1),
+                                                 ((3, 5, 5, 6), 2, 0)])
+def test_group_norm_nhwc(ort_cuda, library, dtype, shape, groups, silu):
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    c = shape[-1]
+    x = (rng.standard_normal(shape) * 2 + 1).astype(NP[dtype])
+    gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    node = helper.make_node("GroupNorm", ["x", "g", "b"], ["y"], domain="tritonforge", groups=groups, activation=silu)
+    s = session(ort_cuda, library, node, [vi("x", dtype, list(shape)), vi("g", "fp32", [c]), vi("b", "fp32", [c])],
+                [vi("y", dtype, list(shape))])
+    y = run_bound(ort_cuda, s, {"x": x, "g": gamma, "b": beta}, {"y": (list(shape), NP[dtype])})["y"]
+    ref, _ = gn_ref(x, gamma, beta, groups, silu)
+    np.testing.assert_allclose(y.astype(np.float64), ref, atol=TOL[dtype] * 2, rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("skip_kind", ["full", "nc"])
+def test_skip_group_norm(ort_cuda, library, dtype, skip_kind):
+    from onnx import helper
+
+    rng = np.random.default_rng(1)
+    shape, c = (2, 16, 16, 640), 640
+    x = rng.standard_normal(shape).astype(NP[dtype])
+    skip = rng.standard_normal(shape if skip_kind == "full" else (2, c)).astype(NP[dtype])
+    bias = rng.standard_normal(c).astype(NP[dtype])
+    gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    node = helper.make_node("SkipGroupNorm", ["x", "g", "b", "skip", "bias"], ["y", "s"], domain="tritonforge",
+                            groups=32, activation=1)
+    s = session(ort_cuda, library, node,
+                [vi("x", dtype, list(shape)), vi("g", "fp32", [c]), vi("b", "fp32", [c]),
+                 vi("skip", dtype, list(skip.shape)), vi("bias", dtype, [c])],
+                [vi("y", dtype, list(shape)), vi("s", dtype, list(shape))])
+    out = run_bound(ort_cuda, s, {"x": x, "g": gamma, "b": beta, "skip": skip, "bias": bias},
+                    {"y": (list(shape), NP[dtype]), "s": (list(shape), NP[dtype])})
+    ref, total = gn_ref(x, gamma, beta, 32, 1, skip, bias)
+    np.testing.assert_allclose(out["s"].astype(np.float64), total, atol=TOL[dtype] * 4, rtol=TOL[dtype])
+    np.testing.assert_allclose(out["y"].astype(np.float64), ref, atol=TOL[dtype] * 2, rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("shape, silu", [((1, 128, 256, 256), 1), ((2, 320, 64, 64), 1), ((1, 512, 64, 64), 0),
+                                         ((2, 6, 7, 5), 0), ((1, 64, 3, 3), 1)])
+def test_group_normalization_nchw(ort_cuda, library, dtype, shape, silu):
+    from onnx import helper
+
+    rng = np.random.default_rng(2)
+    c = shape[1]
+    groups = 32 if c % 32 == 0 else 3
+    x = (rng.standard_normal(shape) * 2 + 20).astype(NP[dtype])  # a mean far from zero
+    scale, bias = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], domain="tritonforge", num_groups=groups,
+                            activation=silu)
+    s = session(ort_cuda, library, node, [vi("x", dtype, list(shape)), vi("s", "fp32", [c]), vi("b", "fp32", [c])],
+                [vi("y", dtype, list(shape))])
+    y = run_bound(ort_cuda, s, {"x": x, "s": scale, "b": bias}, {"y": (list(shape), NP[dtype])})["y"]
+    v = x.astype(np.float64).reshape(shape[0], groups, -1)
+    ref = ((v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + 1e-5)).reshape(shape)
+    ref = ref * scale.reshape(1, c, 1, 1) + bias.reshape(1, c, 1, 1)
+    ref = ref / (1 + np.exp(-ref)) if silu else ref
+    np.testing.assert_allclose(y.astype(np.float64), ref, atol=TOL[dtype] * 2, rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("op, shape", [("Softmax", (4096, 77)), ("Softmax", (16, 50257)), ("Softmax", (3, 1000)),
+                                       ("LogSoftmax", (5, 32000)), ("Softmax", (2, 12, 197, 197))])
+def test_softmax_last_axis(ort_cuda, library, dtype, op, shape):
+    from onnx import helper
+
+    x = (np.random.default_rng(3).standard_normal(shape) * 3).astype(NP[dtype])
+    s = session(ort_cuda, library, helper.make_node(op, ["x"], ["y"], domain="tritonforge"),
+                [vi("x", dtype, list(shape))], [vi("y", dtype, list(shape))])
+    y = run_bound(ort_cuda, s, {"x": x}, {"y": (list(shape), NP[dtype])})["y"]
+    v = x.astype(np.float64) - x.max(-1, keepdims=True)
+    ref = v - np.log(np.exp(v).sum(-1, keepdims=True)) if op == "LogSoftmax" else np.exp(v) / np.exp(v).sum(
+        -1, keepdims=True)
+    np.testing.assert_allclose(y.astype(np.float64), ref, atol=TOL[dtype], rtol=TOL[dtype] * 5)
+
+
+def test_cuda_graph_capture_and_the_choices_made(ort_cuda, library):
+    from onnx import helper
+
+    from tritonforge.runtime import ortlib
+
+    shape = (1, 32, 32, 640)
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float16)
+    g, b = np.ones(640, np.float32), np.zeros(640, np.float32)
+    node = helper.make_node("GroupNorm", ["x", "g", "b"], ["y"], domain="tritonforge", groups=32, activation=1)
+    ins = [vi("x", "fp16", list(shape)), vi("g", "fp32", [640]), vi("b", "fp32", [640])]
+    plain = run_bound(ort_cuda, session(ort_cuda, library, node, ins, [vi("y", "fp16", list(shape))]),
+                      {"x": x, "g": g, "b": b}, {"y": (list(shape), np.float16)})["y"]
+    graphed = run_bound(ort_cuda, session(ort_cuda, library, node, ins, [vi("y", "fp16", list(shape))], graph=True),
+                        {"x": x, "g": g, "b": b}, {"y": (list(shape), np.float16)})["y"]
+    assert np.array_equal(plain, graphed)  # the same kernel, chosen once for the shape, replayed
+    rows = ortlib.choices(library)
+    mine = [r for r in rows if r["op"] == "group_norm_silu_fp16" and r["signature"].startswith("1_1024_640_32_silu")]
+    assert len(mine) == 1 and mine[0]["kernel"].startswith("GroupNorm")
+    groups = set(ortlib.info(library)["groups"])
+    assert all(any(r["kernel"].startswith(g + "_") for g in groups) for r in rows)
