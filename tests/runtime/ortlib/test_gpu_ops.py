@@ -50,6 +50,7 @@ def session(ort, lib, node, inputs, outputs, graph=False, opset=21):
 
     m = helper.make_model(helper.make_graph([node], "t", inputs, outputs),
                           opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("tritonforge", 1)])
+    m.ir_version = 10  # what onnxruntime 1.20+ reads (onnx 1.23 writes 14 by default)
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.register_custom_ops_library(str(lib))
@@ -178,7 +179,6 @@ def test_softmax_last_axis(ort_cuda, library, dtype, op, shape):
 
 def test_cuda_graph_capture_and_the_choices_made(ort_cuda, library):
     from onnx import helper
-
     from tritonforge.runtime import ortlib
 
     shape = (1, 32, 32, 640)
