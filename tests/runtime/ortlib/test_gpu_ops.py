@@ -186,10 +186,11 @@ def test_cuda_graph_capture_and_the_choices_made(ort_cuda, library):
     g, b = np.ones(640, np.float32), np.zeros(640, np.float32)
     node = helper.make_node("GroupNorm", ["x", "g", "b"], ["y"], domain="tritonforge", groups=32, activation=1)
     ins = [vi("x", "fp16", list(shape)), vi("g", "fp32", [640]), vi("b", "fp32", [640])]
-    plain = run_bound(ort_cuda, session(ort_cuda, library, node, ins, [vi("y", "fp16", list(shape))]),
-                      {"x": x, "g": g, "b": b}, {"y": (list(shape), np.float16)})["y"]
-    graphed = run_bound(ort_cuda, session(ort_cuda, library, node, ins, [vi("y", "fp16", list(shape))], graph=True),
-                        {"x": x, "g": g, "b": b}, {"y": (list(shape), np.float16)})["y"]
+    # the sessions stay alive: ORT unloads the library (and what it chose) with the last of them
+    sessions = [session(ort_cuda, library, node, ins, [vi("y", "fp16", list(shape))], graph=graph)
+                for graph in (False, True)]
+    plain, graphed = (run_bound(ort_cuda, s, {"x": x, "g": g, "b": b}, {"y": (list(shape), np.float16)})["y"]
+                      for s in sessions)
     assert np.array_equal(plain, graphed)  # the same kernel, chosen once for the shape, replayed
     rows = ortlib.choices(library)
     mine = [r for r in rows if r["op"] == "group_norm_silu_fp16" and r["signature"].startswith("1_1024_640_32_silu")]
