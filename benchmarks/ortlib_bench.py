@@ -336,6 +336,8 @@ def main(argv=None) -> int:
     bench = Bench(ortlib.library_path(args.library))
     import onnxruntime
 
+    onnxruntime.set_default_logger_severity(3)
+
     device = "gpu"
     try:
         import torch

@@ -8,6 +8,10 @@ bytes; ROWS = 1 is the one-row kernel with 16-byte vector loads. Traffic is the 
 Group `<op>_rows_<dtype>`: ORT's five arguments plus the row count, grid (cdiv(batch, ROWS), 1, 1); a
 candidate when n_cols <= BLOCK_SIZE and n_cols and both strides are multiples of 16 with 16-byte
 aligned pointers. Log-softmax, which ORT never launches, keeps the one-row shapes.
+
+Group `<op>_short_<dtype>`: the same kernel for short rows of any length (77 text tokens, 197 ViT
+patches): no multiple-of-16 specialisation, so loads are per element, and many rows per program so
+that a program still moves a few KB; a candidate when the row fills more than half of BLOCK_SIZE.
 """
 
 import triton
@@ -41,8 +45,23 @@ CONFIGS = [(64, 2, 1), (64, 8, 2), (128, 2, 1), (128, 8, 2), (128, 8, 4), (256, 
            (2048, 2, 16), (4096, 1, 8), (4096, 1, 16), (4096, 2, 16), (8192, 1, 16), (16384, 1, 16)]
 
 
+# (BLOCK_SIZE, ROWS, num_warps) for short rows of any length.
+SHORT = [(64, 16, 2), (64, 32, 4), (128, 8, 4), (128, 16, 4), (128, 32, 8), (256, 4, 4), (256, 8, 4), (256, 16, 8),
+         (512, 4, 4), (512, 8, 8)]
+
+
 def get_function_table():
     table = []
+    for op, log in OPS.items():
+        for dtype in DTYPES:
+            for block, rows, warps in SHORT:
+                table.append({
+                    "name": f"{op}_short_{dtype}_b{block}_r{rows}_w{warps}",
+                    "group": f"{op}_short_{dtype}",
+                    "func": softmax_rows_kernel,
+                    "sig": f"*{dtype}:16,*{dtype}:16,i32,i32,i32,i32",
+                    "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "ROWS": rows, "LOG": log}},
+                })
     for op, log in OPS.items():
         for dtype in DTYPES:
             for block, rows, warps in CONFIGS if not log else [c for c in CONFIGS if c[1] == 1]:
@@ -62,4 +81,8 @@ def get_launch_contracts():
                 "requires": ["n_cols <= BLOCK_SIZE",
                              "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"],
                 "doc": "ROWS rows per program; 16-byte aligned pointers (checked at launch)"}
-    return {f"{op}_rows_{dtype}": contract for op in OPS for dtype in DTYPES}
+    short = {"params": contract["params"], "grid": contract["grid"],
+             "requires": ["n_cols <= BLOCK_SIZE", "2 * n_cols > BLOCK_SIZE"],
+             "doc": "ROWS short rows of any length per program, loaded element by element"}
+    return {**{f"{op}_rows_{dtype}": contract for op in OPS for dtype in DTYPES},
+            **{f"{op}_short_{dtype}": short for op in OPS for dtype in DTYPES}}
