@@ -236,14 +236,13 @@ class _Builder:
         skip = x if cin == cout else self.conv(x, cin, cout, 1)
         return self.node("Add", [skip, h])
 
-    def model(self, x_shape, out):
+    def model(self, x_shape, out, out_shape):
         from onnx import helper
 
         g = helper.make_graph(self.nodes, "synthetic", [helper.make_tensor_value_info("x0", self.t, x_shape)],
-                              [helper.make_tensor_value_info(out, self.t, None)], self.inits)
+                              [helper.make_tensor_value_info(out, self.t, out_shape)], self.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
-        m.ir_version = 10
-        m.graph.output[0].name = out
+        m.ir_version = 10  # what onnxruntime 1.20+ reads
         return m
 
 
@@ -262,19 +261,20 @@ def vae_decoder(dtype, rng, latent=64):
             scales = b.const(np.array([1, 1, 2, 2], np.float32))
             x = b.conv(b.node("Resize", [x, "", scales], mode="nearest"), c, c)
     x = b.conv(b.gn_silu(x, c), c, 3)
-    return b.model([1, 512, latent, latent], x), [1, 512, latent, latent]
+    return b.model([1, 512, latent, latent], x, [1, 3, 8 * latent, 8 * latent]), [1, 512, latent, latent]
 
 
-def unet_up_block(dtype, rng, side=32):
+def unet_up_block(dtype, rng, side=32, width=1280):
     """SD 1.5 UNet up_blocks.1's ResNets at 512x512 (32x32, 1280 out): inputs 1280 + skip 1280, 1280 + 1280,
-    1280 + 640 channels (the concatenations of every up block), attention left out."""
+    1280 + 640 channels (the concatenations of every up block), attention left out. `width` scales the
+    channels (tests build a small one)."""
     b = _Builder(dtype, rng)
     x = "x0"
-    skips = [b.const((rng.standard_normal((1, cs, side, side))).astype(b.np)) for cs in (1280, 1280, 640)]
-    for s, cs in zip(skips, (1280, 1280, 640)):
-        cat = b.node("Concat", [x, s], axis=1)
-        x = b.resnet(cat, 1280 + cs, 1280)
-    return b.model([1, 1280, side, side], x), [1, 1280, side, side]
+    skips = (width, width, width // 2)
+    for cs in skips:
+        s = b.const(rng.standard_normal((1, cs, side, side)).astype(b.np))
+        x = b.resnet(b.node("Concat", [x, s], axis=1), width + cs, width)
+    return b.model([1, width, side, side], x, [1, width, side, side]), [1, width, side, side]
 
 
 def without_group_norm(model):

@@ -51,9 +51,12 @@ def _opset(model, domain: str = "") -> int:
     return next((o.version for o in model.opset_import if o.domain in ((domain,) if domain else ("", "ai.onnx"))), 0)
 
 
-_BINARY = {"Add", "Sub", "Mul", "Div"}
-_KEEPS_TYPE = {"GroupNormalization", "InstanceNormalization", "LayerNormalization", "Sigmoid", "Relu", "Tanh",
-               "Softmax", "LogSoftmax", "Identity", "Erf", *_BINARY}
+# Ops ONNX's shape inference says nothing about (GroupNormalization-18/21 in onnx 1.23, contrib and custom
+# ops), whose first output has the type and shape of their first input: inference runs on a copy where
+# they are Identity, so that everything after them gets types too.
+_SAME_AS_X = {("", "GroupNormalization"), ("ai.onnx", "GroupNormalization"), ("com.microsoft", "GroupNorm"),
+              ("com.microsoft", "SkipGroupNorm"), (DOMAIN, "GroupNorm"), (DOMAIN, "SkipGroupNorm"),
+              (DOMAIN, "GroupNormalization"), (DOMAIN, "Softmax"), (DOMAIN, "LogSoftmax")}
 
 
 class _Graph:
@@ -61,11 +64,17 @@ class _Graph:
 
     def __init__(self, model):
         import onnx
+        from onnx import helper
 
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        for n in probe.graph.node:
+            if (n.domain, n.op_type) in _SAME_AS_X and n.input:
+                n.CopyFrom(helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name))
         try:
-            inferred = onnx.shape_inference.infer_shapes(model)
+            inferred = onnx.shape_inference.infer_shapes(probe)
         except Exception:  # a model shape inference cannot read still rewrites where types are declared
-            inferred = model
+            inferred = probe
         g = model.graph
         self.inits = {t.name: t for t in g.initializer}
         self.types: dict[str, tuple[int, list | None]] = {}
@@ -76,16 +85,6 @@ class _Graph:
             self.types[vi.name] = (t.elem_type, dims)
         for t in g.initializer:
             self.types[t.name] = (t.data_type, list(t.dims))
-        # ONNX infers nothing past a node it has no inference for (GroupNormalization-18 in onnx 1.23): carry
-        # types through the ops that keep them
-        for n in g.node:
-            if n.domain not in ("", "ai.onnx") or not n.input or n.input[0] not in self.types:
-                continue
-            elem, dims = self.types[n.input[0]]
-            if n.op_type in _KEEPS_TYPE and n.output and n.output[0] not in self.types:
-                if n.op_type in _BINARY and self.types.get(n.input[-1], (0, None))[1] != dims:
-                    dims = None
-                self.types[n.output[0]] = (elem, dims)
         self.consumers = Counter(i for n in g.node for i in n.input)
         self.outputs = {o.name for o in g.output}
 

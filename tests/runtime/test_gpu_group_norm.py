@@ -181,8 +181,11 @@ def test_orts_rules_pick_candidates(registry):
     for name, grid in picked:
         info = registry.by_name[name]
         assert info.constants["BLOCK_SIZE"] == 16 and 4096 % info.constants["HW_SIZE"] == 0 and grid == (2, 32, 1)
-    assert ort(op.candidates(1, 7 * 7, 320, 32)) == []  # no HW_SIZE divides 49: ORT's rule, no candidate
-    assert op.candidates(1, 7 * 7, 320, 32), "the fallback takes any H*W"
+    # ORT's rule (HW_SIZE divides H*W) on a 7x7 image: only the one-pixel-tile kernels (HW_SIZE 1) qualify
+    odd = ort(op.candidates(1, 7 * 7, 320, 32))
+    assert odd and all(49 % registry.by_name[k].constants["HW_SIZE"] == 0 for k, _ in odd)
+    assert {registry.by_name[k].constants["HW_SIZE"] for k, _ in odd} == {1}
+    assert len(op.candidates(1, 7 * 7, 320, 32)) > len(odd), "the other families (and the fallback) take it too"
     with pytest.raises(ValueError, match="do not split"):
         op.candidates(1, 64, 100, 32)
 

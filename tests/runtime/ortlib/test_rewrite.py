@@ -117,3 +117,25 @@ def test_rewrite_file_writes_a_new_model_and_refuses_its_own_input(ort_library, 
     report = rewrite_file(src, tmp_path / "block.tf.onnx", ort_library)
     assert report.rewritten["GroupNormalization"] == 1
     assert {n.domain for n in onnx.load(str(tmp_path / "block.tf.onnx")).graph.node} == {"tritonforge", ""}
+
+
+def test_nodes_after_convolutions_are_typed_and_rewritten(ort_library):
+    """GroupNormalization -> SiLU -> Conv -> GroupNormalization: ONNX infers nothing past the first
+    GroupNormalization (onnx 1.23); the rewrite still types and rewrites both."""
+    rng = np.random.default_rng(3)
+    c = 8
+    f = TensorProto.FLOAT
+    inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, c).astype(np.float32), n) for n in ("s1", "s2")]
+    inits += [numpy_helper.from_array(rng.uniform(-1, 1, c).astype(np.float32), n) for n in ("b1", "b2")]
+    inits.append(numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.2).astype(np.float32), "w"))
+    nodes = [helper.make_node("GroupNormalization", ["x", "s1", "b1"], ["g1"], num_groups=2, name="n1"),
+             helper.make_node("Sigmoid", ["g1"], ["a1"]), helper.make_node("Mul", ["g1", "a1"], ["h1"]),
+             helper.make_node("Conv", ["h1", "w"], ["h2"], pads=[1, 1, 1, 1]),
+             helper.make_node("GroupNormalization", ["h2", "s2", "b2"], ["y"], num_groups=4, name="n2")]
+    m = model(nodes, [helper.make_tensor_value_info("x", f, [1, c, 6, 6])],
+              [helper.make_tensor_value_info("y", f, [1, c, 6, 6])], inits, 21)
+    x = rng.standard_normal((1, c, 6, 6)).astype(np.float32)
+    want = run(m, {"x": x})[0]
+    report = rewrite(m, ort_library)
+    assert report.rewritten == {"GroupNormalization": 2} and report.fused_silu == 1 and not report.left
+    np.testing.assert_allclose(run(m, {"x": x}, ort_library)[0], want, atol=2e-5, rtol=1e-4)
