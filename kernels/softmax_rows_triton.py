@@ -8,34 +8,9 @@ bytes; ROWS = 1 is the one-row kernel with 16-byte vector loads. Traffic is the 
 Group `<op>_rows_<dtype>`: ORT's five arguments plus the row count, grid (cdiv(batch, ROWS), 1, 1); a
 candidate when n_cols <= BLOCK_SIZE and n_cols and both strides are multiples of 16 with 16-byte
 aligned pointers. Log-softmax, which ORT never launches, keeps the one-row shapes.
-
-Group `<op>_short_<dtype>`: the same kernel for short rows of any length (77 text tokens, 197 ViT
-patches): no multiple-of-16 specialisation, so loads are per element, and many rows per program so
-that a program still moves a few KB; a candidate when the row fills more than half of BLOCK_SIZE.
 """
 
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def softmax_rows_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, n_rows,
-                        BLOCK_SIZE: tl.constexpr, ROWS: tl.constexpr, LOG: tl.constexpr):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    rows64 = rows.to(tl.int64)[:, None]
-    x = tl.load(input_ptr + rows64 * input_row_stride + cols[None, :], mask=mask, other=-float("inf"))
-    x = x.to(tl.float32)
-    shifted = x - tl.max(x, axis=1)[:, None]
-    numerator = tl.exp(shifted)
-    denominator = tl.sum(numerator, axis=1)[:, None]
-    if LOG:
-        y = shifted - tl.log(denominator)
-    else:
-        y = numerator / denominator
-    tl.store(output_ptr + rows64 * output_row_stride + cols[None, :], y.to(output_ptr.dtype.element_ty), mask=mask)
-
+from _softmax_tile import softmax_rows_kernel
 
 DTYPES = ("fp32", "fp16", "bf16")
 OPS = {"softmax": 0, "log_softmax": 1}
@@ -45,23 +20,8 @@ CONFIGS = [(64, 2, 1), (64, 8, 2), (128, 2, 1), (128, 8, 2), (128, 8, 4), (256, 
            (2048, 2, 16), (4096, 1, 8), (4096, 1, 16), (4096, 2, 16), (8192, 1, 16), (16384, 1, 16)]
 
 
-# (BLOCK_SIZE, ROWS, num_warps) for short rows of any length.
-SHORT = [(64, 16, 2), (64, 32, 4), (128, 8, 4), (128, 16, 4), (128, 32, 8), (256, 4, 4), (256, 8, 4), (256, 16, 8),
-         (512, 4, 4), (512, 8, 8)]
-
-
 def get_function_table():
     table = []
-    for op, log in OPS.items():
-        for dtype in DTYPES:
-            for block, rows, warps in SHORT:
-                table.append({
-                    "name": f"{op}_short_{dtype}_b{block}_r{rows}_w{warps}",
-                    "group": f"{op}_short_{dtype}",
-                    "func": softmax_rows_kernel,
-                    "sig": f"*{dtype}:16,*{dtype}:16,i32,i32,i32,i32",
-                    "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "ROWS": rows, "LOG": log}},
-                })
     for op, log in OPS.items():
         for dtype in DTYPES:
             for block, rows, warps in CONFIGS if not log else [c for c in CONFIGS if c[1] == 1]:
@@ -81,8 +41,4 @@ def get_launch_contracts():
                 "requires": ["n_cols <= BLOCK_SIZE",
                              "n_cols % 16 == 0 and in_stride % 16 == 0 and out_stride % 16 == 0"],
                 "doc": "ROWS rows per program; 16-byte aligned pointers (checked at launch)"}
-    short = {"params": contract["params"], "grid": contract["grid"],
-             "requires": ["n_cols <= BLOCK_SIZE", "2 * n_cols > BLOCK_SIZE"],
-             "doc": "ROWS short rows of any length per program, loaded element by element"}
-    return {**{f"{op}_rows_{dtype}": contract for op in OPS for dtype in DTYPES},
-            **{f"{op}_short_{dtype}": short for op in OPS for dtype in DTYPES}}
+    return {f"{op}_rows_{dtype}": contract for op in OPS for dtype in DTYPES}
