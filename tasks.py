@@ -70,18 +70,17 @@ def _need(task_name: str, **given) -> None:
 
 
 def _fail_on_pipeline_error(fn):
-    """Turn pipeline errors into a one-line message and exit code 1 instead of a traceback."""
+    """Turn tritonforge's errors (pipeline and runtime alike) into a one-line message and exit code 1
+    instead of a traceback."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from tritonforge.pipeline.errors import PipelineError
-        from tritonforge.runtime.ortlib import LibraryNotFound
-        from tritonforge.runtime.ortlib.rewrite import RewriteError
+        from tritonforge.errors import TritonforgeError
 
         try:
             return fn(*args, **kwargs)
-        except (PipelineError, LibraryNotFound, RewriteError) as exc:
+        except TritonforgeError as exc:
             raise Exit(f"error: {exc}", code=1) from None
 
     return wrapper
@@ -272,6 +271,7 @@ def check(c: Context, path: str):
     "out": "tune cache to write (default: tune/<platform>/<arch>/<device>.json)",
     "budget_ms": "timing budget per candidate, ms",
 })
+@_fail_on_pipeline_error
 def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: str | None = None,
          ops: str = "softmax", dtypes: str = "fp16", dist: str | None = None, out: str | None = None,
          budget_ms: float = 10.0, group_norm_shapes: str | None = None):
@@ -307,6 +307,7 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     "model": "a model of the zoo (runtime/zoo.py: sd15_unet, sdxl_vae_decoder, llama3, ...) or all: its "
              "GroupNorm and softmax shapes against ORT's own kernels, torch and the copy ceilings",
 })
+@_fail_on_pipeline_error
 def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: bool = False,
           dist: str | None = None, model: str | None = None):
     """Bandwidth of an op on this GPU vs torch and the copy ceiling, or a model's shapes (--model) vs ORT's
@@ -325,12 +326,16 @@ def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: boo
             raise Exit(f"error: --model: {exc.args[0]}", code=2) from None
     _require_gpu("cuda", "bench")
     if model is not None:
-        c.run(f"{sys.executable} benchmarks/zoo_bench.py --model {model} --dist {_full_dist(c, dist)} "
-              f"--dtypes {dtypes or 'fp16,fp32'}", pty=False)
-        return
-    flags = " --quick" if quick and op == "softmax" else ""
-    c.run(f"{sys.executable} {scripts[op]} --dist {_full_dist(c, dist)} --dtypes {dtypes or 'fp32,fp16,bf16'}{flags}",
-          pty=False)
+        cmd = (f"{sys.executable} benchmarks/zoo_bench.py --model {model} --dist {_full_dist(c, dist)} "
+               f"--dtypes {dtypes or 'fp16,fp32'}")
+    else:
+        flags = " --quick" if quick and op == "softmax" else ""
+        cmd = (f"{sys.executable} {scripts[op]} --dist {_full_dist(c, dist)} "
+               f"--dtypes {dtypes or 'fp32,fp16,bf16'}{flags}")
+    # the script prints its own error line; invoke's report of a failed command would repeat it at length
+    result = c.run(cmd, pty=False, warn=True)
+    if result.exited:
+        raise Exit(f"error: {cmd.split()[1]} exited with {result.exited}", code=result.exited)
 
 
 def _store(c: Context, store: str | None, endpoint_url: str | None = None):

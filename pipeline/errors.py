@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from tritonforge.errors import TritonforgeError
 
-class PipelineError(Exception):
+
+class PipelineError(TritonforgeError):
     """A build input or step is wrong; the message says which file/kernel/target and why."""
 
     def __init__(self, message: str, *, script: str | None = None, kernel: str | None = None,

@@ -9,10 +9,12 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from tritonforge.errors import TritonforgeError
+
 AR_MAGIC = b"!<arch>\n"
 
 
-class ArchiveFormatError(ValueError):
+class ArchiveFormatError(TritonforgeError, ValueError):
     pass
 
 

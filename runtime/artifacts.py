@@ -9,11 +9,12 @@ from pathlib import Path
 
 from tritonforge.artifact_format import MANIFEST_NAME as MANIFEST
 from tritonforge.artifact_format import FormatError, read_kernels_json
+from tritonforge.errors import TritonforgeError
 
 from .archive import ArchiveFormatError, read_archive_symbols
 
 
-class ArtifactError(RuntimeError):
+class ArtifactError(TritonforgeError, RuntimeError):
     """The artifacts are missing, malformed or do not match their manifest."""
 
 

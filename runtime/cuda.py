@@ -11,8 +11,10 @@ import ctypes
 
 from cuda.bindings import driver as cu
 
+from tritonforge.errors import TritonforgeError
 
-class CudaError(RuntimeError):
+
+class CudaError(TritonforgeError, RuntimeError):
     def __init__(self, what: str, err):
         name = getattr(err, "name", str(err))
         res = cu.cuGetErrorString(err)

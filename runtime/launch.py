@@ -9,10 +9,12 @@ from __future__ import annotations
 import ctypes
 import struct
 
+from tritonforge.errors import TritonforgeError
+
 from .packing import encode, fmt
 
 
-class Unsupported(Exception):
+class Unsupported(TritonforgeError):
     """This kernel cannot run this launch (TunableOp's "unsupported": skip the candidate)."""
 
 

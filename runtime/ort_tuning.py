@@ -23,6 +23,8 @@ import re
 import sys
 from pathlib import Path
 
+from tritonforge.errors import TritonforgeError
+
 EP = {"cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 VALIDATORS = {
     "cuda": ("ORT_VERSION", "ORT_GIT_COMMIT", "ORT_BUILD_CONFIG", "CUDA_VERSION", "DEVICE_MODEL"),
@@ -36,7 +38,7 @@ ORT_OPS = {
 }
 
 
-class ExportError(ValueError):
+class ExportError(TritonforgeError, ValueError):
     pass
 
 

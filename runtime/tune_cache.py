@@ -7,10 +7,12 @@ import json
 import re
 from pathlib import Path
 
+from tritonforge.errors import TritonforgeError
+
 SCHEMA = "tritonforge.tune/1"
 
 
-class TuneCacheError(ValueError):
+class TuneCacheError(TritonforgeError, ValueError):
     pass
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tritonforge.errors import TritonforgeError
+
 ARCHIVE_NAME = "triton_kernel_infos.a"
 HEADER_NAME = "triton_kernel_infos.h"
 MANIFEST_NAME = "kernels.json"
@@ -23,7 +25,7 @@ MULTI = "multi"  # the arch name of a platform's archive for every arch
 KERNELS_SCHEMA = "tritonforge.kernels/1"
 
 
-class FormatError(ValueError):
+class FormatError(TritonforgeError, ValueError):
     """A file that is not what the format says; the message names the file."""
 
 

@@ -20,12 +20,13 @@ import os
 from pathlib import Path
 
 from tritonforge.artifact_format import LIBRARY_NAME
+from tritonforge.errors import TritonforgeError
 
 DOMAIN = "tritonforge"
 DEFAULT_PLACES = (Path("dist") / "full" / "cuda" / "multi", Path("dist") / "cuda" / "multi")
 
 
-class LibraryNotFound(FileNotFoundError):
+class LibraryNotFound(TritonforgeError, FileNotFoundError):
     pass
 
 

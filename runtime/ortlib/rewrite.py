@@ -24,12 +24,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonforge.errors import TritonforgeError
+
 from . import DOMAIN, info
 
 FLOAT_TYPES = {1: "fp32", 10: "fp16", 16: "bf16"}  # onnx.TensorProto FLOAT, FLOAT16, BFLOAT16
 
 
-class RewriteError(ValueError):
+class RewriteError(TritonforgeError, ValueError):
     pass
 
 
