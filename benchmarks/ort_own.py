@@ -121,6 +121,18 @@ def node_count(tensor_bytes: int, l2_bytes: int, most_bytes: int = 16 << 30) -> 
     return max(k, 20) if 20 * pair <= most_bytes else k
 
 
+def median_run_s(session, binding, runs: int, warmup: int) -> float:
+    """Median wall seconds of `runs` run_with_iobinding calls after `warmup` untimed ones."""
+    for _ in range(warmup):
+        session.run_with_iobinding(binding)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        session.run_with_iobinding(binding)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 class OrtRival:
     """Sessions of one execution provider timing graphs of K identical nodes (see the module's text)."""
 
@@ -174,15 +186,10 @@ class OrtRival:
                                                                    self.device_id)
             values.append(value)
             binding.bind_ortvalue_output(out.name, value)
-        for _ in range(3):  # the first run captures the graph (or warms the arena and kernels)
-            session.run_with_iobinding(binding)
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            session.run_with_iobinding(binding)
-            times.append(time.perf_counter() - t0)
+        # the first runs capture the graph (or warm the arena and kernels)
+        seconds = median_run_s(session, binding, runs, warmup=3)
         outputs = {o.name: v.numpy() for o, v in zip(session.get_outputs(), values[len(inputs):])} if fetch else None
-        return statistics.median(times) * 1e3, outputs, "cuda graph" if use_graph else "plain"
+        return seconds * 1e3, outputs, "cuda graph" if use_graph else "plain"
 
     def group_norm_us(self, n, h, w, c, groups, dtype, silu, eps=1e-5, l2_bytes=50 << 20, rng=None):
         """(us per node, mode, nodes): ORT's com.microsoft.GroupNorm on random NHWC inputs."""

@@ -27,9 +27,7 @@ import argparse
 import copy
 import math
 import re
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,14 +181,7 @@ def one_node_host_us(rival, model, x, runs=300) -> float:
     yv = ort.OrtValue.ortvalue_from_shape_and_type(list(x.shape), x.dtype, "cuda", 0)
     b.bind_ortvalue_input("x0", xv)
     b.bind_ortvalue_output("y0", yv)
-    for _ in range(20):
-        session.run_with_iobinding(b)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        session.run_with_iobinding(b)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+    return ort_own.median_run_s(session, b, runs, warmup=20) * 1e6
 
 
 # ---- synthetic end-to-end graphs ------------------------------------------------------------------
@@ -311,14 +302,7 @@ def session_ms(rival, model, x_shape, dtype, runs=10):
     b = s.io_binding()
     b.bind_ortvalue_input("x0", ort.OrtValue.ortvalue_from_numpy(x, "cuda", 0))
     b.bind_output(s.get_outputs()[0].name, "cuda")
-    for _ in range(3):
-        s.run_with_iobinding(b)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        s.run_with_iobinding(b)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return ort_own.median_run_s(s, b, runs, warmup=3) * 1e3
 
 
 def main(argv=None) -> int:

@@ -62,7 +62,7 @@ _SAME_AS_X = {("", "GroupNormalization"), ("ai.onnx", "GroupNormalization"), ("c
 
 
 class _Graph:
-    """The names of a graph: initializers, value types and ranks (after ONNX shape inference), consumers."""
+    """The names of a graph: initializers, value types and ranks (after ONNX shape inference), outputs."""
 
     def __init__(self, model):
         import onnx
@@ -87,7 +87,6 @@ class _Graph:
             self.types[vi.name] = (t.elem_type, dims)
         for t in g.initializer:
             self.types[t.name] = (t.data_type, list(t.dims))
-        self.consumers = Counter(i for n in g.node for i in n.input)
         self.outputs = {o.name for o in g.output}
 
     def elem(self, name: str) -> int:

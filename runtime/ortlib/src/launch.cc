@@ -231,6 +231,30 @@ struct Launch {
   std::vector<void*> pointers;
 };
 
+// A cuLaunchKernelEx configuration with the launch's cluster dimension (its one attribute).
+struct ClusterConfig {
+  CUlaunchConfig cfg = {};
+  CUlaunchAttribute attr = {};
+  ClusterConfig(const Launch& L, CUstream stream) {
+    const KernelEntry& k = kKernels[L.kernel];
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = static_cast<unsigned>(L.cluster[0]);
+    attr.value.clusterDim.y = static_cast<unsigned>(L.cluster[1]);
+    attr.value.clusterDim.z = static_cast<unsigned>(L.cluster[2]);
+    cfg.gridDimX = static_cast<unsigned>(L.grid[0]);
+    cfg.gridDimY = static_cast<unsigned>(L.grid[1]);
+    cfg.gridDimZ = static_cast<unsigned>(L.grid[2]);
+    cfg.blockDimX = k.threads;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = k.shared;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  ClusterConfig(const ClusterConfig&) = delete;  // cfg points at attr
+  ClusterConfig& operator=(const ClusterConfig&) = delete;
+};
+
 void pack(Launch& L, const RoleValues& v, DeviceMemory& memory) {
   const KernelEntry& k = kKernels[L.kernel];
   L.args.assign(std::max(k.args_size, 8), 0);
@@ -302,22 +326,9 @@ std::string prepare(Context& c, const GroupEntry& g, int i, Problem p, RoleValue
           return std::string(k.name) + ": non-portable clusters refused";
         f->non_portable = true;
       }
-      CUlaunchConfig cfg = {};
-      CUlaunchAttribute attr = {};
-      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attr.value.clusterDim.x = static_cast<unsigned>(L.cluster[0]);
-      attr.value.clusterDim.y = static_cast<unsigned>(L.cluster[1]);
-      attr.value.clusterDim.z = static_cast<unsigned>(L.cluster[2]);
-      cfg.gridDimX = static_cast<unsigned>(L.grid[0]);
-      cfg.gridDimY = static_cast<unsigned>(L.grid[1]);
-      cfg.gridDimZ = static_cast<unsigned>(L.grid[2]);
-      cfg.blockDimX = k.threads;
-      cfg.blockDimY = cfg.blockDimZ = 1;
-      cfg.sharedMemBytes = k.shared;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
+      ClusterConfig c(L, nullptr);
       int n = 0;
-      f->clusters[size] = d.OccupancyMaxActiveClusters(&n, f->fn, &cfg) == CUDA_SUCCESS ? n : 0;
+      f->clusters[size] = d.OccupancyMaxActiveClusters(&n, f->fn, &c.cfg) == CUDA_SUCCESS ? n : 0;
     }
     if (!f->clusters[size]) return std::string(k.name) + ": its cluster does not fit on this device";
   }
@@ -335,22 +346,8 @@ CUresult fire(const Launch& L, CUstream stream) {
   if (L.group->cooperative)
     return d.LaunchCooperativeKernel(L.fn->fn, gx, gy, gz, k.threads, 1, 1, k.shared, stream, params);
   if (L.group->cluster) {
-    CUlaunchConfig cfg = {};
-    CUlaunchAttribute attr = {};
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = static_cast<unsigned>(L.cluster[0]);
-    attr.value.clusterDim.y = static_cast<unsigned>(L.cluster[1]);
-    attr.value.clusterDim.z = static_cast<unsigned>(L.cluster[2]);
-    cfg.gridDimX = gx;
-    cfg.gridDimY = gy;
-    cfg.gridDimZ = gz;
-    cfg.blockDimX = k.threads;
-    cfg.blockDimY = cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = k.shared;
-    cfg.hStream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    return d.LaunchKernelEx(&cfg, L.fn->fn, params, nullptr);
+    ClusterConfig c(L, stream);
+    return d.LaunchKernelEx(&c.cfg, L.fn->fn, params, nullptr);
   }
   return d.LaunchKernel(L.fn->fn, gx, gy, gz, k.threads, 1, 1, k.shared, stream, params, nullptr);
 }
@@ -371,6 +368,12 @@ float time_launch(const Launch& L, CUstream stream, int reps) {
   d.EventDestroy(start);
   d.EventDestroy(stop);
   return ok && ms >= 0 ? ms * 1000.0f / reps : -1;
+}
+
+void launch_or_throw(const Launch& L, CUstream stream, const std::function<std::string()>& what) {
+  CUresult r = fire(L, stream);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error(what() + ": launching " + kKernels[L.kernel].name + ": " + driver().name(r));
 }
 
 }  // namespace
@@ -412,7 +415,8 @@ uint64_t DeviceMemory::scratch(int kernel, size_t bytes) {
 }
 
 void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues roles, const std::string& op_key,
-         const std::string& signature, DeviceMemory& memory, void* stream_, const std::string& what) {
+         const std::string& signature, DeviceMemory& memory, void* stream_,
+         const std::function<std::string()>& what) {
   auto stream = static_cast<CUstream>(stream_);
   Context& c = context_of(stream);
   std::lock_guard<std::mutex> lock(c.mu);
@@ -425,7 +429,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
     for (int g = 0; g < kGroupCount; ++g) {
       if (i >= kGroups[g].first && i < kGroups[g].first + kGroups[g].count) {
         if (prepare(c, kGroups[g], i, problem, roles, memory, stream, L).empty()) {
-          d.check(fire(L, stream), what + ": launching " + kKernels[i].name);
+          launch_or_throw(L, stream, what);
           return;
         }
         break;  // these pointers rule it out (alignment): choose again
@@ -451,7 +455,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
         }
         if (wanted == kKernels[i].name) {
           c.chosen[key] = i;
-          d.check(fire(cand, stream), what + ": launching " + kKernels[i].name);
+          launch_or_throw(cand, stream, what);
           return;
         }
         ready.push_back(std::move(cand));
@@ -459,7 +463,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
     }
   }
   if (ready.empty()) {
-    std::string msg = what + ": no kernel of this build runs it";
+    std::string msg = what() + ": no kernel of this build runs it";
     for (auto& r : reasons) msg += "; " + r;
     throw std::runtime_error(msg);
   }
@@ -477,7 +481,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
     }
   }
   c.chosen[key] = ready[best].kernel;
-  d.check(fire(ready[best], stream), what + ": launching " + kKernels[ready[best].kernel].name);
+  launch_or_throw(ready[best], stream, what);
 }
 
 std::string choices() {

@@ -39,9 +39,10 @@ class DeviceMemory {
 
 // Runs op `op` for (dtype, silu) on `problem` with arguments `roles` on `stream`. `key` names the
 // problem as a tune cache does (op key and ORT's params signature). Throws std::runtime_error naming
-// `what` when no kernel of the build can run it.
+// `what()` when no kernel of the build can run it (`what` is only called then: it is off the hot path).
 void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues roles, const std::string& op_key,
-         const std::string& signature, DeviceMemory& memory, void* stream, const std::string& what);
+         const std::string& signature, DeviceMemory& memory, void* stream,
+         const std::function<std::string()>& what);
 
 // The kernel names run() chose so far, "<device>\t<op key>\t<signature>\t<kernel>" lines (for tests
 // and the tune file), and how run() chooses: TRITONFORGE_ORT_TUNING=0 takes the first candidate that

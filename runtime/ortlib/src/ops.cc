@@ -138,6 +138,17 @@ class KernelBase {
     return d;
   }
 
+  // A float input with one value per channel, or a bad-input error naming it.
+  void per_channel_floats(const Ort::ConstValue& v, const char* name, int64_t c, const char* float_hint,
+                          const char* shape_hint) const {
+    auto info = v.GetTensorTypeAndShapeInfo();
+    if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+      bad(std::string("input ") + name + " must be float" + float_hint);
+    if (info.GetElementCount() != static_cast<size_t>(c))
+      bad(std::string("input ") + name + " has shape " + shape_str(info.GetShape()) + "; expected (" +
+          std::to_string(c) + ")" + shape_hint);
+  }
+
   void* stream(Ort::KernelContext& ctx) const { return ctx.GetGPUComputeStream(); }
 
   std::string op_, node_;
@@ -170,15 +181,9 @@ class GroupNormNHWC : public KernelBase {
     if (xs.size() != 4) bad("input X has shape " + shape_str(xs) + "; expected rank 4 (N, H, W, C)");
     int64_t n = xs[0], hw = xs[1] * xs[2], c = xs[3];
     if (c % groups_) bad(std::to_string(c) + " channels do not split into " + std::to_string(groups_) + " groups");
-    for (auto* v : {&gamma, &beta}) {
-      auto info = v->GetTensorTypeAndShapeInfo();
-      const char* name = v == &gamma ? "gamma" : "beta";
-      if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
-        bad(std::string("input ") + name + " must be float (tritonforge.rewrite converts float16 initializers)");
-      if (info.GetElementCount() != static_cast<size_t>(c))
-        bad(std::string("input ") + name + " has shape " + shape_str(info.GetShape()) + "; expected (" +
-            std::to_string(c) + ")");
-    }
+    for (auto* v : {&gamma, &beta})
+      per_channel_floats(*v, v == &gamma ? "gamma" : "beta", c, " (tritonforge.rewrite converts float16 initializers)",
+                         "");
     Ort::ConstValue skip{nullptr}, bias{nullptr};
     bool broadcast = false;
     if (skip_op_) {
@@ -237,7 +242,7 @@ class GroupNormNHWC : public KernelBase {
                       std::to_string(groups_) + (silu_ ? "_silu" : "_pass") + (skip ? "_skip" : "_noskip") +
                       (broadcast ? "_broadcast" : "_nobroadcast") + (bias ? "_bias" : "_nobias");
     run(OP_GROUP_NORM_NHWC, dt, static_cast<int>(silu_), p, r, std::string("group_norm_") +
-        (silu_ ? "silu_" : "pass_") + dt, sig, memory_, stream(ctx), where("X " + shape_str(xs) + " " + dt));
+        (silu_ ? "silu_" : "pass_") + dt, sig, memory_, stream(ctx), [&] { return where("X " + shape_str(xs) + " " + dt); });
   }
 
   void cpu(ONNXTensorElementDataType t, const void* x, const void* skip, const void* bias, const float* gamma,
@@ -298,15 +303,8 @@ class GroupNormNCHW : public KernelBase {
     if (xs.size() < 3) bad("input X has shape " + shape_str(xs) + "; expected (N, C, D1, ...), rank 3 or more");
     int64_t n = xs[0], c = xs[1], hw = product(xs, 2);
     if (c % groups_) bad(std::to_string(c) + " channels do not split into " + std::to_string(groups_) + " groups");
-    for (auto* v : {&scale, &bias}) {
-      auto info = v->GetTensorTypeAndShapeInfo();
-      const char* name = v == &scale ? "scale" : "bias";
-      if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
-        bad(std::string("input ") + name + " must be float, one value per channel");
-      if (info.GetElementCount() != static_cast<size_t>(c))
-        bad(std::string("input ") + name + " has shape " + shape_str(info.GetShape()) + "; expected (" +
-            std::to_string(c) + "), one value per channel");
-    }
+    for (auto* v : {&scale, &bias})
+      per_channel_floats(*v, v == &scale ? "scale" : "bias", c, ", one value per channel", ", one value per channel");
     auto y = ctx.GetOutput(0, xs);
     if (n * c * hw == 0) return;
     auto et = x.GetTensorTypeAndShapeInfo().GetElementType();
@@ -330,7 +328,7 @@ class GroupNormNCHW : public KernelBase {
     std::string sig = std::to_string(n) + "_" + std::to_string(hw) + "_" + std::to_string(c) + "_" +
                       std::to_string(groups_);
     run(OP_GROUP_NORM_NCHW, dt, static_cast<int>(silu_), p, r, std::string("group_norm_nchw_") +
-        (silu_ ? "silu_" : "pass_") + dt, sig, memory_, stream(ctx), where("X " + shape_str(xs) + " " + dt));
+        (silu_ ? "silu_" : "pass_") + dt, sig, memory_, stream(ctx), [&] { return where("X " + shape_str(xs) + " " + dt); });
   }
 
   void cpu(ONNXTensorElementDataType t, const void* x, const float* scale, const float* bias, void* y, int64_t n,
@@ -406,7 +404,7 @@ class SoftmaxLast : public KernelBase {
     p.batch = rows, p.n_cols = cols, p.in_stride = p.out_stride = cols;
     run(log_ ? OP_LOG_SOFTMAX : OP_SOFTMAX, dt, -1, p, r, std::string(log_ ? "log_softmax_" : "softmax_") + dt,
         std::to_string(rows) + "_" + std::to_string(cols), memory_, stream(ctx),
-        where("X " + shape_str(xs) + " " + dt));
+        [&] { return where("X " + shape_str(xs) + " " + dt); });
   }
 
   bool log_;
