@@ -18,7 +18,7 @@ def _cfg(c: Context):
 
 
 def _targets(c: Context, platform: str, arch: str | None):
-    from tritonforge.pipeline.targets import parse_targets
+    from tritonforge.pipeline.compile.targets import parse_targets
 
     if platform not in PLATFORMS:
         raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}, not '{platform}'", code=2)
@@ -27,7 +27,7 @@ def _targets(c: Context, platform: str, arch: str | None):
 
 def _profile_out(c: Context, profile: str | None, out: str | None) -> tuple[str, Path]:
     """The profile (invoke.yaml's by default) and where its <platform>/<arch>/ go: <out>, or <out>/full."""
-    from tritonforge.pipeline.profiles import check_profile, root
+    from tritonforge.pipeline.scripts.profiles import check_profile, root
 
     profile = check_profile(profile or _cfg(c).profile)
     return profile, root(out or _cfg(c).out, profile)
@@ -35,27 +35,28 @@ def _profile_out(c: Context, profile: str | None, out: str | None) -> tuple[str,
 
 def _full_dist(c: Context, dist: str | None) -> Path:
     """What the GPU tasks use: the full profile's builds (`--dist` names a root holding <platform>/<arch>/)."""
-    from tritonforge.pipeline.profiles import root
+    from tritonforge.pipeline.scripts.profiles import root
 
     return Path(dist) if dist else root(_cfg(c).out, "full")
 
 
-def _compile(c: Context, targets, profile: str, out: Path, jobs: int, allow_unpinned_triton: bool, quiet: bool):
-    """Compile in this Python, with a progress bar."""
-    from tritonforge.pipeline.report import compile_progress, print_summary
-    from tritonforge.pipeline.runners import run_local
+def _settings(c: Context):
+    from tritonforge.pipeline.builds.sequence import Settings
 
     cfg = _cfg(c)
-    with compile_progress(not quiet) as progress:
-        report = run_local(cfg.kernels_dir, targets, out, cfg.cache_dir, jobs or cfg.jobs, cfg.host,
-                           progress, allow_unpinned_triton, profile)
-    if not quiet:
-        print_summary(report)
-    return report
+    return Settings(cfg.kernels_dir, cfg.cache_dir, cfg.jobs, cfg.host)
+
+
+def _log(quiet: bool = False):
+    """One line per step on stderr (rich, no markup), or nothing when quiet."""
+    from tritonforge.pipeline.report import console
+
+    return (lambda line: None) if quiet else (
+        lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True))
 
 
 def _require_gpu(platform: str, task_name: str) -> None:
-    from tritonforge.pipeline.runners import gpu_unavailable
+    from tritonforge.pipeline.builds.runners import gpu_unavailable
 
     why = gpu_unavailable(platform)
     if why:
@@ -99,8 +100,15 @@ def _fail_on_pipeline_error(fn):
 def compile(c: Context, platform: str = "cuda", arch: str | None = None, out: str | None = None,
             jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False, profile: str | None = None):
     """Compile the kernels of kernels/ for each arch into ORT's archive + header + kernels.json."""
+    from tritonforge.pipeline.builds.sequence import compile_here
+    from tritonforge.pipeline.report import compile_progress, print_summary
+
     profile, root = _profile_out(c, profile, out)
-    _compile(c, _targets(c, platform, arch), profile, root, jobs, allow_unpinned_triton, quiet)
+    with compile_progress(not quiet) as progress:
+        report = compile_here(_settings(c), _targets(c, platform, arch), root, profile, jobs, allow_unpinned_triton,
+                              progress)
+    if not quiet:
+        print_summary(report)
 
 
 @task(help={
@@ -118,50 +126,17 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
           out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False,
           profile: str | None = None):
     """Build the platform's image and compile the kernels in it (or locally), then run the consumer check."""
-    from tritonforge.pipeline.report import console, print_summary
-    from tritonforge.pipeline.runners import choose_runner, run_docker
+    from tritonforge.pipeline.builds.sequence import check_build, compile_targets
+    from tritonforge.pipeline.report import compile_progress, print_summary
 
-    cfg = _cfg(c)
     targets = _targets(c, platform, arch)
     profile, root = _profile_out(c, profile, out)
-    log = (lambda line: None) if quiet else (lambda line: console.print(line, highlight=False, markup=False))
-    if choose_runner(runner, log) == "local":
-        report = _compile(c, targets, profile, root, jobs, allow_unpinned_triton, quiet)
-    elif allow_unpinned_triton:
-        raise Exit("error: --allow-unpinned-triton is for the local runner: the image holds the pinned triton",
-                   code=2)
-    else:
-        report = run_docker(cfg.kernels_dir, targets, root, cfg.cache_dir, jobs or cfg.jobs, log, cfg.host,
-                            platform, profile)
-        if not quiet:
-            print_summary(report)
-    for name, path in [(t.target.arch_name, t.paths["archive"].parent) for t in report.targets] + \
-            [(f"{m.platform}/multi", m.paths["archive"].parent) for m in report.multi]:
-        _consumer_check(name, path)
-    for m in report.multi:
-        _ort_library(c, m.platform, m.paths["archive"].parent)
-
-
-def _ort_library(c: Context, platform: str, build_dir: Path) -> None:
-    """The custom-op library of a CUDA multi build, built beside it and checked (ROCm: none)."""
-    from tritonforge.pipeline.ortlib import build_library, check_library
-    from tritonforge.pipeline.report import console
-
-    if platform != "cuda":
-        return
-    lib = build_library(build_dir, Path(_cfg(c).cache_dir).parent)
-    console.print(f"ORT library {platform}/multi: {lib} ({check_library(lib, build_dir)})", highlight=False,
-                  soft_wrap=True)
-
-
-def _consumer_check(name: str, path: Path) -> None:
-    from tritonforge.pipeline.consumer_check import check_artifacts
-    from tritonforge.pipeline.report import console
-
-    result = check_artifacts(path)
-    inside = ", archs inside each blob match kernels.json" if path.name == "multi" else ""
-    console.print(f"consumer check {name}: {result.kernels} kernels resolved by dlsym, blobs match kernels.json"
-                  f"{inside}, stack {result.stack_flags}", highlight=False)
+    log = _log(quiet)
+    _, report = compile_targets(_settings(c), targets, root, platform, profile, runner, jobs, allow_unpinned_triton,
+                                log, lambda: compile_progress(not quiet))
+    if not quiet:
+        print_summary(report)
+    check_build(_settings(c), report, log)
 
 
 @task(help={
@@ -175,27 +150,20 @@ def _consumer_check(name: str, path: Path) -> None:
 def merge(c: Context, platform: str = "cuda", arch: str | None = None, parts: str | None = None,
           out: str | None = None, profile: str | None = None):
     """Merge per-arch builds into one multi-arch archive (<out>/<platform>/multi/) without compiling."""
-    from tritonforge.pipeline.multi import merge_builds
-    from tritonforge.pipeline.profiles import root as profile_root
-    from tritonforge.pipeline.report import console
+    from tritonforge.pipeline.builds.sequence import merge as do_merge
+    from tritonforge.pipeline.scripts.profiles import root as profile_root
 
     targets = _targets(c, platform, arch)
     profile, root = _profile_out(c, profile, out)
     roots = [profile_root(p.strip(), profile) for p in parts.split(",") if p.strip()] if parts else [root]
-    report = merge_builds(roots, platform, [t.arch_name for t in targets], root)
-    console.print(f"{platform}/multi ({'+'.join(report.archs)}): {report.kernels} kernels, "
-                  f"{report.archive_bytes:,} B archive: {report.paths['archive'].parent}", highlight=False)
-    for line in report.warnings():
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-    _consumer_check(f"{platform}/multi", report.paths["archive"].parent)
-    _ort_library(c, platform, report.paths["archive"].parent)
+    do_merge(_settings(c), roots, platform, [t.arch_name for t in targets], root, _log())
 
 
 @task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists"})
 @_fail_on_pipeline_error
 def image(c: Context, platform: str = "cuda", force: bool = False):
     """Build the compile image for a platform (tag = content hash of its inputs; skipped when present)."""
-    from tritonforge.pipeline.images import build_image
+    from tritonforge.pipeline.builds.images import build_image
 
     print(build_image(platform, force=force))
 
@@ -204,7 +172,7 @@ def image(c: Context, platform: str = "cuda", force: bool = False):
 @_fail_on_pipeline_error
 def base_image(c: Context):
     """Make the local Debian base image (debootstrap + import) used when no registry answers."""
-    from tritonforge.pipeline.images import client, ensure_local_base
+    from tritonforge.pipeline.builds.images import client, ensure_local_base
 
     print(ensure_local_base(client(), print))
 
@@ -227,8 +195,8 @@ def lint(c: Context, fix: bool = False):
 @_fail_on_pipeline_error
 def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
     """Run the GPU tests inside the platform image against dist/ (CUDA: all GPUs; ROCm: /dev/kfd, /dev/dri)."""
-    from tritonforge.pipeline.images import build_image
-    from tritonforge.pipeline.runners import run_gpu_tests
+    from tritonforge.pipeline.builds.images import build_image
+    from tritonforge.pipeline.builds.runners import run_gpu_tests
 
     if platform not in PLATFORMS:
         raise Exit(f"error: --platform must be one of {', '.join(PLATFORMS)}, not '{platform}'", code=2)
@@ -245,15 +213,10 @@ def gpu_test(c: Context, platform: str = "cuda", dist: str | None = None):
 
 @task(help={"path": "a kernels.json, or a directory holding one"})
 @_fail_on_pipeline_error
-def check(c: Context, path: str):
+def check(c: Context, path: str | None = None):
     """Run the C++ consumer check (g++, --whole-archive, dlsym) on one built artifact directory."""
-    if path in ("-h", "--help"):  # the positional takes the next word, --help included
-        import subprocess
-        import sys
-
-        shown = subprocess.run([sys.executable, "-m", "invoke", "--help", "check"], cwd=Path(__file__).parent)
-        raise Exit(code=shown.returncode)
-    from tritonforge.pipeline.consumer_check import check_artifacts
+    _need("check", path=path)
+    from tritonforge.pipeline.package.consumer_check import check_artifacts
 
     p = Path(path)
     result = check_artifacts(p.parent if p.is_file() else p)
@@ -276,27 +239,16 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
          ops: str = "softmax", dtypes: str = "fp16", dist: str | None = None, out: str | None = None,
          budget_ms: float = 10.0, group_norm_shapes: str | None = None):
     """Benchmark every candidate on this machine's GPU (TunableOp's method) and write a tune cache."""
+    import sys
+
+    from tritonforge.runtime.tune import tune_to_file
+
     if platform != "cuda":
         raise Exit(f"error: tuning runs on CUDA GPUs only for now, not '{platform}'", code=2)
     _require_gpu(platform, "tune")
-    from tritonforge.runtime.tune import main
-
-    argv = ["--dist", str(_full_dist(c, dist)), "--ops", ops, "--dtypes", dtypes, "--budget-ms", str(budget_ms)]
-    if shapes:
-        argv += ["--shapes", shapes]
-    if group_norm_shapes:
-        argv += ["--group-norm-shapes", group_norm_shapes]
-    if out:
-        argv += ["--out", out]
-    if arch:
-        from tritonforge.runtime.cuda import CudaBackend
-
-        here = f"sm_{CudaBackend(0).arch}"
-        if arch != here:
-            raise Exit(f"error: --arch {arch} but this GPU is {here}; tune on a {arch} runner", code=2)
-    code = main(argv)
-    if code:
-        raise Exit(code=code)
+    _, summary = tune_to_file(_full_dist(c, dist), ops.split(","), dtypes.split(","), shapes, group_norm_shapes, out,
+                              budget_ms, arch, log=lambda line: print(line, file=sys.stderr, flush=True))
+    print(summary)
 
 
 @task(help={
@@ -339,7 +291,7 @@ def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: boo
 
 
 def _store(c: Context, store: str | None, endpoint_url: str | None = None):
-    from tritonforge.pipeline.stores import open_store
+    from tritonforge.pipeline.release.stores import open_store
 
     return open_store(store or _cfg(c).store, endpoint_url)
 
@@ -368,8 +320,8 @@ def publish(c: Context, version: str | None = None, store: str | None = None, di
     """Publish every built arch of the profiles (and matching tune caches) as an immutable version."""
     import os
 
-    from tritonforge.pipeline.profiles import parse_profiles
-    from tritonforge.pipeline.release import publish as do_publish
+    from tritonforge.pipeline.release.publish import publish as do_publish
+    from tritonforge.pipeline.scripts.profiles import parse_profiles
 
     _need("publish", version=version)
     profiles = parse_profiles(profile or _cfg(c).profile)
@@ -395,9 +347,9 @@ def fetch(c: Context, dest: str | None = None, version: str | None = None, platf
           arch: str | None = None, store: str | None = None, endpoint_url: str | None = None,
           profile: str | None = None, trust: str | None = None, lock: str | None = None):
     """Download one build of a version, verify every sha256 (and signature, lock), add a CMake file."""
-    from tritonforge.pipeline.profiles import check_profile
-    from tritonforge.pipeline.release import fetch as do_fetch
-    from tritonforge.pipeline.release import fetch_locked, resolve_version
+    from tritonforge.pipeline.release.publish import fetch as do_fetch
+    from tritonforge.pipeline.release.publish import fetch_locked, resolve_version
+    from tritonforge.pipeline.scripts.profiles import check_profile
 
     _need("fetch", dest=dest)
     if lock:
@@ -429,8 +381,8 @@ def lock(c: Context, version: str | None = None, platform: str | None = None, ar
          out: str = "tritonforge.lock", store: str | None = None, endpoint_url: str | None = None,
          trust: str | None = None):
     """Pin one build of a published version to its exact bytes (manifest and file sha256s) in a lock file."""
-    from tritonforge.pipeline.profiles import check_profile
-    from tritonforge.pipeline.release import lock_build
+    from tritonforge.pipeline.release.publish import lock_build
+    from tritonforge.pipeline.scripts.profiles import check_profile
 
     _need("lock", version=version, platform=platform, arch=arch)
     doc = lock_build(_store(c, store, endpoint_url), version, platform, arch, check_profile(profile or _cfg(c).profile),
@@ -450,7 +402,7 @@ def yank(c: Context, version: str | None = None, reason: str | None = None, stor
          endpoint_url: str | None = None):
     """Withdraw a version: it stays fetchable by name or lock (with a warning), `latest` skips it; nothing
     is deleted."""
-    from tritonforge.pipeline.release import yank as do_yank
+    from tritonforge.pipeline.release.publish import yank as do_yank
 
     _need("yank", version=version, reason=reason)
     doc = do_yank(_store(c, store, endpoint_url), version, reason)
@@ -464,7 +416,7 @@ def yank(c: Context, version: str | None = None, reason: str | None = None, stor
 @_fail_on_pipeline_error
 def keygen(c: Context, private: str = "tritonforge-signing.key", public: str = "tritonforge-signing.pub"):
     """Make an Ed25519 key pair for signing releases (never overwrites a key)."""
-    from tritonforge.pipeline.signing import keygen as make
+    from tritonforge.pipeline.release.signing import keygen as make
 
     kid = make(private, public)
     print(f"key {kid}: private {private} (publish --sign-key), public {public} (fetch --trust)")
@@ -480,7 +432,7 @@ def keygen(c: Context, private: str = "tritonforge-signing.key", public: str = "
 def gc(c: Context, grace: str = "1h", dry_run: bool = False, store: str | None = None,
        endpoint_url: str | None = None):
     """Delete blobs no version references (left by refused or killed publishes), safely beside publishers."""
-    from tritonforge.pipeline.gc import collect_garbage, parse_duration
+    from tritonforge.pipeline.release.gc import collect_garbage, parse_duration
 
     collect_garbage(_store(c, store, endpoint_url), parse_duration(grace), dry_run, print)
 
@@ -490,13 +442,10 @@ def gc(c: Context, grace: str = "1h", dry_run: bool = False, store: str | None =
 @_fail_on_pipeline_error
 def versions(c: Context, store: str | None = None, endpoint_url: str | None = None):
     """List the published versions in a store, oldest first; yanked ones say so."""
-    from tritonforge.pipeline.release import versions as list_versions
-    from tritonforge.pipeline.release import yanked
+    from tritonforge.pipeline.release.publish import listing
 
-    s = _store(c, store, endpoint_url)
-    for v in list_versions(s):
-        y = yanked(s, v)
-        print(v if y is None else f"{v}  yanked: {y['reason']}")
+    for version, yank_doc in listing(_store(c, store, endpoint_url)):
+        print(version if yank_doc is None else f"{version}  yanked: {yank_doc['reason']}")
 
 
 @task(help={
@@ -507,7 +456,7 @@ def versions(c: Context, store: str | None = None, endpoint_url: str | None = No
 def ortlib(c: Context, dist: str | None = None, out: str | None = None):
     """Build the custom-op library for onnxruntime-gpu from a CUDA build (invoke build makes it too)."""
     from tritonforge.pipeline.errors import PipelineError
-    from tritonforge.pipeline.ortlib import build_library, check_library
+    from tritonforge.pipeline.package.ortlib import build_library, check_library
     from tritonforge.runtime.ortlib import DEFAULT_PLACES
 
     d = Path(dist) if dist else next((p for p in DEFAULT_PLACES if (p / "kernels.json").is_file()), None)

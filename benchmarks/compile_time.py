@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tritonforge.pipeline.build import build_dist, discover_scripts  # noqa: E402
-from tritonforge.pipeline.targets import parse_targets  # noqa: E402
+from tritonforge.pipeline.builds.dist import build_dist, discover_scripts  # noqa: E402
+from tritonforge.pipeline.compile.targets import parse_targets  # noqa: E402
 
 from benchmarks.results import write_rows  # noqa: E402
 

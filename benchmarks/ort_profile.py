@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tritonforge.pipeline.build import build_dist, discover_scripts  # noqa: E402
-from tritonforge.pipeline.profiles import parse_profiles  # noqa: E402
-from tritonforge.pipeline.targets import parse_targets  # noqa: E402
+from tritonforge.pipeline.builds.dist import build_dist, discover_scripts  # noqa: E402
+from tritonforge.pipeline.compile.targets import parse_targets  # noqa: E402
+from tritonforge.pipeline.scripts.profiles import parse_profiles  # noqa: E402
 
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
 

@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from .build import build_dist, discover_scripts
-from .errors import PipelineError
-from .targets import parse_targets
+from tritonforge.pipeline.builds.dist import build_dist, discover_scripts
+from tritonforge.pipeline.compile.targets import parse_targets
+from tritonforge.pipeline.errors import PipelineError
 
 
 class LineProgress:
@@ -59,7 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=0)
     ap.add_argument("--host", default="x86_64")
     ap.add_argument("--report", help="write the build report (JSON) here")
-    ap.add_argument("--profile", default="full", choices=["ort", "full"], help="which kernels (pipeline/profiles.py)")
+    ap.add_argument("--profile", default="full", choices=["ort", "full"],
+                    help="which kernels (pipeline/scripts/profiles.py)")
     args = ap.parse_args(argv)
     try:
         targets = parse_targets(args.arch, platform=args.platform)

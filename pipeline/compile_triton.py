@@ -23,11 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tritonforge.pipeline.compile.targets import detect_local_target, parse_target
+from tritonforge.pipeline.errors import PipelineError
+
 from tritonforge.artifact_format import ARCHIVE_NAME, HEADER_NAME, MANIFEST_NAME
 from tritonforge.atomic import install_files
-
-from .errors import PipelineError
-from .targets import detect_local_target, parse_target
 
 
 def parse_args(argv=None):
@@ -86,9 +86,9 @@ def _fetch_target(args) -> tuple[str, str]:
 def fetch_into(args, log=print) -> None:
     """Fetch mode: the published ORT-profile build of the target (or the locked build), its header and
     archive where ORT asked."""
-    from .lockfile import read_lock
-    from .release import fetch, fetch_locked, resolve_version
-    from .stores import open_store
+    from tritonforge.pipeline.release.lockfile import read_lock
+    from tritonforge.pipeline.release.publish import fetch, fetch_locked, resolve_version
+    from tritonforge.pipeline.release.stores import open_store
 
     say = lambda line: log(f"tritonforge: {line}") if line.startswith("warning") else None
     header, archive = Path(args.header), Path(args.obj_file)
@@ -122,8 +122,8 @@ def fetch_into(args, log=print) -> None:
 
 
 def compile_into(args) -> None:
-    from .build import build_ort
-    from .report import compile_progress, print_summary
+    from tritonforge.pipeline.builds.dist import build_ort
+    from tritonforge.pipeline.report import compile_progress, print_summary
 
     target = _target(args)
     if not args.script_files:

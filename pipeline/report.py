@@ -9,15 +9,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-
-from .build import BuildReport
+from tritonforge.pipeline.builds.dist import BuildReport
 
 console = Console(stderr=True)
 
 
 @contextlib.contextmanager
 def compile_progress(enabled: bool = True):
-    """Yields a callback for pipeline.build's progress events."""
+    """Yields a callback for pipeline.builds.dist's progress events."""
     if not enabled:
         yield None
         return

@@ -8,8 +8,8 @@ Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's 
   4. iterations = clamp(budget / (6 x estimate), 1, 100), timed by graph replay (one warm-up replay,
      the median of five timed) over rotating buffers larger than L2.
 
-    python -m tritonforge.runtime.tune --dist dist --out tune/cuda/sm_90/NVIDIA_H200.json [--shapes FILE]
-        [--ops softmax,log_softmax,group_norm_silu,group_norm_pass]
+    invoke tune [--ops softmax,log_softmax,group_norm_silu,group_norm_pass] [--dtypes fp16,fp32] [--out FILE]
+    python -m tritonforge.runtime.tune --dist dist/full ...   (the same, where invoke is not installed)
 """
 
 from __future__ import annotations
@@ -26,11 +26,17 @@ from pathlib import Path
 import numpy as np
 
 from tritonforge.atomic import write_text
+from tritonforge.errors import TritonforgeError
 
 from . import zoo
 from .launch import Unsupported
 from .problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup
 from .tune_cache import SCHEMA, device_slug, validators
+
+
+class TuneError(TritonforgeError, ValueError):
+    """A tuning request that cannot run: a bad shapes file, an unknown op, a GPU of another arch, or a
+    problem no candidate solves."""
 
 
 @dataclass
@@ -97,10 +103,10 @@ def read_shapes(path: Path | str, fields: int = 2) -> list[tuple[int, ...]]:
         parts = re.split(r"[,\s]+", line)
         if len(parts) != fields or not all(p.isdigit() and int(p) > 0 for p in parts):
             what = "batch,n_cols" if fields == 2 else "n,hw,c,groups"
-            raise ValueError(f"{path}:{lineno}: expected '{what}' with positive integers, got {line!r}")
+            raise TuneError(f"{path}:{lineno}: expected '{what}' with positive integers, got {line!r}")
         shapes.append(tuple(int(p) for p in parts))
     if not shapes:
-        raise ValueError(f"{path}: no shapes")
+        raise TuneError(f"{path}: no shapes")
     return shapes
 
 
@@ -111,7 +117,7 @@ GROUP_NORM_OPS = {"group_norm_silu": True, "group_norm_pass": False}
 def problems_for(ops, dtypes, shapes=None, group_norm_shapes=None) -> list:
     unknown = sorted(set(ops) - set(SOFTMAX_OPS) - set(GROUP_NORM_OPS))
     if unknown:
-        raise ValueError(f"unknown ops {unknown}: choose from {[*SOFTMAX_OPS, *GROUP_NORM_OPS]}")
+        raise TuneError(f"unknown ops {unknown}: choose from {[*SOFTMAX_OPS, *GROUP_NORM_OPS]}")
     out = [Problem(op, dt, b, n) for op in ops if op in SOFTMAX_OPS for dt in dtypes
            for b, n in shapes or default_shapes()]
     out += [GroupNormProblem(dt, n, hw, c, g, GROUP_NORM_OPS[op]) for op in ops if op in GROUP_NORM_OPS
@@ -135,7 +141,7 @@ def tune(registry, shapes=None, ops=("softmax",), dtypes=("fp16",), budget_ms: f
         finally:
             setup.free()
         if o.best is None:
-            raise RuntimeError(f"no viable kernel for {p}: {o.rejected}")
+            raise TuneError(f"no viable kernel for {p}: {o.rejected}")
         results.setdefault(p.op_key, {})[p.params_signature] = {
             "kernel": o.best, "us": round(o.best_ms * 1e3, 3),
             "ort_kernel": o.ort_best, "ort_us": round(o.ort_ms * 1e3, 3) if o.ort_best else None,
@@ -144,6 +150,38 @@ def tune(registry, shapes=None, ops=("softmax",), dtypes=("fp16",), budget_ms: f
             progress(i + 1, len(problems), p, o)
     return {"schema": SCHEMA, "validators": validators(registry), "seconds": round(time.perf_counter() - t0, 2),
             "results": results}
+
+
+def tune_to_file(dist: Path | str, ops=("softmax",), dtypes=("fp16",), shapes: str | None = None,
+                 group_norm_shapes: str | None = None, out: str | None = None, budget_ms: float = 10.0,
+                 arch: str | None = None, log=None) -> tuple[Path, str]:
+    """Tune on GPU 0 with the archive of its arch under `dist` (a root holding cuda/sm_XX/), from shape files
+    (default: the zoo's), and write the cache to `out` (default: tune/cuda/sm_XX/<device>.json). Returns the
+    path and a line that sums it up."""
+    from . import load_artifacts
+    from .cuda import CudaBackend
+    from .registry import Registry
+
+    ops, dtypes = list(ops), list(dtypes)
+    softmax_shapes = read_shapes(shapes) if shapes else None
+    gn_shapes = read_shapes(group_norm_shapes, 4) if group_norm_shapes else None
+    problems_for(ops, dtypes, softmax_shapes, gn_shapes)  # a bad op or dtype fails before the GPU is opened
+    backend = CudaBackend(0)
+    here = f"sm_{backend.arch}"
+    if arch and arch != here:
+        raise TuneError(f"--arch {arch} but this GPU is {here}; tune on a {arch} runner")
+    registry = Registry(load_artifacts(Path(dist) / "cuda" / here), backend)
+
+    def progress(i, n, p, o):
+        ort = f"{o.ort_best} {o.ort_ms * 1e3:.2f} us" if o.ort_best else "none"
+        if log:
+            log(f"[{i}/{n}] {p.op_key} {p.params_signature}: {o.best} {o.best_ms * 1e3:.2f} us "
+                f"(ORT group: {ort}; {len(o.timed)} timed, {o.skipped} skipped)")
+
+    cache = tune(registry, softmax_shapes, ops, dtypes, budget_ms, progress, group_norm_shapes=gn_shapes)
+    path = Path(out or f"tune/cuda/{here}/{device_slug(backend.device_name)}.json")
+    write_text(path, json.dumps(cache, indent=1) + "\n")
+    return path, f"wrote {path}: {sum(len(v) for v in cache['results'].values())} problems in {cache['seconds']} s"
 
 
 def main(argv=None) -> int:
@@ -157,30 +195,14 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="fp16", help="comma list: fp32,fp16,bf16")
     ap.add_argument("--budget-ms", type=float, default=10.0, help="timing budget per candidate")
     args = ap.parse_args(argv)
-
-    from . import load_artifacts
-    from .cuda import CudaBackend
-    from .registry import Registry
-
-    backend = CudaBackend(0)
-    registry = Registry(load_artifacts(Path(args.dist) / "cuda" / f"sm_{backend.arch}"), backend)
-    shapes = read_shapes(args.shapes) if args.shapes else None
-    gn_shapes = read_shapes(args.group_norm_shapes, 4) if args.group_norm_shapes else None
-
-    def progress(i, n, p, o):
-        ort = f"{o.ort_best} {o.ort_ms * 1e3:.2f} us" if o.ort_best else "none"
-        print(f"[{i}/{n}] {p.op_key} {p.params_signature}: {o.best} {o.best_ms * 1e3:.2f} us "
-              f"(ORT group: {ort}; {len(o.timed)} timed, {o.skipped} skipped)", file=sys.stderr, flush=True)
-
     try:
-        problems_for(args.ops.split(","), args.dtypes.split(","))
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    cache = tune(registry, shapes, args.ops.split(","), args.dtypes.split(","), args.budget_ms, progress,
-                 group_norm_shapes=gn_shapes)
-    out = Path(args.out or f"tune/cuda/sm_{backend.arch}/{device_slug(backend.device_name)}.json")
-    write_text(out, json.dumps(cache, indent=1) + "\n")
-    print(f"wrote {out}: {sum(len(v) for v in cache['results'].values())} problems in {cache['seconds']} s")
+        _, summary = tune_to_file(args.dist, args.ops.split(","), args.dtypes.split(","), args.shapes,
+                                  args.group_norm_shapes, args.out, args.budget_ms,
+                                  log=lambda line: print(line, file=sys.stderr, flush=True))
+    except TritonforgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(summary)
     return 0
 
 

@@ -40,7 +40,7 @@ TEST_TARGETS = "sm_80,sm_90,gfx942"
 def kernel_scripts(root):
     """Every real kernel script, whole (the `full` tests compile them all)."""
     pytest.importorskip("triton", reason="compiling needs triton (pip install -r pins/triton.txt)")
-    from tritonforge.pipeline.build import discover_scripts
+    from tritonforge.pipeline.builds.dist import discover_scripts
 
     return discover_scripts(root / "kernels")
 
@@ -57,7 +57,7 @@ def small_kernels(root, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def small_scripts(small_kernels):
     pytest.importorskip("triton", reason="compiling needs triton (pip install -r pins/triton.txt)")
-    from tritonforge.pipeline.build import discover_scripts
+    from tritonforge.pipeline.builds.dist import discover_scripts
 
     return discover_scripts(small_kernels)
 
@@ -65,8 +65,8 @@ def small_scripts(small_kernels):
 @pytest.fixture(scope="session")
 def built(tmp_path_factory, small_scripts):
     """The small kernel set compiled cold for TEST_TARGETS with its own cache; (report, out, cache)."""
-    from tritonforge.pipeline.build import build_dist
-    from tritonforge.pipeline.targets import parse_targets
+    from tritonforge.pipeline.builds.dist import build_dist
+    from tritonforge.pipeline.compile.targets import parse_targets
 
     base = tmp_path_factory.mktemp("built")
     out, cache = base / "dist", base / "cache"
@@ -77,8 +77,8 @@ def built(tmp_path_factory, small_scripts):
 @pytest.fixture(scope="session")
 def built_ort(tmp_path_factory, small_scripts, built):
     """The ORT profile of the small set for TEST_TARGETS, from `built`'s cache; (report, out)."""
-    from tritonforge.pipeline.build import build_dist
-    from tritonforge.pipeline.targets import parse_targets
+    from tritonforge.pipeline.builds.dist import build_dist
+    from tritonforge.pipeline.compile.targets import parse_targets
 
     out = tmp_path_factory.mktemp("built_ort") / "dist"
     report = build_dist(small_scripts, parse_targets(TEST_TARGETS), out, cache_dir=built[2], jobs=2, profile="ort")
@@ -89,8 +89,8 @@ def built_ort(tmp_path_factory, small_scripts, built):
 def docker_engine():
     """A Docker client; missing engine is a failure in CI, a skip elsewhere."""
     pytest.importorskip("docker", reason="the docker SDK is not installed")
+    from tritonforge.pipeline.builds.images import client
     from tritonforge.pipeline.errors import PipelineError
-    from tritonforge.pipeline.images import client
 
     try:
         return client()
@@ -178,7 +178,7 @@ def s3_server(tmp_path_factory):
 def ort_library(built, tmp_path_factory) -> Path:
     """The custom-op library of the small set's CUDA multi build (every group of the full profile)."""
     require_tool("g++", "the ORT library is compiled with it")
-    from tritonforge.pipeline.ortlib import build_library
+    from tritonforge.pipeline.package.ortlib import build_library
 
     _, out, cache = built
     return build_library(out / "cuda" / "multi", ROOT / ".cache" / "tritonforge",
@@ -189,7 +189,7 @@ def ort_library(built, tmp_path_factory) -> Path:
 def ort_library_ort_profile(built_ort, tmp_path_factory) -> Path:
     """The library of the small set's ORT-profile multi build: ORT's own groups only."""
     require_tool("g++", "the ORT library is compiled with it")
-    from tritonforge.pipeline.ortlib import build_library
+    from tritonforge.pipeline.package.ortlib import build_library
 
     return build_library(built_ort[1] / "cuda" / "multi", ROOT / ".cache" / "tritonforge",
                          tmp_path_factory.mktemp("ortlib_ort") / "libtritonforge_ort.so")

@@ -156,10 +156,10 @@ def test_compile_then_check(warm_repo, built_ort):
     assert not same_bytes(repo / "dist/rocm/gfx942", built_ort[1] / "rocm/gfx942")
     n = len(json.loads((repo / "dist/rocm/gfx942/kernels.json").read_text())["kernels"])
     for path in ("dist/rocm/gfx942", "dist/rocm/gfx942/kernels.json"):
-        proc = invoke(repo, "check", path, env=env)
+        proc = invoke(repo, "check", "--path", path, env=env)
         assert proc.returncode == 0, proc.stdout
         assert proc.stdout.strip().endswith(f"checked {n} kernels, 0 failures")
-    proc = invoke(repo, "check", "dist/rocm/nothing", env=env)
+    proc = invoke(repo, "check", "--path", "dist/rocm/nothing", env=env)
     assert proc.returncode == 1 and "dist/rocm/nothing" in proc.stdout and "Traceback" not in proc.stdout
 
 
@@ -313,7 +313,7 @@ def test_signed_locked_yanked_and_collected_through_invoke(repo_with_dist):
 
 
 def test_gpu_tasks_say_what_is_wrong_without_a_gpu(repo_with_dist):
-    from tritonforge.pipeline.runners import gpu_unavailable
+    from tritonforge.pipeline.builds.runners import gpu_unavailable
 
     repo, env = repo_with_dist
     usage = [(["tune", "--platform", "rocm"], "tuning runs on CUDA GPUs only for now, not 'rocm'"),
@@ -358,7 +358,8 @@ def test_every_task_has_help(repo):
 
 @pytest.mark.parametrize("args, missing", [(["publish"], "--version"), (["fetch", "--version", "1.0"], "--dest"),
                                            (["lock", "--version", "1.0"], "--platform, --arch"),
-                                           (["yank", "--version", "1.0"], "--reason"), (["rewrite"], "--model")])
+                                           (["yank", "--version", "1.0"], "--reason"), (["rewrite"], "--model"),
+                                           (["check"], "--path")])
 def test_missing_flags_are_named(repo, args, missing):
     proc = invoke(repo[0], *args)
     assert proc.returncode == 2 and f"error: {args[0]} needs {missing}" in proc.stdout, proc.stdout

@@ -4,7 +4,7 @@ kernels.json, which every consumer uses.
 A build directory holds ORT's archive and header and `kernels.json` (schema `KERNELS_SCHEMA`: the target,
 Triton's version, both files' names and digests, every kernel and each group's launch contract). Builds
 go to `<root>/<platform>/<arch>/` (`multi` for the archive of every arch of a platform); the full profile's
-root is `<out>/full/`, the ort profile's `<out>/` (pipeline/profiles.py). CUDA builds also keep each
+root is `<out>/full/`, the ort profile's `<out>/` (pipeline/scripts/profiles.py). CUDA builds also keep each
 kernel's PTX in `ptx/`, which merging reads and publishing leaves out.
 """
 
@@ -18,7 +18,7 @@ from tritonforge.errors import TritonforgeError
 ARCHIVE_NAME = "triton_kernel_infos.a"
 HEADER_NAME = "triton_kernel_infos.h"
 MANIFEST_NAME = "kernels.json"
-# The custom-op library for onnxruntime-gpu (pipeline/ortlib.py), beside a CUDA build's files.
+# The custom-op library for onnxruntime-gpu (pipeline/package/ortlib.py), beside a CUDA build's files.
 LIBRARY_NAME = "libtritonforge_ort.so"
 FILES = (ARCHIVE_NAME, HEADER_NAME, MANIFEST_NAME)  # what a published build holds, in this order
 MULTI = "multi"  # the arch name of a platform's archive for every arch

@@ -125,7 +125,7 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
     per-arch builds from job to job through dist/ (upload and download of the arch directories); here
     they are simply left there."""
     import boto3
-    from tritonforge.pipeline.runners import gpu_unavailable
+    from tritonforge.pipeline.builds.runners import gpu_unavailable
 
     repo, env = user_repo(tmp_path / "repo", docker_builds["repo"] / "small-kernels")
     # The container's compile cache from the README-command build (owners kept: the container's user

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("triton", reason="kernel scripts import triton")
 
-from tritonforge.pipeline.table import load_table  # noqa: E402
+from tritonforge.pipeline.scripts.table import load_table  # noqa: E402
 from tritonforge.runtime.expressions import evaluate  # noqa: E402
 
 UNET = [(n, h, c) for n in (1, 2) for h in (8, 16, 32, 64) for c in (320, 640, 1280)]  # Stable Diffusion's
@@ -39,8 +39,8 @@ def ptx(kernel, arch: str = "sm_90") -> str:
     """The kernel's PTX, compiled here (no GPU)."""
     import triton
     from triton.compiler import ASTSource
-    from tritonforge.pipeline.compiler import triton_signature
-    from tritonforge.pipeline.targets import parse_target
+    from tritonforge.pipeline.compile.compiler import triton_signature
+    from tritonforge.pipeline.compile.targets import parse_target
 
     sig, constexprs, attrs = triton_signature(kernel)
     src = ASTSource(fn=kernel.func, signature=sig, constexprs=constexprs, attrs=attrs)

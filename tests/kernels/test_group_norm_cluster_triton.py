@@ -3,8 +3,8 @@ programs per (image, group), the same shapes as group_norm_parts_triton.py."""
 
 from __future__ import annotations
 
-from tritonforge.pipeline.table import load_table
-from tritonforge.pipeline.targets import parse_target
+from tritonforge.pipeline.compile.targets import parse_target
+from tritonforge.pipeline.scripts.table import load_table
 from tritonforge.runtime.expressions import evaluate
 
 from .conftest import admits, grid, scope

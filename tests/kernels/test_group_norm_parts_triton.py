@@ -10,7 +10,7 @@ from .conftest import admitted, grid, ptx, scope
 
 
 def test_built_where_clusters_are_absent(table):
-    from tritonforge.pipeline.targets import parse_target
+    from tritonforge.pipeline.compile.targets import parse_target
 
     k = table.kernels[0]
     assert k.builds_for(parse_target("sm_80")) and k.builds_for(parse_target("sm_89"))

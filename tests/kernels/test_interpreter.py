@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("triton", reason="kernel scripts import triton")
 
-from tritonforge.pipeline.table import load_table  # noqa: E402
+from tritonforge.pipeline.scripts.table import load_table  # noqa: E402
 
 
 def why_not_interpreted(kernel, contract) -> str | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 
-from tritonforge.pipeline.build import discover_scripts
-from tritonforge.pipeline.table import load_table
+from tritonforge.pipeline.builds.dist import discover_scripts
+from tritonforge.pipeline.scripts.table import load_table
 
 
 def test_scripts_import_only_helpers(root):
@@ -49,7 +49,7 @@ def test_every_group_has_a_contract(root):
 def test_every_unet_shape_and_row_has_a_kernel_other_than_the_fallback(root):
     """On sm_80 and sm_90: every Stable Diffusion GroupNorm and every aligned softmax row up to 256K columns
     has a candidate besides the fallback (which takes any shape, and says so)."""
-    from tritonforge.pipeline.targets import parse_target
+    from tritonforge.pipeline.compile.targets import parse_target
 
     from .conftest import UNET, admits
 

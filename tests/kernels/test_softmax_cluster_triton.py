@@ -4,7 +4,7 @@ what an H100/H200 launches (16 with the function's leave), rows of 16K to 256K c
 from __future__ import annotations
 
 import pytest
-from tritonforge.pipeline.targets import parse_target
+from tritonforge.pipeline.compile.targets import parse_target
 from tritonforge.runtime.expressions import evaluate
 
 from .conftest import admits, grid, scope

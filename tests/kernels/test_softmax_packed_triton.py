@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tritonforge.pipeline.table import load_table
+from tritonforge.pipeline.scripts.table import load_table
 
 from .conftest import admits, grid, ptx
 

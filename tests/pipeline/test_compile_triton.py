@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from tritonforge.pipeline.release import publish
-from tritonforge.pipeline.stores import FileStore
+from tritonforge.pipeline.release.publish import publish
+from tritonforge.pipeline.release.stores import FileStore
 
 from ..conftest import require_tool
 
@@ -67,7 +67,7 @@ def test_orts_cmake_flow_builds_against_a_version_fetched_from_s3(root, built_or
     exports _binary_*) against a version on the S3 server; the provider dlopened RTLD_LOCAL resolves every
     entry with dlsym(RTLD_DEFAULT) from its own code and finds the blobs kernels.json names."""
     import boto3
-    from tritonforge.pipeline.stores import S3Store
+    from tritonforge.pipeline.release.stores import S3Store
 
     cmake = require_tool("cmake", "builds ORT's flow")
     require_tool("g++", "compiles it")

@@ -12,6 +12,37 @@
 #include <stdexcept>
 
 namespace tf {
+struct Function {
+  CUfunction fn = nullptr;
+  int max_threads = 0, static_shared = 0;
+  int resident = -1;
+  bool non_portable = false;
+  std::map<int64_t, int> clusters;  // cluster size -> clusters resident at once
+};
+
+struct Launch {
+  int kernel = -1;
+  const GroupEntry* group = nullptr;
+  Function* fn = nullptr;
+  int64_t grid[3] = {1, 1, 1}, cluster[3] = {1, 1, 1};
+  std::vector<unsigned char> args;
+  std::vector<void*> pointers;
+};
+
+// An op's last launch and what it was packed for.
+struct DeviceMemory::Last {
+  CUcontext ctx = nullptr;
+  CUstream stream = nullptr;
+  int op = -1, silu = 0;
+  std::string dtype;
+  Problem problem;
+  RoleValues roles;
+  Launch launch;
+};
+
+DeviceMemory::DeviceMemory() = default;
+DeviceMemory::~DeviceMemory() { free_all(); }
+
 namespace {
 
 // ---- the driver, opened on first use ------------------------------------------------------------
@@ -101,13 +132,6 @@ Driver& driver() {
 }
 
 // ---- one context: its device's limits, loaded functions, choices ------------------------------
-struct Function {
-  CUfunction fn = nullptr;
-  int max_threads = 0, static_shared = 0;
-  int resident = -1;
-  bool non_portable = false;
-  std::map<int64_t, int> clusters;  // cluster size -> clusters resident at once
-};
 
 struct Context {
   CUcontext ctx = nullptr;
@@ -222,14 +246,6 @@ int resident(Context& c, int i, Function& f) {
   return f.resident;
 }
 
-struct Launch {
-  int kernel = -1;
-  const GroupEntry* group = nullptr;
-  Function* fn = nullptr;
-  int64_t grid[3] = {1, 1, 1}, cluster[3] = {1, 1, 1};
-  std::vector<unsigned char> args;
-  std::vector<void*> pointers;
-};
 
 // A cuLaunchKernelEx configuration with the launch's cluster dimension (its one attribute).
 struct ClusterConfig {
@@ -254,6 +270,14 @@ struct ClusterConfig {
   ClusterConfig(const ClusterConfig&) = delete;  // cfg points at attr
   ClusterConfig& operator=(const ClusterConfig&) = delete;
 };
+
+// The launch's kernel-parameter pointers, into its own argument bytes.
+void point(Launch& L) {
+  const KernelEntry& k = kKernels[L.kernel];
+  L.pointers.clear();
+  for (int j = 0; j < k.n_params; ++j) L.pointers.push_back(L.args.data() + k.params[j].offset);
+  for (int j = 0; j < k.n_hidden; ++j) L.pointers.push_back(L.args.data() + k.hidden[j].offset);
+}
 
 void pack(Launch& L, const RoleValues& v, DeviceMemory& memory) {
   const KernelEntry& k = kKernels[L.kernel];
@@ -280,9 +304,7 @@ void pack(Launch& L, const RoleValues& v, DeviceMemory& memory) {
     }
     std::memcpy(L.args.data() + h.offset, &ptr, 8);
   }
-  L.pointers.clear();
-  for (int j = 0; j < k.n_params; ++j) L.pointers.push_back(L.args.data() + k.params[j].offset);
-  for (int j = 0; j < k.n_hidden; ++j) L.pointers.push_back(L.args.data() + k.hidden[j].offset);
+  point(L);
 }
 
 // Fill `L` for kernel `i` of group `g`, or return why it cannot run this problem with these pointers
@@ -379,6 +401,10 @@ void launch_or_throw(const Launch& L, CUstream stream, const std::function<std::
 }  // namespace
 
 void DeviceMemory::free_all() {
+  {
+    std::lock_guard<std::mutex> held(last_mu);
+    last.reset();  // its arguments point into what is freed here
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (release) {
     for (auto& b : ws_) release(b.first);
@@ -414,13 +440,47 @@ uint64_t DeviceMemory::scratch(int kernel, size_t bytes) {
   return reinterpret_cast<uint64_t>(s.first);
 }
 
+namespace {
+
+bool same(const Problem& a, const Problem& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same(const RoleValues& a, const RoleValues& b) {
+  return std::memcmp(a.u, b.u, sizeof a.u) == 0 && std::memcmp(a.f, b.f, sizeof a.f) == 0;
+}
+
+// Fire `L` and keep it as the op's last launch.
+void fire_and_keep(Launch&& L, const Context& c, CUstream stream, int op, const std::string& dtype, int silu,
+                   const Problem& problem, const RoleValues& roles, DeviceMemory& memory,
+                   const std::function<std::string()>& what) {
+  launch_or_throw(L, stream, what);
+  auto last = std::make_unique<DeviceMemory::Last>();
+  last->ctx = c.ctx, last->stream = stream, last->op = op, last->silu = silu, last->dtype = dtype;
+  last->problem = problem, last->roles = roles, last->launch = std::move(L);
+  point(last->launch);
+  std::lock_guard<std::mutex> lock(memory.last_mu);
+  memory.last = std::move(last);
+}
+
+}  // namespace
+
 void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues roles, const std::string& op_key,
          const std::string& signature, DeviceMemory& memory, void* stream_,
          const std::function<std::string()>& what) {
   auto stream = static_cast<CUstream>(stream_);
+  Driver& d = driver();
+  {
+    // The op's last launch, when nothing it was packed for has changed: no choosing, packing or strings.
+    CUcontext current = nullptr;
+    d.CtxGetCurrent(&current);
+    std::lock_guard<std::mutex> lock(memory.last_mu);
+    const DeviceMemory::Last* last = memory.last.get();
+    if (last && current && last->ctx == current && last->stream == stream && last->op == op &&
+        last->silu == silu && last->dtype == dtype && same(last->problem, problem) && same(last->roles, roles)) {
+      launch_or_throw(last->launch, stream, what);
+      return;
+    }
+  }
   Context& c = context_of(stream);
   std::lock_guard<std::mutex> lock(c.mu);
-  Driver& d = driver();
   const std::string key = op_key + "\t" + signature;
   Launch L;
   auto chosen = c.chosen.find(key);
@@ -429,7 +489,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
     for (int g = 0; g < kGroupCount; ++g) {
       if (i >= kGroups[g].first && i < kGroups[g].first + kGroups[g].count) {
         if (prepare(c, kGroups[g], i, problem, roles, memory, stream, L).empty()) {
-          launch_or_throw(L, stream, what);
+          fire_and_keep(std::move(L), c, stream, op, dtype, silu, problem, roles, memory, what);
           return;
         }
         break;  // these pointers rule it out (alignment): choose again
@@ -455,7 +515,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
         }
         if (wanted == kKernels[i].name) {
           c.chosen[key] = i;
-          launch_or_throw(cand, stream, what);
+          fire_and_keep(std::move(cand), c, stream, op, dtype, silu, problem, roles, memory, what);
           return;
         }
         ready.push_back(std::move(cand));
@@ -481,7 +541,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
     }
   }
   c.chosen[key] = ready[best].kernel;
-  launch_or_throw(ready[best], stream, what);
+  fire_and_keep(std::move(ready[best]), c, stream, op, dtype, silu, problem, roles, memory, what);
 }
 
 std::string choices() {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,17 +20,25 @@ struct RoleValues {
   float f[R_COUNT] = {};     // fp32 arguments (eps)
 };
 
-// Device memory an op keeps between runs: the zeroed workspace contracts ask for and Triton's
-// scratch. Allocated through the session's allocator (alloc/release given by the op).
+struct Launch;  // one kernel's launch, its arguments packed (launch.cc)
+
+// What an op keeps between runs: the zeroed workspace contracts ask for and Triton's scratch, allocated
+// through the session's allocator (alloc/release given by the op), and its last launch: a run of the
+// same problem with the same arguments on the same stream fires that again, unchosen and unpacked.
 class DeviceMemory {
  public:
   std::function<void*(size_t)> alloc;
   std::function<void(void*)> release;
-  ~DeviceMemory() { free_all(); }
+  DeviceMemory();
+  ~DeviceMemory();
   void free_all();
   // A zeroed buffer of at least `bytes` (zeroed on `stream` when new); kernels leave it zeroed.
   uint64_t workspace(size_t bytes, void* stream);
   uint64_t scratch(int kernel, size_t bytes);
+
+  struct Last;
+  std::mutex last_mu;
+  std::unique_ptr<Last> last;
 
  private:
   std::mutex mu_;

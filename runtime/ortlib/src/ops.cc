@@ -131,7 +131,9 @@ class KernelBase {
 
   // The input's dtype (fp16, fp32, bf16), or a bad-input error naming it.
   std::string float_type(const Ort::ConstValue& v, const char* name) const {
-    auto t = v.GetTensorTypeAndShapeInfo().GetElementType();
+    return float_type(v.GetTensorTypeAndShapeInfo().GetElementType(), name);
+  }
+  std::string float_type(ONNXTensorElementDataType t, const char* name) const {
     std::string d = dtype_name(t);
     if (d.empty()) bad(std::string("input ") + name + " has element type " + std::to_string(t) +
                        "; float, float16 or bfloat16 are supported");
@@ -370,8 +372,10 @@ class SoftmaxLast : public KernelBase {
  protected:
   void Compute(Ort::KernelContext& ctx) override {
     auto x = ctx.GetInput(0);
-    std::string dt = float_type(x, "X");
-    auto xs = x.GetTensorTypeAndShapeInfo().GetShape();
+    auto info = x.GetTensorTypeAndShapeInfo();  // one query of X's type and shape per run
+    auto et = info.GetElementType();
+    std::string dt = float_type(et, "X");
+    auto xs = info.GetShape();
     int64_t rank = static_cast<int64_t>(xs.size());
     if (rank < 1) bad("input X is a scalar; softmax needs an axis");
     if (axis_ != -1 && axis_ != rank - 1)
@@ -379,7 +383,6 @@ class SoftmaxLast : public KernelBase {
     auto y = ctx.GetOutput(0, xs);
     int64_t cols = xs.back(), rows = product(xs, 0, xs.size() - 1);
     if (rows * cols == 0) return;
-    auto et = x.GetTensorTypeAndShapeInfo().GetElementType();
     if (!cuda_) {
       const void* in = x.GetTensorRawData();
       void* out = y.GetTensorMutableRawData();

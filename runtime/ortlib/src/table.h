@@ -1,4 +1,4 @@
-// The kernels a build holds, as the custom-op library sees them: written by pipeline/ortlib.py from the
+// The kernels a build holds, as the custom-op library sees them: written by pipeline/package/ortlib.py from the
 // build's kernels.json into kernel_table.inc, which defines the arrays declared here. Contract
 // expressions (grid, requires, cluster, workspace) are compiled to functions of the kernel's
 // constants (`k`, in the order the table lists them), its warps and the problem.
@@ -7,7 +7,7 @@
 
 namespace tf {
 
-// The roles of kernel arguments (the `params` of a launch contract). pipeline/ortlib.py reads this
+// The roles of kernel arguments (the `params` of a launch contract). pipeline/package/ortlib.py reads this
 // list, so every role a contract may use is named once, here.
 enum Role : int {
   R_IN, R_OUT, R_SKIP, R_BIAS, R_ADD_OUT, R_GAMMA, R_BETA, R_WS, R_NCHW_SCALE, R_NCHW_BIAS,

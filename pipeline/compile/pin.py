@@ -1,0 +1,43 @@
+"""The one Triton pin (pins/triton.txt) and the check that the running Triton matches it."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from tritonforge.pipeline.errors import PipelineError
+
+# In a checkout: pins/triton.txt beside the package. An installed copy (the compile images) is told
+# where the image keeps the same file through TRITONFORGE_PIN_FILE.
+PIN_FILE = Path(os.environ.get("TRITONFORGE_PIN_FILE")
+                or Path(__file__).resolve().parents[2] / "pins" / "triton.txt")
+
+
+def pinned_version(pin_file: Path = PIN_FILE) -> str:
+    try:
+        text = pin_file.read_text()
+    except OSError as exc:
+        raise PipelineError(f"cannot read the Triton pin {pin_file}: {exc.strerror}") from None
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        m = re.fullmatch(r"triton\s*==\s*([\w.+-]+)", line)
+        if m:
+            return m.group(1)
+    raise PipelineError(f"{pin_file}: no 'triton==X.Y.Z' line")
+
+
+def installed_version() -> str:
+    import triton
+
+    return triton.__version__
+
+
+def check_pin(allow_unpinned: bool = False) -> str:
+    """Return the running Triton version; refuse one that is not the pinned one unless allowed."""
+    want, have = pinned_version(), installed_version()
+    if have != want and not allow_unpinned:
+        raise PipelineError(
+            f"running triton {have}, but {PIN_FILE.name} pins {want}; install the pin "
+            f"(pip install -r pins/triton.txt) or pass --allow-unpinned-triton to build anyway")
+    return have

@@ -1,0 +1,248 @@
+"""One archive for every GPU of a platform: per-arch builds merged into `<platform>/multi/`.
+
+ORT's loader takes one archive and throws on a blob it cannot load, so each blob of the multi build is a
+container the driver picks from at load time (pipeline/package/containers.py): on CUDA a fatbin of every arch's
+cubin plus the newest arch's portable PTX, on ROCm an offload bundle of every gfx target's code object.
+
+The header stays ORT's: one entry per kernel, so every arch must launch it the same way (function name,
+parameters, constants, warps); `shared` is the largest across archs. A kernel built for some archs only
+(`MIN_SM`, `MAX_SM`, `PLATFORMS`) is left out, and kernels.json says so. Only what the per-arch builds
+hold is read (blobs from their archives, PTX from their ptx/): merging builds made on different machines
+gives the same bytes as one build of every arch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonforge.pipeline.compile.targets import parse_target
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.package import embed, manifest
+from tritonforge.pipeline.package.containers import fatbin, offload_bundle
+from tritonforge.pipeline.package.outputs import artifact_paths, package
+
+from tritonforge.artifact_format import MANIFEST_NAME, MULTI
+from tritonforge.atomic import replace_dir
+
+CONTAINER_EXT = {"cuda": "fatbin", "hip": "hipfb"}
+# What every arch's entry of one kernel must agree on: ORT packs one struct and launches one way.
+SAME_LAUNCH = ("group", "script", "func_name", "sig", "params", "constants", "num_warps", "warp_size", "args_size")
+
+
+@dataclass
+class MultiReport:
+    platform: str
+    archs: list[str]
+    kernels: int = 0
+    left_out: list[dict] = field(default_factory=list)  # {name, group, archs}
+    archive_bytes: int = 0
+    paths: dict[str, Path] = field(default_factory=dict)
+
+    def counts(self) -> dict:
+        return {"platform": self.platform, "archs": self.archs, "kernels": self.kernels, "left_out": self.left_out}
+
+    def warnings(self) -> list[str]:
+        """Lines naming every kernel left out, by group and the archs it was built for."""
+        if not self.left_out:
+            return []
+        by: dict[tuple, list[str]] = {}
+        for k in self.left_out:
+            by.setdefault((k["group"], tuple(k["archs"])), []).append(k["name"])
+        return ([f"{self.platform}/{MULTI} leaves out {len(self.left_out)} kernels not built for every arch of "
+                 f"{', '.join(self.archs)}:"] +
+                [f"  {g} (only {', '.join(a)}): {', '.join(names)}" for (g, a), names in by.items()])
+
+
+@dataclass
+class _Part:
+    path: Path
+    arch: str  # arch_name: sm_90, gfx942
+    doc: dict
+    blobs: dict[str, bytes]
+    by_name: dict[str, dict]
+
+
+def arch_key(arch_name: str) -> tuple:
+    """Oldest first: CUDA by compute capability (sm_100 after sm_90), ROCm by name."""
+    t = parse_target(arch_name)
+    return (t.backend, int(t.arch) if t.backend == "cuda" else 0, t.arch)
+
+
+def _read_part(d: Path) -> _Part:
+    from tritonforge.runtime.artifacts import ArtifactError, load_artifacts
+
+    try:
+        art = load_artifacts(d)
+    except (ArtifactError, KeyError, TypeError) as exc:
+        raise PipelineError(f"{d}: not a verified per-arch build ({exc})") from None
+    arch = art.manifest["target"]["arch_name"]
+    if arch == MULTI:
+        raise PipelineError(f"{d}: already a multi-arch build; merge the per-arch builds")
+    return _Part(d, arch, art.manifest, art.blobs, {k["name"]: k for k in art.manifest["kernels"]})
+
+
+def _same(parts: list[_Part], what: str, get) -> None:
+    values = {p.arch: get(p.doc) for p in parts}
+    if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
+        raise PipelineError(f"the builds to merge differ in {what}: " +
+                            ", ".join(f"{a} ({p.path}): {v}" for (a, v), p in zip(values.items(), parts)))
+
+
+def _check_launch(name: str, entries: list[tuple[str, dict]]) -> None:
+    for f in SAME_LAUNCH:
+        values = [(arch, e[f]) for arch, e in entries]
+        if any(v != values[0][1] for _, v in values[1:]):
+            said = "; ".join(f"{arch}: {v}" for arch, v in values)
+            raise PipelineError(f"kernel {name}: {f} differs across archs ({said}); one header entry cannot "
+                                "launch it on every arch")
+    hidden = [(arch, [{k: h[k] for k in ("name", "offset", "size")} for h in e["hidden_params"]])
+              for arch, e in entries]
+    if any(h != hidden[0][1] for _, h in hidden[1:]):
+        raise PipelineError(f"kernel {name}: hidden parameters differ across archs "
+                            f"({'; '.join(f'{a}: {h}' for a, h in hidden)})")
+
+
+def _ptx(part: _Part, entry: dict) -> tuple[str, str] | None:
+    info = entry.get("ptx")
+    if not info:
+        return None
+    path = part.path / info["file"]
+    try:
+        text = path.read_text()
+    except OSError:
+        raise PipelineError(f"{path}: missing; merging needs the PTX a build writes beside its kernels.json "
+                            "(keep the build's ptx/ directory)") from None
+    if hashlib.sha256(text.encode()).hexdigest() != info["sha256"]:
+        raise PipelineError(f"{path}: sha256 differs from {part.path / MANIFEST_NAME}")
+    return info["target"], text
+
+
+def _content(kind: str, arch: str, data: bytes) -> dict:
+    return {"kind": kind, "arch": arch, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def write_multi(part_dirs: list[Path], out_dir: Path) -> MultiReport:
+    """Merge per-arch build directories of one platform and profile into out_dir (a staging directory)."""
+    if not part_dirs:
+        raise PipelineError("no per-arch build to merge")
+    parts = sorted((_read_part(Path(d)) for d in part_dirs), key=lambda p: arch_key(p.arch))
+    for what, get in (("platform", lambda d: d["target"]["platform"]), ("profile", lambda d: d.get("profile")),
+                      ("triton version", lambda d: d["triton_version"]), ("host", lambda d: d["host"])):
+        _same(parts, what, get)
+    archs = [p.arch for p in parts]
+    if len(set(archs)) != len(archs):
+        raise PipelineError(f"two builds of one arch to merge: {', '.join(str(p.path) for p in parts)}")
+    backend, platform = parts[0].doc["target"]["backend"], parts[0].doc["target"]["platform"]
+    host, newest = parts[0].doc["host"], parts[-1]
+    common = [k["name"] for k in parts[0].doc["kernels"] if all(k["name"] in p.by_name for p in parts)]
+    for p in parts[1:]:
+        if [k["name"] for k in p.doc["kernels"] if k["name"] in common] != common:
+            raise PipelineError(f"{p.path} lists its kernels in another order than {parts[0].path}: "
+                                "the builds were made from different kernel scripts")
+    report = MultiReport(platform, archs)
+    names = list(dict.fromkeys(k["name"] for p in parts for k in p.doc["kernels"]))
+    for name in names:
+        if name not in common:
+            have = [p for p in parts if name in p.by_name]
+            report.left_out.append({"name": name, "group": have[0].by_name[name]["group"],
+                                    "archs": [p.arch for p in have]})
+    if not common:
+        raise PipelineError(f"no kernel is built for every arch of {', '.join(archs)}: nothing to merge")
+
+    ext = CONTAINER_EXT[backend]
+    kernels, blobs, contracts = [], [], {}
+    for index, name in enumerate(common):
+        entries = [(p.arch, p.by_name[name]) for p in parts]
+        _check_launch(name, entries)
+        if backend == "cuda":
+            cubins = [(e["binary"]["arch"], p.blobs[name]) for p, (_, e) in zip(parts, entries)]
+            ptx = _ptx(newest, newest.by_name[name])
+            blob = fatbin(name, cubins, ptx)
+            contents = [_content("cubin", a, b) for a, b in cubins]
+            contents += [_content("ptx", ptx[0], ptx[1].encode())] if ptx else []
+        else:
+            objs = [(p.arch, p.blobs[name]) for p in parts]
+            blob = offload_bundle(objs, host)
+            contents = [_content("hsaco", a, b) for a, b in objs]
+        base = dict(newest.by_name[name])
+        base.pop("ptx", None)
+        symbol = embed.symbol_base(name, ext)
+        notes = list(dict.fromkeys(n for _, e in entries for n in e["ort_notes"]))
+        hidden = [dict(h, **{f: max(e["hidden_params"][i][f] for _, e in entries)
+                             for f in ("scratch_size", "scratch_align")})
+                  for i, h in enumerate(base["hidden_params"])]
+        base.update(index=index, target=f"{backend}:{MULTI}", symbol=f"{symbol}_start", symbol_end=f"{symbol}_end",
+                    binary={"format": ext, "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()},
+                    contents=contents, shared=max(e["shared"] for _, e in entries), hidden_params=hidden,
+                    ort_launchable=not notes, ort_notes=notes)
+        if backend == "cuda" and not ptx:
+            base["ptx_note"] = newest.by_name[name].get("ptx_note") or f"no PTX in the {newest.arch} build"
+        kernels.append(base)
+        blobs.append((name, ext, blob))
+        group = base["group"]
+        if group not in contracts:
+            _same(parts, f"the contract of group {group}", lambda d, g=group: d["groups"][g]["contract"])
+            contracts[group] = newest.doc["groups"][group]["contract"]
+    target = {"backend": backend, "arch": MULTI, "arch_name": MULTI, "platform": platform,
+              "warp_size": kernels[0]["warp_size"], "archs": archs}
+    paths = package(out_dir, blobs, kernels, host, lambda archive, header: manifest.build_manifest(
+        target, parts[0].doc["triton_version"], kernels, contracts, archive=archive, header=header, host=host,
+        profile=parts[0].doc.get("profile", "full"), left_out=report.left_out))
+    report.kernels = len(kernels)
+    report.archive_bytes = paths["archive"].stat().st_size
+    report.paths = paths
+    return report
+
+
+def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_root: Path) -> MultiReport:
+    """`<out_root>/<platform>/multi/` from `<root>/<platform>/<arch>/` of each arch, found in one of
+    part_roots (per-arch builds from other machines); arch builds found elsewhere are copied into
+    out_root beside it. All or nothing: everything is staged, then renamed into place."""
+    sources = {}
+    for arch in archs:
+        found = [Path(r) / platform / arch for r in part_roots
+                 if (Path(r) / platform / arch / MANIFEST_NAME).is_file()]
+        if not found:
+            raise PipelineError(f"no {platform}/{arch} build in {', '.join(map(str, part_roots))} "
+                                f"(expected <root>/{platform}/{arch}/{MANIFEST_NAME})")
+        sources[arch] = found[0]
+    out_root = Path(out_root)
+    (out_root / platform).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".merge-", dir=out_root / platform))
+    try:
+        report = write_multi(list(sources.values()), staging / MULTI)
+        moves = [(staging / MULTI, out_root / platform / MULTI)]
+        for arch, src in sources.items():
+            dest = out_root / platform / arch
+            if src.resolve() != dest.resolve():
+                shutil.copytree(src, staging / arch)
+                moves.append((staging / arch, dest))
+                record = src.parent / f"{arch}.image.json"
+                if record.is_file():
+                    shutil.copyfile(record, staging / f"{arch}.image.json")
+                    moves.append((staging / f"{arch}.image.json", dest.parent / record.name))
+        # The image that built every part built the merge too (what the docker runner records for one build).
+        records = {(s.parent / f"{a}.image.json").read_text() if (s.parent / f"{a}.image.json").is_file() else None
+                   for a, s in sources.items()}
+        multi_record = out_root / platform / f"{MULTI}.image.json"
+        if len(records) == 1 and None not in records:
+            (staging / multi_record.name).write_text(records.pop())
+            moves.append((staging / multi_record.name, multi_record))
+        else:
+            multi_record.unlink(missing_ok=True)
+        for src, dest in moves:
+            if src.is_dir():
+                replace_dir(src, dest, staging / f".old-{dest.name}")
+            else:
+                os.replace(src, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.paths = artifact_paths(out_root / platform / MULTI)
+    report.archive_bytes = report.paths["archive"].stat().st_size
+    return report

@@ -1,0 +1,298 @@
+"""The custom-op library for onnxruntime-gpu, built from a build's artifacts.
+
+`build_library(build_dir)` turns one CUDA build directory (a per-arch one or `multi`, which serves every
+GPU of the build) into `libtritonforge_ort.so`: the kernels' archive linked whole, plus
+`kernel_table.inc`, generated here from the directory's kernels.json. The table holds what the library's
+launcher (runtime/ortlib/src/launch.cc) needs of each kernel (symbol, function, warps, shared memory,
+argument offsets by role, Triton's hidden parameters) and of each group the ops can use (which op,
+dtype, activation) with its launch contract compiled to C++ functions: the contract expressions
+(runtime/expressions.py's grammar) are translated node by node, so the library evaluates exactly what
+the Python runtime does. The library is compiled against ORT's C API headers (pipeline/package/ort_headers.py)
+and the CUDA driver API header the pinned triton wheel ships, opens libcuda.so.1 at run time, and links
+neither onnxruntime nor CUDA. The .so is written beside its build's files atomically.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.runtime.expressions import parse_expr
+from tritonforge.runtime.ops import group_norm as nhwc_op
+from tritonforge.runtime.ops import softmax as softmax_op
+
+from tritonforge import artifact_format
+from tritonforge.atomic import write_bytes
+
+LIBRARY_NAME = artifact_format.LIBRARY_NAME
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
+SOURCES = ("ops.cc", "launch.cc")
+EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")
+DTYPES = ("fp16", "fp32", "bf16")
+NCHW_ROLES = {"in", "out", "nchw_scale", "nchw_bias", "ws", "hw", "c_per_group", "eps"}
+NCHW_PROBLEM = {"n", "hw", "c", "groups", "c_per_group", "silu", "resident"}
+PROBLEM_FIELDS = {"n", "hw", "c", "groups", "c_per_group", "silu", "batch", "n_cols", "in_stride", "out_stride",
+                  "resident"}
+ARG_TYPES = {"i32": "T_I32", "i64": "T_I64", "i1": "T_I1", "fp32": "T_FP32", "u32": "T_U32", "u64": "T_U64"}
+OPS = {"nhwc": "OP_GROUP_NORM_NHWC", "nchw": "OP_GROUP_NORM_NCHW", "softmax": "OP_SOFTMAX",
+       "log_softmax": "OP_LOG_SOFTMAX"}
+
+
+def roles() -> list[str]:
+    """The argument roles the library knows, in the order of `enum Role` in table.h (lower case)."""
+    text = (SOURCE_DIR / "table.h").read_text()
+    body = re.search(r"enum Role : int \{(.*?)\};", text, re.S).group(1)
+    names = [n.strip() for n in body.replace("\n", " ").split(",") if n.strip()]
+    return [n[2:].lower() for n in names if n != "R_COUNT"]
+
+
+def op_of(group: str, contract: dict | None) -> tuple[str, str, int] | None:
+    """(op, dtype, silu) of a group the library's ops can launch, or None: the same rules as the
+    runtime's ops (runtime/ops/*.py), by group name and by the roles and problem variables of its
+    contract."""
+    if not contract:
+        return None
+    params, problem = set(contract["params"]), set(contract["problem"])
+    m = re.fullmatch(r"(GroupNorm[A-Za-z0-9]+)_(Silu|Pass)_(fp16|fp32|bf16)", group)
+    if m:
+        silu = int(m.group(2) == "Silu")
+        if m.group(1).startswith("GroupNormNCHW"):
+            return ("nchw", m.group(3), silu) if params <= NCHW_ROLES and problem <= NCHW_PROBLEM else None
+        if params <= nhwc_op.ROLES and problem <= nhwc_op.PROBLEM:
+            return "nhwc", m.group(3), silu
+        return None
+    m = re.fullmatch(r"(log_softmax|softmax)(_[A-Za-z0-9]+)*_(fp16|fp32|bf16)", group)
+    if m and params <= softmax_op.ROLES and problem <= softmax_op.PROBLEM:
+        return m.group(1), m.group(3), -1
+    return None
+
+
+class _Cpp:
+    """A contract expression as C++: constants are `k[i]`, warps `w`, problem variables `p.<name>`."""
+
+    def __init__(self, constants: list[str], what: str):
+        self.constants, self.what = constants, what
+
+    def __call__(self, expr: str) -> str:
+        tree, _ = parse_expr(expr)
+        return self.node(tree.body, expr)
+
+    def node(self, n, expr: str) -> str:
+        if isinstance(n, ast.Constant):
+            return f"INT64_C({int(n.value)})"
+        if isinstance(n, ast.Name):
+            if n.id in self.constants:
+                return f"k[{self.constants.index(n.id)}]"
+            if n.id == "num_warps":
+                return "w"
+            if n.id in PROBLEM_FIELDS:
+                return f"p.{n.id}"
+            raise PipelineError(f"{self.what}: '{expr}' uses '{n.id}', which the library does not know")
+        if isinstance(n, ast.BinOp):
+            a, b = self.node(n.left, expr), self.node(n.right, expr)
+            op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}.get(type(n.op))
+            if op:
+                return f"({a} {op} {b})"
+            return f"{'fdiv' if isinstance(n.op, ast.FloorDiv) else 'fmod'}({a}, {b})"
+        if isinstance(n, ast.UnaryOp):
+            v = self.node(n.operand, expr)
+            return f"(-{v})" if isinstance(n.op, ast.USub) else f"(int64_t)!({v})"
+        if isinstance(n, ast.BoolOp):
+            op = " && " if isinstance(n.op, ast.And) else " || "
+            return "(int64_t)(" + op.join(f"({self.node(v, expr)} != 0)" for v in n.values) + ")"
+        if isinstance(n, ast.Compare):
+            ops = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+            parts, left = [], self.node(n.left, expr)
+            for op, right in zip(n.ops, n.comparators):
+                r = self.node(right, expr)
+                parts.append(f"({left} {ops[type(op)]} {r})")
+                left = r
+            return "(int64_t)(" + " && ".join(parts) + ")"
+        if isinstance(n, ast.Call):
+            args = [self.node(a, expr) for a in n.args]
+            if n.func.id == "cdiv":
+                return f"cdiv({args[0]}, {args[1]})"
+            out = args[0]
+            for a in args[1:]:
+                out = f"std::{n.func.id}<int64_t>({out}, {a})"
+            return out
+        raise PipelineError(f"{self.what}: cannot translate '{expr}'")
+
+
+def _c_string(s: str) -> str:
+    return json.dumps(s)  # a JSON string of ASCII names is a valid C string literal
+
+
+def kernel_table(doc: dict) -> tuple[str, int]:
+    """kernel_table.inc for a kernels.json document, and how many groups the library can launch."""
+    role_ids = {r: i for i, r in enumerate(roles())}
+    served = []
+    for group, entry in doc["groups"].items():
+        op = op_of(group, entry.get("contract"))
+        if op:
+            served.append((group, entry["contract"], op))
+    by_group: dict[str, list[dict]] = {}
+    for k in doc["kernels"]:
+        by_group.setdefault(k["group"], []).append(k)
+    out = ["// Generated by tritonforge.pipeline.package.ortlib from kernels.json; do not edit.",
+           "#include <algorithm>", '#include "table.h"', "namespace tf {", "namespace {",
+           "inline int64_t fdiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) "
+           "? q - 1 : q; }",
+           "inline int64_t fmod(int64_t a, int64_t b) { return a - fdiv(a, b) * b; }",
+           "inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }",
+           "}  // namespace", "}  // namespace tf"]
+    externs, kernels, groups, funcs, first = [], [], [], [], 0
+    for gi, (group, contract, (op, dtype, silu)) in enumerate(served):
+        members = by_group.get(group, [])
+        if not members:
+            continue
+        constants = sorted({c for k in members for c in k["constants"]})
+        cpp = _Cpp(constants, f"group {group}")
+        sig = "(const int64_t* k, int64_t w, const Problem& p)"
+        unused = "(void)k; (void)w; (void)p; "
+        requires = " && ".join(f"({cpp(r)} != 0)" for r in contract["requires"]) or "true"
+        funcs.append(f"bool req_{gi}{sig} {{ {unused}return {requires}; }}")
+        funcs.append(f"void grid_{gi}(const int64_t* k, int64_t w, const Problem& p, int64_t o[3]) {{ {unused}"
+                     + " ".join(f"o[{a}] = {cpp(g)};" for a, g in enumerate(contract["grid"])) + " }")
+        if "cluster" in contract:
+            funcs.append(f"void cluster_{gi}(const int64_t* k, int64_t w, const Problem& p, int64_t o[3]) {{ {unused}"
+                         + " ".join(f"o[{a}] = {cpp(g)};" for a, g in enumerate(contract["cluster"])) + " }")
+        if "workspace" in contract:
+            funcs.append(f"int64_t ws_{gi}{sig} {{ {unused}return {cpp(contract['workspace'])}; }}")
+        for k in members:
+            i = len(kernels)
+            params = []
+            for p, role in zip(k["params"], contract["params"]):
+                if role not in role_ids:
+                    raise PipelineError(f"group {group}: the role '{role}' is not one the library knows (table.h)")
+                kind = "T_PTR" if p["type"].startswith("*") else ARG_TYPES.get(p["type"])
+                if kind is None:
+                    raise PipelineError(f"kernel {k['name']}: argument type {p['type']} is not one the library packs")
+                params.append(f"{{{role_ids[role]}, {kind}, {p['offset']}, {p.get('divisibility', 1)}}}")
+            hidden = [f"{{{h['offset']}, {h.get('scratch_size', 0)}, {h.get('scratch_align', 1)}}}"
+                      for h in k.get("hidden_params", [])]
+            values = [str(k["constants"].get(c, 0)) for c in constants]
+            externs.append(f'extern "C" const unsigned char {k["symbol"]}[];')
+            externs.append(f'extern "C" const unsigned char {k["symbol_end"]}[];')
+            funcs.append(f"const Param params_{i}[] = {{{', '.join(params) or '{0, 0, 0, 1}'}}};")
+            funcs.append(f"const Hidden hidden_{i}[] = {{{', '.join(hidden) or '{0, 0, 1}'}}};")
+            funcs.append(f"const int64_t consts_{i}[] = {{{', '.join(values) or '0'}}};")
+            kernels.append(f"  {{{_c_string(k['name'])}, {_c_string(k['func_name'])}, "
+                           f"{k['symbol']}, {k['symbol_end']}, "
+                           f"{k['threads_per_block']}, {k['shared']}, {k['args_size']}, {k['num_warps']}, "
+                           f"{len(params)}, params_{i}, {len(hidden)}, hidden_{i}, consts_{i}}},")
+        groups.append(f"  {{{_c_string(group)}, {OPS[op]}, {_c_string(dtype)}, {silu}, {first}, {len(members)}, "
+                      f"req_{gi}, grid_{gi}, {f'cluster_{gi}' if 'cluster' in contract else 'nullptr'}, "
+                      f"{f'ws_{gi}' if 'workspace' in contract else 'nullptr'}, "
+                      f"{'true' if contract.get('cooperative') else 'false'}, "
+                      f"{'true' if contract.get('fallback') else 'false'}, "
+                      f"{'true' if 'resident' in contract['problem'] else 'false'}}},")
+        first += len(members)
+    if not kernels:
+        raise PipelineError("the build holds no kernel of a group the library's ops launch (GroupNorm, softmax)")
+    out[3:3] = externs
+    out += ["namespace tf {", "namespace {", *funcs, "}  // namespace",
+            "const KernelEntry kKernels[] = {", *kernels, "};", f"const int kKernelCount = {len(kernels)};",
+            "const GroupEntry kGroups[] = {", *groups, "};", f"const int kGroupCount = {len(groups)};",
+            f"const char kArchiveSha256[] = {_c_string(doc['archive']['sha256'])};",
+            f"const char kTarget[] = {_c_string(doc['target'].get('arch_name', ''))};", "}  // namespace tf", ""]
+    return "\n".join(out), len(groups)
+
+
+def cuda_include() -> Path:
+    """The directory of cuda.h: the pinned triton wheel ships it (backends/nvidia/include)."""
+    try:
+        import triton
+    except ImportError:
+        raise PipelineError("building the ORT library needs the pinned triton (it ships cuda.h)") from None
+    d = Path(triton.__file__).parent / "backends" / "nvidia" / "include"
+    if not (d / "cuda.h").is_file():
+        raise PipelineError(f"{d}: no cuda.h in this triton wheel")
+    return d
+
+
+def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str | None = None,
+                  cxx: str = "g++") -> Path:
+    """Compile and link the library for one CUDA build directory; returns the .so's path (by default
+    `<build_dir>/libtritonforge_ort.so`)."""
+    from tritonforge.pipeline.package.ort_headers import ensure_headers
+
+    build_dir = Path(build_dir)
+    paths = artifact_format.artifact_paths(build_dir)
+    try:
+        doc = artifact_format.read_kernels_json(paths["manifest"])
+    except FileNotFoundError:
+        raise PipelineError(f"{paths['manifest']}: missing; build first (invoke build)") from None
+    except artifact_format.FormatError as exc:
+        raise PipelineError(str(exc)) from None
+    if doc["target"].get("backend") != "cuda":
+        raise PipelineError(f"{paths['manifest']}: a {doc['target'].get('backend')} build; the ORT library is "
+                            "CUDA only")
+    archive = paths["archive"]
+    if not archive.is_file():
+        raise PipelineError(f"{archive}: missing (the library links the build's archive)")
+    if shutil.which(cxx) is None:
+        raise PipelineError(f"no C++ compiler '{cxx}' (scripts/setup installs g++)")
+    table, _ = kernel_table(doc)
+    headers = ensure_headers(cache_dir)
+    include = cuda_include()
+    out = Path(out) if out else build_dir / LIBRARY_NAME
+    with tempfile.TemporaryDirectory(prefix="tritonforge-ortlib-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "kernel_table.cc").write_text(table)
+        (tmp / "exports.map").write_text("{ global: " + " ".join(f"{e};" for e in EXPORTS) + " local: *; };\n")
+        lib = tmp / LIBRARY_NAME
+        cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-Wall", "-Wno-unused-function",
+               f"-I{SOURCE_DIR}", f"-I{headers}", f"-I{include}",
+               *[str(SOURCE_DIR / s) for s in SOURCES], str(tmp / "kernel_table.cc"),
+               "-Wl,--whole-archive", str(archive.resolve()), "-Wl,--no-whole-archive",
+               f"-Wl,--version-script={tmp / 'exports.map'}", "-static-libstdc++", "-static-libgcc", "-ldl",
+               "-o", str(lib)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise PipelineError(f"{build_dir}: compiling {LIBRARY_NAME} failed:\n{proc.stderr[-4000:]}")
+        write_bytes(out, lib.read_bytes())
+    return out
+
+
+def check_library(lib: Path | str, build_dir: Path | str) -> str:
+    """Load the library as ORT would and check it against its build: the archive it holds is the build's,
+    it reports the groups its ops launch, and (where onnxruntime is installed) it registers in a session
+    and its CPU Softmax runs a row correctly. Returns a one-line summary."""
+    from tritonforge.runtime import ortlib
+
+    lib = Path(lib)
+    doc = artifact_format.read_kernels_json(build_dir)
+    try:
+        got = ortlib.info(lib)
+    except OSError as exc:
+        raise PipelineError(f"{lib}: does not load: {exc}") from None
+    if got["archive_sha256"] != doc["archive"]["sha256"]:
+        raise PipelineError(f"{lib}: holds archive {got['archive_sha256'][:12]}, the build's is "
+                            f"{doc['archive']['sha256'][:12]}; rebuild the library")
+    served = ", ".join(f"{op} ({'/'.join(sorted(d))})" for op, d in got["cuda"].items() if d)
+    try:
+        import numpy as np
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}"
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], domain=ortlib.DOMAIN)], "check",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ortlib.DOMAIN, 1)])
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(str(lib))
+    y = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.log(np.array([[1, 2, 5]], np.float32))})[0]
+    if not np.allclose(y, [[0.125, 0.25, 0.625]], atol=1e-6):
+        raise PipelineError(f"{lib}: its CPU Softmax gave {y.tolist()} for a row of 1:2:5 in onnxruntime "
+                            f"{ort.__version__}")
+    return (f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}; loads in onnxruntime "
+            f"{ort.__version__}")

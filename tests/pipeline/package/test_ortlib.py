@@ -1,0 +1,114 @@
+"""The custom-op library's build: the launch contracts compiled to C++ decide exactly what the Python
+runtime decides, the library links a build's archive and refuses what it cannot use."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+
+import pytest
+from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.package.ortlib import SOURCE_DIR, build_library, kernel_table, op_of, roles
+from tritonforge.runtime.expressions import evaluate
+
+from ...conftest import ROOT, require_tool
+
+HARNESS = r"""
+#include <cstdio>
+#include "table.h"
+using namespace tf;
+int main() {
+  Problem p;
+  long long resident;
+  while (scanf("%lld %lld %lld %lld %lld %lld %lld %lld %lld", &p.n, &p.hw, &p.c, &p.groups, &p.c_per_group,
+               &p.silu, &p.batch, &p.n_cols, &resident) == 9) {
+    p.in_stride = p.out_stride = p.n_cols;
+    p.resident = resident;
+    for (int g = 0; g < kGroupCount; ++g)
+      for (int i = kGroups[g].first; i < kGroups[g].first + kGroups[g].count; ++i) {
+        const KernelEntry& k = kKernels[i];
+        int64_t grid[3] = {0, 0, 0};
+        bool ok = kGroups[g].requires(k.constants, k.num_warps, p);
+        if (ok) kGroups[g].grid(k.constants, k.num_warps, p, grid);
+        long long ws = ok && kGroups[g].workspace ? kGroups[g].workspace(k.constants, k.num_warps, p) : -1;
+        printf("%s %d %lld %lld %lld %lld\n", k.name, ok ? 1 : 0, (long long)grid[0], (long long)grid[1],
+               (long long)grid[2], ws);
+      }
+  }
+}
+"""
+
+
+def problems(rng: random.Random, n: int = 60) -> list[dict]:
+    out = []
+    for _ in range(n):
+        groups = rng.choice([1, 2, 4, 8, 32])
+        cpg = rng.choice([1, 3, 4, 8, 10, 16, 30, 40, 64, 80, 128, 160])
+        cols = rng.choice([1, 7, 16, 64, 77, 128, 197, 1000, 1024, 4096, 32000, 50257])
+        out.append({"n": rng.choice([1, 2, 3]), "hw": rng.choice([1, 7, 49, 64, 256, 1024, 4096, 65536]),
+                    "c": groups * cpg, "groups": groups, "c_per_group": cpg, "silu": rng.choice([0, 1]),
+                    "batch": rng.choice([1, 5, 128, 4096]), "n_cols": cols, "resident": rng.choice([132, 1056])})
+    return out
+
+
+def test_compiled_contracts_agree_with_the_python_runtime(built, tmp_path):
+    require_tool("g++", "the generated table is compiled")
+    d = built[1] / "cuda" / "multi"
+    doc = json.loads((d / "kernels.json").read_text())
+    table, groups = kernel_table(doc)
+    assert groups >= 8
+    (tmp_path / "kernel_table.cc").write_text(table)
+    (tmp_path / "harness.cc").write_text(HARNESS)
+    exe = tmp_path / "harness"
+    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{SOURCE_DIR}", str(tmp_path / "harness.cc"),
+                    str(tmp_path / "kernel_table.cc"), "-Wl,--whole-archive", str(d / "triton_kernel_infos.a"),
+                    "-Wl,--no-whole-archive", "-o", str(exe)], check=True, capture_output=True)
+    probs = problems(random.Random(7))
+    stdin = "".join(" ".join(str(p[k]) for k in ("n", "hw", "c", "groups", "c_per_group", "silu", "batch",
+                                                   "n_cols", "resident")) + "\n" for p in probs)
+    lines = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
+    kernels = {k["name"]: k for k in doc["kernels"]}
+    served = [k for k in doc["kernels"] if op_of(k["group"], doc["groups"][k["group"]].get("contract"))]
+    assert len(lines) == len(probs) * len(served)
+    admitted = 0
+    for j, line in enumerate(lines):
+        name, ok, gx, gy, gz, ws = line.split()
+        p, k = probs[j // len(served)], kernels[name]
+        contract = doc["groups"][k["group"]]["contract"]
+        scope = {**p, "in_stride": p["n_cols"], "out_stride": p["n_cols"], **k["constants"],
+                 "num_warps": k["num_warps"]}
+        want = all(evaluate(r, scope) for r in contract["requires"])
+        assert bool(int(ok)) == want, (name, p)
+        if want:
+            admitted += 1
+            assert [int(gx), int(gy), int(gz)] == [evaluate(g, scope) for g in contract["grid"]], (name, p)
+            if "workspace" in contract:
+                assert int(ws) == evaluate(contract["workspace"], scope)
+    assert admitted > 50  # the problems reach many kernels, not only refusals
+
+
+def test_every_role_a_served_contract_uses_is_one_the_library_knows(built):
+    doc = json.loads((built[1] / "cuda" / "multi" / "kernels.json").read_text())
+    known = set(roles())
+    for group, entry in doc["groups"].items():
+        if op_of(group, entry.get("contract")):
+            assert set(entry["contract"]["params"]) <= known, group
+    kinds = {op_of(g, e.get("contract"))[0] for g, e in doc["groups"].items() if op_of(g, e.get("contract"))}
+    assert kinds == {"nhwc", "nchw", "softmax", "log_softmax"}
+
+
+def test_a_rocm_build_or_a_missing_build_is_refused(built, tmp_path):
+    with pytest.raises(PipelineError, match="the ORT library is CUDA only"):
+        build_library(built[1] / "rocm" / "multi", ROOT / ".cache" / "tritonforge", tmp_path / "x.so")
+    with pytest.raises(PipelineError, match="kernels.json: missing; build first"):
+        build_library(tmp_path / "nothing", ROOT / ".cache" / "tritonforge", tmp_path / "x.so")
+    assert not (tmp_path / "x.so").exists()
+
+
+def test_a_contract_naming_an_unknown_variable_stops_the_table(built):
+    doc = json.loads((built[1] / "cuda" / "multi" / "kernels.json").read_text())
+    group = next(g for g, e in doc["groups"].items() if op_of(g, e.get("contract")))
+    doc["groups"][group]["contract"]["requires"].append("warp_specialized > 0")
+    with pytest.raises(PipelineError, match=f"group {group}: 'warp_specialized > 0' uses 'warp_specialized'"):
+        kernel_table(doc)
