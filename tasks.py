@@ -228,7 +228,8 @@ def check(c: Context, path: str | None = None):
     "arch": "the artifacts' arch, e.g. sm_90 (default: this GPU's)",
     "shapes": "file of 'batch,n_cols' lines (default: the model zoo's softmax shapes)",
     "group_norm_shapes": "file of 'n,hw,c,groups' lines (default: the model zoo's GroupNorms)",
-    "ops": "comma list of softmax,log_softmax,group_norm_silu,group_norm_pass",
+    "ops": "comma list of tune keys, each op of runtime/ops declaring its own (softmax, log_softmax, "
+           "group_norm_silu, group_norm_pass)",
     "dtypes": "comma list of fp32,fp16,bf16",
     "dist": "artifact root holding cuda/<arch>/ (default: dist/full)",
     "out": "tune cache to write (default: tune/<platform>/<arch>/<device>.json)",

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from tritonforge.runtime.problem import GroupNormProblem, GroupNormSetup, gbps  # noqa: E402
+from tritonforge.runtime.ops.group_norm import GroupNormProblem, GroupNormSetup  # noqa: E402
+from tritonforge.runtime.problem import gbps  # noqa: E402
 from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
 from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from tritonforge.runtime.problem import Problem, SoftmaxSetup, gbps  # noqa: E402
-from tritonforge.runtime.tune import default_shapes, tune_problem  # noqa: E402
+from tritonforge.runtime.ops.softmax import SoftmaxProblem, SoftmaxSetup, default_shapes  # noqa: E402
+from tritonforge.runtime.problem import gbps  # noqa: E402
+from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
 from benchmarks.gpu_common import open_gpu, torch_graph_ms  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
@@ -35,7 +36,7 @@ SWEEP_COLS = [256, 512, 1000, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 13107
 SWEEP_ELEMENTS = 2**26
 
 
-def torch_ms(p: Problem, slots: int, reps: int) -> float | None:
+def torch_ms(p: SoftmaxProblem, slots: int, reps: int) -> float | None:
     try:
         import torch
     except ImportError:
@@ -76,7 +77,7 @@ def main() -> None:
     for dtype in args.dtypes.split(","):
         shapes = [shape for k in chosen for shape in sets[k]]
         for batch, n in dict.fromkeys(shapes):
-            p = Problem("softmax", dtype, batch, n)
+            p = SoftmaxProblem("softmax", dtype, batch, n)
             setup = SoftmaxSetup(registry, timer, p, rng)
             try:
                 t0 = time.perf_counter()

@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 from tritonforge.runtime import zoo  # noqa: E402
-from tritonforge.runtime.problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup  # noqa: E402
+from tritonforge.runtime.ops.group_norm import GroupNormProblem, GroupNormSetup  # noqa: E402
+from tritonforge.runtime.ops.softmax import SoftmaxProblem, SoftmaxSetup  # noqa: E402
 from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
 from benchmarks import ort_own, zoo_report  # noqa: E402
@@ -167,7 +168,7 @@ class Bench:
         from benchmarks.ort_grid_copy import row_copy_ms
 
         rows, cols = s.problem(batch)
-        p = Problem("softmax", dtype, rows, cols)
+        p = SoftmaxProblem("softmax", dtype, rows, cols)
         res, nbytes = self.measured(SoftmaxSetup(self.registry, self.timer, p, self.rng),
                                     f"softmax {dtype} {rows}x{cols}")
         xs = torch_inputs((rows, cols), dtype, nbytes)

@@ -19,37 +19,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 from tritonforge.errors import TritonforgeError
+
+from . import ops
 
 EP = {"cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 VALIDATORS = {
     "cuda": ("ORT_VERSION", "ORT_GIT_COMMIT", "ORT_BUILD_CONFIG", "CUDA_VERSION", "DEVICE_MODEL"),
     "rocm": ("ORT_VERSION", "ORT_GIT_COMMIT", "ORT_BUILD_CONFIG", "HIP_VERSION", "ROCBLAS_VERSION", "DEVICE_MODEL"),
 }
-# Tune-cache op keys that ORT has a Triton op for, and the groups that op registers in order.
-ORT_OPS = {
-    re.compile(r"softmax_(fp32|fp16|bf16|fp64)"): lambda dt: [f"softmax_{dt}"],
-    re.compile(r"group_norm_pass_(fp32|fp16)"): lambda dt: [f"GroupNormTriton_Pass_{dt}"],
-    re.compile(r"group_norm_silu_(fp32|fp16)"): lambda dt: [f"GroupNormTriton_Pass_{dt}", f"GroupNormTriton_Silu_{dt}"],
-}
-
-
 class ExportError(TritonforgeError, ValueError):
     pass
 
 
 def registered_groups(op_key: str) -> list[str]:
-    """The Triton groups ORT's op for `op_key` registers, in order; the last is the one it launches."""
-    for pattern, groups in ORT_OPS.items():
-        m = pattern.fullmatch(op_key)
-        if m:
-            return groups(m.group(1))
-    raise ExportError(f"ORT has no Triton op for '{op_key}' (ORT launches softmax_<dtype> and "
-                      "group_norm_{silu,pass}_{fp16,fp32}; log-softmax is never launched)")
+    """The Triton groups ORT's op for `op_key` registers, in order; the last is the one it launches (each
+    op module of runtime/ops declares its own: Tuning.ort_groups)."""
+    groups = ops.ort_registered_groups(op_key)
+    if groups is None:
+        known = [p for t in ops.tunings() for p in t.ort_groups]
+        raise ExportError(f"ORT has no Triton op for '{op_key}' (ORT's ops take tune keys matching "
+                          f"{', '.join(known)}; log-softmax is never launched)")
+    return groups
 
 
 def export(cache: dict, manifest: dict, platform: str, ops: dict[str, str], offsets: dict[str, int],

@@ -1,72 +1,18 @@
-"""Problems set up on the GPU for tuning and benchmarks: rotating slots, one prepared launch per
-candidate, and a numerical check of a candidate's output against a float64 reference.
-
-`SoftmaxSetup` and `GroupNormSetup` share `RotatingSetup`: inputs and outputs live in K slots whose
-total exceeds L2 several times, and each timed launch moves its role pointers to the next slot.
+"""What every op's tuning problem shares once on the GPU (each op module's setup builds on it): inputs
+and outputs in K rotating slots whose total exceeds L2 several times, each timed launch moving its
+role pointers to the next slot, one prepared launch per candidate, and the bandwidth of a time.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from .launch import Unsupported
-from .memory import DTYPES, element_size, from_storage, to_storage
-from .ops.group_norm import GroupNorm, signature
-from .ops.softmax import Softmax
-from .reference import group_norm_mismatch, group_norm_ref, mismatch, quantize, softmax_ref
+from .memory import DTYPES, element_size, from_storage
 from .timing import rotation_slots
 
 CHECK_ROWS = 32
-
-
-@dataclass(frozen=True)
-class Problem:
-    op: str  # "softmax" or "log_softmax"
-    dtype: str
-    batch: int
-    n_cols: int
-
-    @property
-    def op_key(self) -> str:
-        return f"{self.op}_{self.dtype}"
-
-    @property
-    def params_signature(self) -> str:
-        """ORT's SoftmaxParams::Signature(): "{batch_count}_{softmax_elements}"."""
-        return f"{self.batch}_{self.n_cols}"
-
-    @property
-    def bytes_moved(self) -> int:
-        """One read and one write of the tensor: the least any softmax can move."""
-        return 2 * self.batch * self.n_cols * element_size(self.dtype)
-
-
-@dataclass(frozen=True)
-class GroupNormProblem:
-    dtype: str
-    n: int
-    hw: int
-    c: int
-    groups: int = 32
-    silu: bool = True
-    eps: float = 1e-5  # not part of ORT's signature: the time does not depend on it
-
-    @property
-    def op_key(self) -> str:
-        return f"group_norm_{'silu' if self.silu else 'pass'}_{self.dtype}"
-
-    @property
-    def params_signature(self) -> str:
-        """ORT's GroupNormNHWCTunableParams::Signature() (no skip, no bias: what is tuned here)."""
-        return signature(self.n, self.hw, self.c, self.groups, self.silu, 0, False, 0)
-
-    @property
-    def bytes_moved(self) -> int:
-        """One read of x and one write of y."""
-        return 2 * self.n * self.hw * self.c * element_size(self.dtype)
 
 
 class RotatingSetup:
@@ -138,124 +84,8 @@ class RotatingSetup:
             self.registry.backend.free(ptr)
 
 
-class SoftmaxSetup(RotatingSetup):
-    def __init__(self, registry, timer, problem: Problem, rng: np.random.Generator):
-        self.p = problem
-        self.op = Softmax(registry, problem.dtype, problem.op == "log_softmax")
-        self.ort_group = problem.op_key
-        super().__init__(registry, timer, problem.batch * problem.n_cols * element_size(problem.dtype),
-                         ("in", "out"))
-        # Drawn in float32: four times faster than float64 draws, which took seconds per 2^27 elements.
-        x = rng.standard_normal((problem.batch, problem.n_cols), dtype=np.float32)
-        x *= np.float32(rng.uniform(0.5, 4))
-        self.fill_slots("in", np.ascontiguousarray(to_storage(x, problem.dtype)))
-        rows = {0, problem.batch - 1, *rng.choice(problem.batch, min(problem.batch, CHECK_ROWS), replace=False)}
-        self.check_rows = np.array(sorted(rows))
-        self.reference = softmax_ref(quantize(x[self.check_rows], problem.dtype), problem.op == "log_softmax")
-
-    def candidates(self) -> list[str]:
-        return [name for name, _ in self.op.candidates(self.p.batch, self.p.n_cols)]
-
-    def _prepare(self, name: str):
-        return self.op.prepare(self.base["out"], self.base["in"], self.p.batch, self.p.n_cols, kernel=name)
-
-    def check(self, name: str) -> str | None:
-        """Run `name` once on poisoned output; None if the sampled rows match float64, else why not."""
-        self.registry.backend.memset(self.base["out"], 0xFF, self.tensor_bytes)
-        self.launch(name)()
-        self.registry.backend.synchronize()
-        got = self.read_slot0("out", len(self.check_rows), self.p.n_cols, self.check_rows)
-        return mismatch(got, self.reference, self.p.dtype, self.p.op == "log_softmax")
-
-
-# Past this many values a GroupNorm is checked on sampled pixels (every channel of each), against
-# float64 statistics of every group: a full float64 reference of a VAE decoder's 2 x 1024 x 1024 x 256
-# takes minutes and tens of GB.
-FULL_CHECK_VALUES = 1 << 24
-SAMPLED_PIXELS = 1024
-
-
-class GroupNormSetup(RotatingSetup):
-    """GroupNorm without skip or bias (ORT's common case), gamma/beta random, every output checked (on
-    large tensors, sampled pixels: the first and last of each image and random ones between)."""
-
-    def __init__(self, registry, timer, problem: GroupNormProblem, rng: np.random.Generator):
-        self.p = problem
-        self.op = GroupNorm(registry, problem.dtype, problem.silu)
-        self.ort_group = self.op.group
-        super().__init__(registry, timer, problem.n * problem.hw * problem.c * element_size(problem.dtype),
-                         ("in", "out"))
-        backend = registry.backend
-        n, hw, c = problem.n, problem.hw, problem.c
-        x = rng.standard_normal((n * hw, c), dtype=np.float32)
-        x *= np.float32(rng.uniform(0.5, 4))
-        x += np.float32(rng.uniform(-2, 2))
-        self.fill_slots("in", np.ascontiguousarray(to_storage(x, problem.dtype)))
-        gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
-        beta = rng.uniform(-0.5, 0.5, c).astype(np.float32)
-        self.gamma, self.beta = backend.alloc(4 * c), backend.alloc(4 * c)
-        backend.copy_htod(self.gamma, gamma.ctypes.data, 4 * c)
-        backend.copy_htod(self.beta, beta.ctypes.data, 4 * c)
-        if n * hw * c <= FULL_CHECK_VALUES:
-            self.check_rows = None
-            x4 = quantize(x, problem.dtype).reshape(n, hw, 1, c)
-            self.reference, _ = group_norm_ref(x4, gamma, beta, problem.groups, problem.eps, problem.silu)
-        else:
-            self.check_rows, self.reference = _sampled_reference(x, gamma, beta, problem, rng)
-
-    def candidates(self) -> list[str]:
-        p = self.p
-        return [name for name, _ in self.op.candidates(p.n, p.hw, p.c, p.groups)]
-
-    def _prepare(self, name: str):
-        p = self.p
-        return self.op.prepare(out=self.base["out"], inp=self.base["in"], gamma=self.gamma, beta=self.beta, n=p.n,
-                               hw=p.hw, c=p.c, groups=p.groups, eps=p.eps, kernel=name)
-
-    def check(self, name: str) -> str | None:
-        self.registry.backend.memset(self.base["out"], 0xFF, self.tensor_bytes)
-        self.launch(name)()
-        self.registry.backend.synchronize()
-        got = self.read_slot0("out", self.p.n * self.p.hw, self.p.c, self.check_rows)
-        return group_norm_mismatch(got, self.reference.reshape(got.shape), self.p.dtype)
-
-    def free(self) -> None:
-        super().free()
-        self.registry.backend.free(self.gamma)
-        self.registry.backend.free(self.beta)
-
-
-def _sampled_reference(x: np.ndarray, gamma, beta, p: GroupNormProblem, rng, chunk: int = 1 << 16):
-    """(rows, float64 reference at those rows) of x (n * hw, c): every group's mean and variance in
-    float64 over all of its values (chunk by chunk), the output at sampled pixels of every image."""
-    cpg = p.c // p.groups
-    total = np.zeros((p.n, p.groups))
-    total_sq = np.zeros((p.n, p.groups))
-    for image in range(p.n):
-        for start in range(0, p.hw, chunk):
-            rows = slice(image * p.hw + start, image * p.hw + min(start + chunk, p.hw))
-            q = quantize(x[rows], p.dtype).reshape(-1, p.groups, cpg)
-            total[image] += q.sum(axis=(0, 2))
-            total_sq[image] += (q * q).sum(axis=(0, 2))
-    count = p.hw * cpg
-    mean = total / count
-    rstd = 1.0 / np.sqrt(np.maximum(total_sq / count - mean * mean, 0.0) + p.eps)
-    edge = min(64, p.hw)
-    rows = []
-    for image in range(p.n):
-        picked = {*range(edge), *range(p.hw - edge, p.hw), *rng.choice(p.hw, min(p.hw, SAMPLED_PIXELS), False)}
-        rows += [image * p.hw + r for r in sorted(picked)]
-    rows = np.array(rows)
-    q = quantize(x[rows], p.dtype).reshape(len(rows), p.groups, cpg)
-    image = rows // p.hw
-    y = ((q - mean[image][:, :, None]) * rstd[image][:, :, None]).reshape(len(rows), p.c) * gamma + beta
-    if p.silu:
-        y = y / (1 + np.exp(-y))
-    return rows, y
-
-
 def gbps(problem, ms: float) -> float:
     return problem.bytes_moved / (ms * 1e-3) / 1e9 if ms and not math.isinf(ms) else 0.0
 
 
-__all__ = ["Problem", "GroupNormProblem", "SoftmaxSetup", "GroupNormSetup", "Unsupported", "gbps"]
+__all__ = ["CHECK_ROWS", "RotatingSetup", "gbps"]

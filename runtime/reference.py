@@ -1,4 +1,5 @@
-"""float64 softmax references and the tolerance check used by the tuner and the GPU tests."""
+"""What every op's float64 check shares: rounding to the storage type and the tolerance test (each op
+module holds its own reference)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,6 @@ def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
     return x.astype(np.float32).astype(np.float64)
 
 
-def softmax_ref(x64: np.ndarray, log: bool) -> np.ndarray:
-    shifted = x64 - x64.max(axis=-1, keepdims=True)
-    if log:
-        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    e = np.exp(shifted)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def mismatch(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool) -> str | None:
     """None when y matches ref within the dtype's tolerance, else a description of the worst element."""
     y = y.astype(np.float64)
@@ -51,27 +44,3 @@ def assert_close(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool, what: st
     problem = mismatch(y, ref, dtype, log)
     if problem:
         raise AssertionError(f"{what}: {problem}")
-
-
-def group_norm_ref(x64: np.ndarray, gamma: np.ndarray, beta: np.ndarray, groups: int, eps: float, silu: bool,
-                   skip64: np.ndarray | None = None, bias64: np.ndarray | None = None):
-    """float64 GroupNorm over NHWC x (n, h, w, c); skip is (n, h, w, c) or broadcast (n, c). Returns (y, sum)."""
-    n, h, w, c = x64.shape
-    a = x64.copy()
-    if skip64 is not None:
-        a = a + (skip64.reshape(n, 1, 1, c) if skip64.size == n * c else skip64)
-    if bias64 is not None:
-        a = a + bias64.reshape(1, 1, 1, c)
-    g = a.reshape(n, h * w, groups, c // groups)
-    mean = g.mean(axis=(1, 3), keepdims=True)
-    var = g.var(axis=(1, 3), keepdims=True)
-    y = ((g - mean) / np.sqrt(var + eps)).reshape(n, h, w, c) * gamma + beta
-    if silu:
-        y = y / (1 + np.exp(-y))
-    return y, a
-
-
-def group_norm_mismatch(y: np.ndarray, ref: np.ndarray, dtype: str) -> str | None:
-    """GroupNorm outputs are O(1) after normalisation: the log-softmax tolerance (an absolute term
-    of a few storage-type roundings) fits them."""
-    return mismatch(y, ref, dtype, log=True)

@@ -1,4 +1,4 @@
-"""Offline tuning of softmax and GroupNorm candidates, tune caches, and export to ORT's TuningResults JSON.
+"""Offline tuning of every op's candidates (the ops of runtime/ops), written as tune caches.
 
 Method per problem, after ORT's TunableOp (FindFastestImpl) with what PyTorch's TunableOp adds:
   1. skip candidates the contract or device rejects (Unsupported);
@@ -28,9 +28,8 @@ import numpy as np
 from tritonforge.atomic import write_text
 from tritonforge.errors import TritonforgeError
 
-from . import zoo
+from . import ops as ops_registry
 from .launch import Unsupported
-from .problem import GroupNormProblem, GroupNormSetup, Problem, SoftmaxSetup
 from .tune_cache import SCHEMA, device_slug, validators
 
 
@@ -50,7 +49,7 @@ class Outcome:
     skipped: int = 0
 
 
-def tune_problem(setup: SoftmaxSetup | GroupNormSetup, budget_ms: float = 10.0, exhaustive: bool = False) -> Outcome:
+def tune_problem(setup, budget_ms: float = 10.0, exhaustive: bool = False) -> Outcome:
     out = Outcome()
     for name in setup.candidates():
         try:
@@ -80,62 +79,56 @@ def tune_problem(setup: SoftmaxSetup | GroupNormSetup, budget_ms: float = 10.0, 
     return out
 
 
-def default_shapes() -> list[tuple[int, int]]:
-    """(batch, n_cols) of every softmax of the model zoo (runtime/zoo.py): SD UNet and VAE attention,
-    LLM vocabularies at 1, 16 and 128 tokens, BERT and ViT attention, each at every batch it lists."""
-    return zoo.softmax_problems()
-
-
-def default_group_norm_shapes() -> list[tuple[int, int, int, int]]:
-    """(n, hw, c, groups) of every GroupNorm of the model zoo: SD 1.5 / SDXL UNets and VAE decoders, batch
-    1 and 2 (the op, with or without SiLU, is chosen by --ops)."""
-    return list(dict.fromkeys(p[:4] for p in zoo.group_norm_problems()))
-
-
-def read_shapes(path: Path | str, fields: int = 2) -> list[tuple[int, ...]]:
-    """One problem per line, `fields` positive integers separated by commas or spaces (softmax:
-    `batch,n_cols`; GroupNorm: `n,hw,c,groups`); # starts a comment."""
+def read_shapes(path: Path | str, fields: tuple[str, ...] = ("batch", "n_cols")) -> list[tuple[int, ...]]:
+    """One problem per line: the op's shape fields (Tuning.shape_fields) as positive integers separated by
+    commas or spaces; # starts a comment."""
     shapes = []
     for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         parts = re.split(r"[,\s]+", line)
-        if len(parts) != fields or not all(p.isdigit() and int(p) > 0 for p in parts):
-            what = "batch,n_cols" if fields == 2 else "n,hw,c,groups"
-            raise TuneError(f"{path}:{lineno}: expected '{what}' with positive integers, got {line!r}")
+        if len(parts) != len(fields) or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise TuneError(f"{path}:{lineno}: expected '{','.join(fields)}' with positive integers, got {line!r}")
         shapes.append(tuple(int(p) for p in parts))
     if not shapes:
         raise TuneError(f"{path}: no shapes")
     return shapes
 
 
-SOFTMAX_OPS = ("softmax", "log_softmax")
-GROUP_NORM_OPS = {"group_norm_silu": True, "group_norm_pass": False}
+def problems_for(ops, dtypes, shapes: dict[str, list] | None = None) -> list:
+    """Every (op, dtype, shape) problem in that order; `shapes` by op family (runtime/ops: a Tuning's
+    family), the zoo's where a family has none."""
+    try:
+        found = [(key, ops_registry.tuning_of(key)) for key in ops]
+    except KeyError as exc:
+        raise TuneError(exc.args[0]) from None
+    shapes = shapes or {}
+    return [t.problem(dt, shape, **t.keys[key]) for key, t in found for dt in dtypes
+            for shape in shapes.get(t.family) or t.default_shapes()]
 
 
-def problems_for(ops, dtypes, shapes=None, group_norm_shapes=None) -> list:
-    unknown = sorted(set(ops) - set(SOFTMAX_OPS) - set(GROUP_NORM_OPS))
-    if unknown:
-        raise TuneError(f"unknown ops {unknown}: choose from {[*SOFTMAX_OPS, *GROUP_NORM_OPS]}")
-    out = [Problem(op, dt, b, n) for op in ops if op in SOFTMAX_OPS for dt in dtypes
-           for b, n in shapes or default_shapes()]
-    out += [GroupNormProblem(dt, n, hw, c, g, GROUP_NORM_OPS[op]) for op in ops if op in GROUP_NORM_OPS
-            for dt in dtypes for n, hw, c, g in group_norm_shapes or default_group_norm_shapes()]
-    return out
+def read_shape_files(files: dict[str, str | None]) -> dict[str, list]:
+    """{family: shapes} from {family: shapes file} (None entries left out); an unknown family is an error."""
+    fields = {t.family: t.shape_fields for t in ops_registry.tunings()}
+    for family in files:
+        if family not in fields:
+            raise TuneError(f"no op family '{family}' (runtime/ops has {', '.join(sorted(fields))})")
+    return {family: read_shapes(path, fields[family]) for family, path in files.items() if path}
 
 
-def tune(registry, shapes=None, ops=("softmax",), dtypes=("fp16",), budget_ms: float = 10.0, progress=None,
-         seed: int | None = None, group_norm_shapes=None) -> dict:
+def tune(registry, shapes: dict[str, list] | None = None, ops=("softmax",), dtypes=("fp16",),
+         budget_ms: float = 10.0, progress=None, seed: int | None = None) -> dict:
+    """Tune every problem of problems_for(ops, dtypes, shapes); the tune cache as a dict."""
     from .timing import GraphTimer
 
     timer = GraphTimer(registry.backend)
     rng = np.random.default_rng(seed)
     results: dict[str, dict] = {}
-    problems = problems_for(ops, dtypes, shapes, group_norm_shapes)
+    problems = problems_for(ops, dtypes, shapes)
     t0 = time.perf_counter()
     for i, p in enumerate(problems):
-        setup = (SoftmaxSetup if isinstance(p, Problem) else GroupNormSetup)(registry, timer, p, rng)
+        setup = p.setup(registry, timer, rng)
         try:
             o = tune_problem(setup, budget_ms)
         finally:
@@ -152,20 +145,19 @@ def tune(registry, shapes=None, ops=("softmax",), dtypes=("fp16",), budget_ms: f
             "results": results}
 
 
-def tune_to_file(dist: Path | str, ops=("softmax",), dtypes=("fp16",), shapes: str | None = None,
-                 group_norm_shapes: str | None = None, out: str | None = None, budget_ms: float = 10.0,
-                 arch: str | None = None, log=None) -> tuple[Path, str]:
-    """Tune on GPU 0 with the archive of its arch under `dist` (a root holding cuda/sm_XX/), from shape files
-    (default: the zoo's), and write the cache to `out` (default: tune/cuda/sm_XX/<device>.json). Returns the
-    path and a line that sums it up."""
+def tune_to_file(dist: Path | str, ops=("softmax",), dtypes=("fp16",), shape_files: dict[str, str | None] | None = None,
+                 out: str | None = None, budget_ms: float = 10.0, arch: str | None = None, log=None
+                 ) -> tuple[Path, str]:
+    """Tune on GPU 0 with the archive of its arch under `dist` (a root holding cuda/sm_XX/), on shapes read
+    from {op family: file} (default: the zoo's), and write the cache to `out` (default:
+    tune/cuda/sm_XX/<device>.json). Returns the path and a line that sums it up."""
     from . import load_artifacts
     from .cuda import CudaBackend
     from .registry import Registry
 
     ops, dtypes = list(ops), list(dtypes)
-    softmax_shapes = read_shapes(shapes) if shapes else None
-    gn_shapes = read_shapes(group_norm_shapes, 4) if group_norm_shapes else None
-    problems_for(ops, dtypes, softmax_shapes, gn_shapes)  # a bad op or dtype fails before the GPU is opened
+    shapes = read_shape_files(shape_files or {})
+    problems_for(ops, dtypes, shapes)  # a bad op fails before the GPU is opened
     backend = CudaBackend(0)
     here = f"sm_{backend.arch}"
     if arch and arch != here:
@@ -178,7 +170,7 @@ def tune_to_file(dist: Path | str, ops=("softmax",), dtypes=("fp16",), shapes: s
             log(f"[{i}/{n}] {p.op_key} {p.params_signature}: {o.best} {o.best_ms * 1e3:.2f} us "
                 f"(ORT group: {ort}; {len(o.timed)} timed, {o.skipped} skipped)")
 
-    cache = tune(registry, softmax_shapes, ops, dtypes, budget_ms, progress, group_norm_shapes=gn_shapes)
+    cache = tune(registry, shapes, ops, dtypes, budget_ms, progress)
     path = Path(out or f"tune/cuda/{here}/{device_slug(backend.device_name)}.json")
     write_text(path, json.dumps(cache, indent=1) + "\n")
     return path, f"wrote {path}: {sum(len(v) for v in cache['results'].values())} problems in {cache['seconds']} s"
@@ -190,14 +182,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="tune cache to write (default: tune/cuda/sm_XX/<device>.json)")
     ap.add_argument("--shapes", help="file of softmax 'batch,n_cols' lines (default: the model zoo's)")
     ap.add_argument("--group-norm-shapes", help="file of GroupNorm 'n,hw,c,groups' lines (default: the model zoo's)")
-    ap.add_argument("--ops", default="softmax",
-                    help="comma list: softmax,log_softmax,group_norm_silu,group_norm_pass")
+    ap.add_argument("--ops", default="softmax", help=f"comma list of {','.join(ops_registry.tune_keys())}")
     ap.add_argument("--dtypes", default="fp16", help="comma list: fp32,fp16,bf16")
     ap.add_argument("--budget-ms", type=float, default=10.0, help="timing budget per candidate")
     args = ap.parse_args(argv)
     try:
-        _, summary = tune_to_file(args.dist, args.ops.split(","), args.dtypes.split(","), args.shapes,
-                                  args.group_norm_shapes, args.out, args.budget_ms,
+        _, summary = tune_to_file(args.dist, args.ops.split(","), args.dtypes.split(","),
+                                  {"softmax": args.shapes, "group_norm": args.group_norm_shapes}, args.out,
+                                  args.budget_ms,
                                   log=lambda line: print(line, file=sys.stderr, flush=True))
     except TritonforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)

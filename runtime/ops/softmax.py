@@ -8,12 +8,18 @@ order, a correctness fallback (`"fallback": true`) last. A new family needs no c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import candidates as contract_launch
+from .. import zoo
 from ..launch import PreparedLaunch
-from ..memory import TYPESTR_TO_DTYPE, DeviceArray, element_size
+from ..memory import TYPESTR_TO_DTYPE, DeviceArray, element_size, to_storage
+from ..problem import CHECK_ROWS, RotatingSetup
+from ..reference import mismatch, quantize
 from ..tune_cache import lookup
+from . import Tuning
 
 ROLES = {"out", "in", "in_stride", "out_stride", "n_cols", "batch", "ws"}
 PROBLEM = {"batch", "n_cols", "in_stride", "out_stride", "resident"}
@@ -92,3 +98,85 @@ def softmax_numpy(registry, x: np.ndarray, dtype: str, log: bool = False, kernel
     finally:
         src.free()
         dst.free()
+
+
+# ---- the float64 reference, the tuning problem and its GPU setup ----------------------------------
+
+def softmax_ref(x64: np.ndarray, log: bool) -> np.ndarray:
+    shifted = x64 - x64.max(axis=-1, keepdims=True)
+    if log:
+        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    e = np.exp(shifted)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class SoftmaxProblem:
+    op: str  # "softmax" or "log_softmax"
+    dtype: str
+    batch: int
+    n_cols: int
+
+    @property
+    def op_key(self) -> str:
+        return f"{self.op}_{self.dtype}"
+
+    @property
+    def params_signature(self) -> str:
+        """ORT's SoftmaxParams::Signature(): "{batch_count}_{softmax_elements}"."""
+        return f"{self.batch}_{self.n_cols}"
+
+    @property
+    def bytes_moved(self) -> int:
+        """One read and one write of the tensor: the least any softmax can move."""
+        return 2 * self.batch * self.n_cols * element_size(self.dtype)
+
+    def setup(self, registry, timer, rng: np.random.Generator) -> SoftmaxSetup:
+        return SoftmaxSetup(registry, timer, self, rng)
+
+
+class SoftmaxSetup(RotatingSetup):
+    def __init__(self, registry, timer, problem: SoftmaxProblem, rng: np.random.Generator):
+        self.p = problem
+        self.op = Softmax(registry, problem.dtype, problem.op == "log_softmax")
+        self.ort_group = problem.op_key
+        super().__init__(registry, timer, problem.batch * problem.n_cols * element_size(problem.dtype),
+                         ("in", "out"))
+        # Drawn in float32: four times faster than float64 draws, which took seconds per 2^27 elements.
+        x = rng.standard_normal((problem.batch, problem.n_cols), dtype=np.float32)
+        x *= np.float32(rng.uniform(0.5, 4))
+        self.fill_slots("in", np.ascontiguousarray(to_storage(x, problem.dtype)))
+        rows = {0, problem.batch - 1, *rng.choice(problem.batch, min(problem.batch, CHECK_ROWS), replace=False)}
+        self.check_rows = np.array(sorted(rows))
+        self.reference = softmax_ref(quantize(x[self.check_rows], problem.dtype), problem.op == "log_softmax")
+
+    def candidates(self) -> list[str]:
+        return [name for name, _ in self.op.candidates(self.p.batch, self.p.n_cols)]
+
+    def _prepare(self, name: str):
+        return self.op.prepare(self.base["out"], self.base["in"], self.p.batch, self.p.n_cols, kernel=name)
+
+    def check(self, name: str) -> str | None:
+        """Run `name` once on poisoned output; None if the sampled rows match float64, else why not."""
+        self.registry.backend.memset(self.base["out"], 0xFF, self.tensor_bytes)
+        self.launch(name)()
+        self.registry.backend.synchronize()
+        got = self.read_slot0("out", len(self.check_rows), self.p.n_cols, self.check_rows)
+        return mismatch(got, self.reference, self.p.dtype, self.p.op == "log_softmax")
+
+
+def default_shapes() -> list[tuple[int, int]]:
+    """(batch, n_cols) of every softmax of the model zoo (runtime/zoo.py): SD UNet and VAE attention,
+    BERT and ViT attention, LLM vocabularies."""
+    return zoo.softmax_problems()
+
+
+TUNING = Tuning(
+    family="softmax",
+    keys={"softmax": {"log": False}, "log_softmax": {"log": True}},
+    shape_fields=("batch", "n_cols"),
+    default_shapes=default_shapes,
+    problem=lambda dtype, shape, log: SoftmaxProblem("log_softmax" if log else "softmax", dtype, *shape),
+    # ORT's SoftmaxTunableOp registers softmax_<dtype>; log-softmax it never launches
+    ort_groups={r"softmax_(fp32|fp16|bf16|fp64)": lambda dt: [f"softmax_{dt}"]},
+)

@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 from tritonforge.runtime.expressions import evaluate
 from tritonforge.runtime.memory import from_storage, to_storage
-from tritonforge.runtime.reference import group_norm_mismatch, group_norm_ref, mismatch, quantize, softmax_ref
+from tritonforge.runtime.ops.group_norm import group_norm_mismatch, group_norm_ref
+from tritonforge.runtime.ops.softmax import softmax_ref
+from tritonforge.runtime.reference import mismatch, quantize
 
 from . import interpreter
 from .interpreter import HostTensor

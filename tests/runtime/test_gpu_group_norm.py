@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from tritonforge.runtime.launch import Unsupported
 from tritonforge.runtime.memory import DeviceArray, element_size
-from tritonforge.runtime.ops.group_norm import GroupNorm, group_norm_numpy
-from tritonforge.runtime.reference import group_norm_mismatch, group_norm_ref, quantize
+from tritonforge.runtime.ops.group_norm import GroupNorm, group_norm_mismatch, group_norm_numpy, group_norm_ref
+from tritonforge.runtime.reference import quantize
 
 pytestmark = pytest.mark.gpu
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from tritonforge.runtime.launch import Unsupported
 from tritonforge.runtime.memory import DTYPES, DeviceArray
-from tritonforge.runtime.ops.softmax import Softmax, softmax_numpy
-from tritonforge.runtime.reference import assert_close, quantize, softmax_ref
+from tritonforge.runtime.ops.softmax import Softmax, softmax_numpy, softmax_ref
+from tritonforge.runtime.reference import assert_close, quantize
 
 pytestmark = pytest.mark.gpu
 

@@ -17,7 +17,7 @@ SHAPES = [(1, 2048), (64, 1000), (512, 4096)]
 
 @pytest.fixture(scope="module")
 def cache(registry):
-    return tune(registry, SHAPES, ops=("softmax", "log_softmax"), dtypes=("fp16",), budget_ms=2.0)
+    return tune(registry, {"softmax": SHAPES}, ops=("softmax", "log_softmax"), dtypes=("fp16",), budget_ms=2.0)
 
 
 def test_every_problem_gets_a_viable_choice(cache, registry):
@@ -38,12 +38,12 @@ def test_the_choice_is_the_fastest_checked_candidate(registry):
     choice is the fastest of those timed, the ORT pick the fastest timed one of ORT's group; the choice
     gives the right answer on another input."""
     import numpy as np
-    from tritonforge.runtime.problem import Problem, SoftmaxSetup
+    from tritonforge.runtime.ops.softmax import SoftmaxProblem, SoftmaxSetup
     from tritonforge.runtime.timing import GraphTimer
     from tritonforge.runtime.tune import tune_problem
 
     rng = np.random.default_rng(7)
-    setup = SoftmaxSetup(registry, GraphTimer(registry.backend), Problem("softmax", "fp16", 512, 4096), rng)
+    setup = SoftmaxSetup(registry, GraphTimer(registry.backend), SoftmaxProblem("softmax", "fp16", 512, 4096), rng)
     try:
         out = tune_problem(setup, 2.0)
         names = setup.candidates()
@@ -54,7 +54,7 @@ def test_the_choice_is_the_fastest_checked_candidate(registry):
         assert ort and out.ort_best == min(ort, key=ort.get)
     finally:
         setup.free()
-    again = SoftmaxSetup(registry, GraphTimer(registry.backend), Problem("softmax", "fp16", 512, 4096),
+    again = SoftmaxSetup(registry, GraphTimer(registry.backend), SoftmaxProblem("softmax", "fp16", 512, 4096),
                          np.random.default_rng(8))
     try:
         assert again.check(out.best) is None
@@ -105,7 +105,7 @@ def test_group_norm_tuning_and_cache(registry, tmp_path):
     from tritonforge.runtime.ops.group_norm import GroupNorm
 
     shapes = [(2, 64 * 64, 320, 32), (1, 8 * 8, 1280, 32)]
-    cache = tune(registry, ops=("group_norm_silu",), dtypes=("fp16",), budget_ms=2.0, group_norm_shapes=shapes)
+    cache = tune(registry, ops=("group_norm_silu",), dtypes=("fp16",), budget_ms=2.0, shapes={"group_norm": shapes})
     entries = cache["results"]["group_norm_silu_fp16"]
     assert sorted(entries) == sorted(f"{n}_{hw}_{c}_{g}_silu_noskip_nobroadcast_nobias" for n, hw, c, g in shapes)
     op = GroupNorm(registry, "fp16", silu=True)

@@ -4,8 +4,8 @@ pixels against statistics of every whole group, which must equal the full refere
 from __future__ import annotations
 
 import numpy as np
-from tritonforge.runtime.problem import GroupNormProblem, _sampled_reference
-from tritonforge.runtime.reference import group_norm_ref, quantize
+from tritonforge.runtime.ops.group_norm import GroupNormProblem, _sampled_reference, group_norm_ref
+from tritonforge.runtime.reference import quantize
 
 
 def test_sampled_reference_equals_the_full_one_at_its_pixels():

@@ -1,7 +1,8 @@
 """Tune-cache inputs that need no GPU: shape files and the default grid."""
 
 import pytest
-from tritonforge.runtime.tune import default_shapes, read_shapes
+from tritonforge.runtime.ops.softmax import default_shapes
+from tritonforge.runtime.tune import TuneError, problems_for, read_shape_files, read_shapes
 from tritonforge.runtime.tune_cache import device_slug
 
 
@@ -31,25 +32,30 @@ def test_device_slug():
 
 
 def test_group_norm_shapes_and_ops():
-    from tritonforge.runtime.ops.group_norm import signature
-    from tritonforge.runtime.problem import GroupNormProblem
-    from tritonforge.runtime.tune import default_group_norm_shapes, problems_for
+    from tritonforge.runtime.ops import group_norm
+    from tritonforge.runtime.ops.group_norm import GroupNormProblem, signature
 
-    shapes = default_group_norm_shapes()
+    shapes = group_norm.default_shapes()
     assert len(shapes) == len(set(shapes)) and (2, 4096, 320, 32) in shapes and (1, 512 * 512, 128, 32) in shapes
-    problems = problems_for(["softmax", "group_norm_silu"], ["fp16"], [(1, 2048)], [(2, 4096, 320, 32)])
+    problems = problems_for(["softmax", "group_norm_silu"], ["fp16"],
+                            {"softmax": [(1, 2048)], "group_norm": [(2, 4096, 320, 32)]})
     assert problems[1] == GroupNormProblem("fp16", 2, 4096, 320, 32, True)
     # ORT's GroupNormNHWCTunableParams::Signature()
     assert problems[1].params_signature == "2_4096_320_32_silu_noskip_nobroadcast_nobias"
     assert signature(1, 64, 640, 32, False, 1, True, 1) == "1_64_640_32_pass_skip_broadcast_bias"
-    with pytest.raises(ValueError, match="unknown ops \\['layer_norm'\\]"):
+    with pytest.raises(TuneError, match="unknown op 'layer_norm': choose from .*group_norm_silu.*log_softmax"):
         problems_for(["layer_norm"], ["fp16"])
+    # a family without shapes of its own takes the zoo's
+    assert len(problems_for(["group_norm_pass"], ["fp32"], {"softmax": [(1, 2)]})) == len(shapes)
 
 
 def test_read_group_norm_shapes(tmp_path):
     f = tmp_path / "gn.txt"
     f.write_text("2,4096,320,32\n1 64 1280 32\n")
-    assert read_shapes(f, 4) == [(2, 4096, 320, 32), (1, 64, 1280, 32)]
+    assert read_shape_files({"group_norm": str(f), "softmax": None}) == {
+        "group_norm": [(2, 4096, 320, 32), (1, 64, 1280, 32)]}
     f.write_text("2,4096,320\n")
     with pytest.raises(ValueError, match="gn.txt:1: expected 'n,hw,c,groups'"):
-        read_shapes(f, 4)
+        read_shape_files({"group_norm": str(f)})
+    with pytest.raises(TuneError, match="no op family 'layer_norm'"):
+        read_shape_files({"layer_norm": str(f)})
