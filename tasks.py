@@ -452,20 +452,30 @@ def versions(c: Context, store: str | None = None, endpoint_url: str | None = No
 @task(help={
     "dist": "a CUDA build directory (default: dist/full/cuda/multi, else dist/cuda/multi)",
     "out": "where the library goes (default: <dist>/libtritonforge_ort.so)",
+    "tune": "tune caches (a file, or a root holding cuda/<arch>/*.json from invoke tune) whose choices go "
+            "into the library's .tune file beside it (default: tune, when it holds any)",
 })
 @_fail_on_pipeline_error
-def ortlib(c: Context, dist: str | None = None, out: str | None = None):
-    """Build the custom-op library for onnxruntime-gpu from a CUDA build (invoke build makes it too)."""
-    from tritonforge.pipeline.errors import PipelineError
-    from tritonforge.pipeline.package.ortlib import build_library, check_library
-    from tritonforge.runtime.ortlib import DEFAULT_PLACES
+def ortlib(c: Context, dist: str | None = None, out: str | None = None, tune: str = "tune"):
+    """Build the custom-op library for onnxruntime-gpu from a CUDA build (invoke build makes it too), with
+    the kernel choices of the tune caches beside it."""
+    from tritonforge.pipeline.package.ortlib import (
+        build_library,
+        check_library,
+        default_build,
+        tune_caches,
+        write_tune_file,
+    )
 
-    d = Path(dist) if dist else next((p for p in DEFAULT_PLACES if (p / "kernels.json").is_file()), None)
-    if d is None:
-        raise PipelineError(f"no CUDA build at {' or '.join(str(p) for p in DEFAULT_PLACES)}: run invoke build "
-                            "--platform cuda (or name one with --dist)")
+    d = Path(dist) if dist else default_build()
     lib = build_library(d, Path(_cfg(c).cache_dir).parent, out)
     print(f"{lib}: {check_library(lib, d)}")
+    tuned, notes = write_tune_file(lib, d, tune_caches(tune))
+    for note in notes:
+        print(note)
+    if tuned:
+        print(f"{tuned}: {sum(1 for line in tuned.read_text().splitlines() if not line.startswith('#'))} "
+              "kernel choices from the tune caches")
 
 
 @task(help={

@@ -387,10 +387,28 @@ def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dis
     from .runtime.ortlib.test_rewrite import sd_block
 
     repo, env = repo_with_dist
-    proc = invoke(repo, "ortlib", env=env)  # default: dist/full/cuda/multi
+    # a GPU runner's tune cache (invoke tune) for the sm_90 archive: two choices, one of a kernel the build lacks
+    sm90 = json.loads((repo / "dist/full/cuda/sm_90/kernels.json").read_text())
+    softmax = next(k["name"] for k in sm90["kernels"] if k["group"] == "softmax_fp16")
+    cache = repo / "tune/cuda/sm_90/NVIDIA_H200.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"schema": "tritonforge.tune/1", "validators": {
+        "triton_version": sm90["triton_version"], "target": "sm_90", "archive_sha256": sm90["archive"]["sha256"],
+        "device_model": "NVIDIA H200"}, "results": {"softmax_fp16": {
+            "512_77": {"kernel": softmax}, "8_4096": {"kernel": "softmax_gone_fp16"}}}}))
+    proc = invoke(repo, "ortlib", env=env)  # default: dist/full/cuda/multi, and the choices of tune/
     assert proc.returncode == 0, proc.stdout
     lib = repo / "dist/full/cuda/multi/libtritonforge_ort.so"
     assert f"{lib.relative_to(repo)}: " in proc.stdout and "loads in onnxruntime" in proc.stdout and lib.is_file()
+    tuned = lib.with_suffix(".tune")
+    assert "1 choices name kernels this build does not hold" in proc.stdout
+    assert f"{tuned.relative_to(repo)}: 1 kernel choices from the tune caches" in proc.stdout
+    assert tuned.read_text().splitlines()[1:] == [f"NVIDIA H200\tsoftmax_fp16\t512_77\t{softmax}"]
+    seen = subprocess.run([sys.executable, "-c", "import json, sys; from tritonforge.runtime import ortlib; "
+                           "print(json.dumps(ortlib.info(sys.argv[1])))", str(lib)], cwd=repo, capture_output=True,
+                          text=True, timeout=60)
+    assert json.loads(seen.stdout)["tune_choices"] == 1, seen.stderr  # the library found its .tune beside it
+    assert json.loads(seen.stdout)["tune_file"] == str(tuned.resolve())
     onnx.save(sd_block(21), str(repo / "block.onnx"))
     proc = invoke(repo, "rewrite", "--model", "block.onnx", env=env)
     assert proc.returncode == 0, proc.stdout
@@ -412,3 +430,4 @@ def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dis
                   "--dest", "got", env=env)
     assert proc.returncode == 0, proc.stdout
     assert (repo / "got/libtritonforge_ort.so").read_bytes() == lib.read_bytes()
+    assert (repo / "got/libtritonforge_ort.tune").read_bytes() == tuned.read_bytes()

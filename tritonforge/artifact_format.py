@@ -20,6 +20,8 @@ HEADER_NAME = "triton_kernel_infos.h"
 MANIFEST_NAME = "kernels.json"
 # The custom-op library for onnxruntime-gpu (pipeline/package/ortlib.py), beside a CUDA build's files.
 LIBRARY_NAME = "libtritonforge_ort.so"
+# Its kernel choices per device and shape, from the release's tune caches; the library reads it from beside itself.
+LIBRARY_TUNE_NAME = "libtritonforge_ort.tune"
 FILES = (ARCHIVE_NAME, HEADER_NAME, MANIFEST_NAME)  # what a published build holds, in this order
 MULTI = "multi"  # the arch name of a platform's archive for every arch
 KERNELS_SCHEMA = "tritonforge.kernels/1"

@@ -31,6 +31,8 @@ from tritonforge import artifact_format
 from tritonforge.atomic import write_bytes
 
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
+TUNE_NAME = artifact_format.LIBRARY_TUNE_NAME
+TUNE_SCHEMA = "tritonforge.tune/1"  # runtime/tune_cache.py's
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
 SOURCES = ("ops.cc", "launch.cc")
 EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")
@@ -259,6 +261,67 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
             raise PipelineError(f"{build_dir}: compiling {LIBRARY_NAME} failed:\n{proc.stderr[-4000:]}")
         write_bytes(out, lib.read_bytes())
     return out
+
+
+def default_build() -> Path:
+    """The CUDA build a library is made from by default: the first of runtime.ortlib.DEFAULT_PLACES."""
+    from tritonforge.runtime.ortlib import DEFAULT_PLACES
+
+    found = next((p for p in DEFAULT_PLACES if (p / artifact_format.MANIFEST_NAME).is_file()), None)
+    if found is None:
+        raise PipelineError(f"no CUDA build at {' or '.join(str(p) for p in DEFAULT_PLACES)}: run invoke build "
+                            "--platform cuda (or name one with --dist)")
+    return found
+
+
+def tune_caches(tune: Path | str) -> list[Path]:
+    """The CUDA tune caches `tune` names: one file, or every <root>/cuda/<arch>/*.json under a root."""
+    tune = Path(tune)
+    if tune.is_file():
+        return [tune]
+    return sorted(tune.glob("cuda/*/*.json")) if tune.is_dir() else []
+
+
+def write_tune_file(lib: Path | str, build_dir: Path | str, caches: list[Path]) -> tuple[Path | None, list[str]]:
+    """The library's tune file, `<lib>.tune` beside it: every choice of the tune caches (made by `invoke tune`
+    on each GPU runner, for any arch of the build) as "<device>\t<op key>\t<signature>\t<kernel>" lines,
+    which the library takes instead of timing candidates. A choice whose kernel the build lacks is left
+    out and said so. Returns (path or None when no cache has a choice, notes); the file is replaced whole."""
+    lib, doc = Path(lib), artifact_format.read_kernels_json(build_dir)
+    names = {k["name"] for k in doc["kernels"]}
+    archs = set(doc["target"].get("archs") or [doc["target"]["arch_name"]])  # multi: every arch inside
+    lines, notes = {}, []
+    for cache in caches:
+        try:
+            tuned = json.loads(Path(cache).read_text())
+        except (OSError, ValueError) as exc:
+            raise PipelineError(f"tune cache {cache}: cannot read it: {exc}") from None
+        if not isinstance(tuned, dict) or tuned.get("schema") != TUNE_SCHEMA:
+            raise PipelineError(f"tune cache {cache}: not a {TUNE_SCHEMA} file")
+        made = tuned.get("validators", {})
+        if made.get("triton_version") != doc["triton_version"] or made.get("target") not in archs:
+            raise PipelineError(f"tune cache {cache}: made for {made.get('target')} with triton "
+                                f"{made.get('triton_version')}, not for this build ({', '.join(sorted(archs))}, "
+                                f"triton {doc['triton_version']})")
+        device = made.get("device_model", "")
+        if not device or "\t" in device:
+            raise PipelineError(f"tune cache {cache}: no device_model validator")
+        missing = 0
+        for op_key, problems in tuned.get("results", {}).items():
+            for signature, choice in problems.items():
+                if choice["kernel"] in names:
+                    lines[f"{device}\t{op_key}\t{signature}"] = choice["kernel"]
+                else:
+                    missing += 1
+        if missing:
+            notes.append(f"{cache}: {missing} choices name kernels this build does not hold; left out")
+    out = lib.with_suffix(".tune")
+    if not lines:
+        out.unlink(missing_ok=True)  # a stale file would outlive the caches it came from
+        return None, notes
+    text = "# tritonforge ORT library choices: device, op key, signature, kernel (from tune caches)\n"
+    write_bytes(out, (text + "".join(f"{k}\t{v}\n" for k, v in sorted(lines.items()))).encode())
+    return out, notes
 
 
 def check_library(lib: Path | str, build_dir: Path | str) -> str:

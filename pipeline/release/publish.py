@@ -34,7 +34,14 @@ from tritonforge.pipeline.release.lockfile import check_against, make_lock, read
 from tritonforge.pipeline.release.stores import Conflict, check_key, open_store
 from tritonforge.pipeline.scripts.profiles import root, store_prefix
 
-from tritonforge.artifact_format import FILES, LIBRARY_NAME, MANIFEST_NAME, FormatError, read_kernels_json
+from tritonforge.artifact_format import (
+    FILES,
+    LIBRARY_NAME,
+    LIBRARY_TUNE_NAME,
+    MANIFEST_NAME,
+    FormatError,
+    read_kernels_json,
+)
 from tritonforge.atomic import replace_dir
 
 SCHEMA = "tritonforge.release/1"
@@ -95,6 +102,8 @@ def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str,
                 if doc["archive"]["sha256"].encode() not in data:  # the library records the archive it links
                     raise PipelineError(f"{lib}: built from another archive than {d}'s; rebuild it (invoke ortlib)")
                 files[f"{rel}/{LIBRARY_NAME}"] = data
+                if (d / LIBRARY_TUNE_NAME).is_file():  # its choices from the GPU runners' tune caches
+                    files[f"{rel}/{LIBRARY_TUNE_NAME}"] = (d / LIBRARY_TUNE_NAME).read_bytes()
             image = d.parent / f"{d.name}.image.json"  # written by the docker runner
             builds[rel] = {"profile": profile, "triton_version": doc["triton_version"],
                            "archive_sha256": doc["archive"]["sha256"], "kernels": len(doc["kernels"]),

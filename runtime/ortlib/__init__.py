@@ -59,16 +59,17 @@ def _call(path, name: str) -> str:
 
 
 def info(path: str | os.PathLike | None = None) -> dict:
-    """{target, archive_sha256, kernels, groups, cuda}: what the library was built from; `cuda` maps each
-    op (GroupNorm, SkipGroupNorm, GroupNormalization, Softmax, LogSoftmax) to the dtypes its CUDA kernels
-    serve (the CPU ops serve fp16, fp32 and bf16)."""
+    """{target, archive_sha256, kernels, groups, cuda, tune_file, tune_choices}: what the library was built
+    from; `cuda` maps each op (GroupNorm, SkipGroupNorm, GroupNormalization, Softmax, LogSoftmax) to the
+    dtypes its CUDA kernels serve (the CPU ops serve fp16, fp32 and bf16); the tune file it starts from
+    (libtritonforge_ort.tune beside it, or $TRITONFORGE_ORT_TUNE_FILE; "" for none) and its choices."""
     return json.loads(_call(path, "TritonforgeInfo"))
 
 
 def choices(path: str | os.PathLike | None = None) -> list[dict]:
     """The kernel the library chose per shape in this process so far (CUDA sessions), as
-    [{device, op, signature, kernel}]. Lines like these, tab-separated, in the file that
-    TRITONFORGE_ORT_TUNE_FILE names are taken instead of timing the candidates."""
+    [{device, op, signature, kernel}]. Lines like these, tab-separated, in the library's tune file
+    (`invoke ortlib --tune`, or the file TRITONFORGE_ORT_TUNE_FILE names) are taken instead of timing."""
     rows = []
     for line in _call(path, "TritonforgeChoices").splitlines():
         if line and not line.startswith("#"):

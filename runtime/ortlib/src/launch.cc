@@ -149,14 +149,34 @@ std::mutex g_mu;
 std::map<CUcontext, std::unique_ptr<Context>> g_contexts;
 std::map<std::string, std::string> g_tune_file;  // device\top\tsignature -> kernel name
 
+std::string g_tune_path;  // where g_tune_file came from ("" when nowhere)
+
+// The tune file: $TRITONFORGE_ORT_TUNE_FILE when set (empty: none), else the .tune file beside this
+// library (libtritonforge_ort.tune, shipped with a release), when there is one.
 void load_tune_file() {
   static bool loaded = false;
   if (loaded) return;
   loaded = true;
-  const char* path = std::getenv("TRITONFORGE_ORT_TUNE_FILE");
-  if (!path || !*path) return;
+  std::string path;
+  bool named = false;
+  if (const char* env = std::getenv("TRITONFORGE_ORT_TUNE_FILE")) {
+    path = env;
+    named = true;
+  } else {
+    Dl_info self = {};
+    if (dladdr(reinterpret_cast<void*>(&load_tune_file), &self) && self.dli_fname) {
+      path = self.dli_fname;
+      if (path.size() > 3 && path.compare(path.size() - 3, 3, ".so") == 0) path.replace(path.size() - 3, 3, ".tune");
+      else path.clear();
+    }
+  }
+  if (path.empty()) return;
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(std::string("TRITONFORGE_ORT_TUNE_FILE=") + path + ": cannot read it");
+  if (!in) {
+    if (named) throw std::runtime_error("TRITONFORGE_ORT_TUNE_FILE=" + path + ": cannot read it");
+    return;  // no tune file shipped beside the library: every shape is timed on first use
+  }
+  g_tune_path = path;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -542,6 +562,13 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
   }
   c.chosen[key] = ready[best].kernel;
   fire_and_keep(std::move(ready[best]), c, stream, op, dtype, silu, problem, roles, memory, what);
+}
+
+std::string tune_file(size_t* entries) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  load_tune_file();
+  *entries = g_tune_file.size();
+  return g_tune_path;
 }
 
 std::string choices() {

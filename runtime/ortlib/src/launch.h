@@ -55,7 +55,12 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
 
 // The kernel names run() chose so far, "<device>\t<op key>\t<signature>\t<kernel>" lines (for tests
 // and the tune file), and how run() chooses: TRITONFORGE_ORT_TUNING=0 takes the first candidate that
-// can run instead of timing them; TRITONFORGE_ORT_TUNE_FILE names lines like those to start from.
+// can run instead of timing them; TRITONFORGE_ORT_TUNE_FILE names lines like those to start from
+// (default: libtritonforge_ort.tune beside the library, when there is one).
 std::string choices();
+
+// The tune file run() starts from (see load_tune_file in launch.cc) and how many choices it holds;
+// "" when there is none. Throws when TRITONFORGE_ORT_TUNE_FILE names a file that cannot be read.
+std::string tune_file(size_t* entries);
 
 }  // namespace tf

@@ -516,6 +516,15 @@ tf::SoftmaxOp<false> g_softmax[2] = {tf::SoftmaxOp<false>(false), tf::SoftmaxOp<
 tf::SoftmaxOp<true> g_log_softmax[2] = {tf::SoftmaxOp<true>(false), tf::SoftmaxOp<true>(true)};
 std::string g_info;
 std::string g_choices;
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+  }
+  return out;
+}
 }  // namespace
 
 extern "C" {
@@ -544,7 +553,8 @@ OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtA
   }
 }
 
-// What the library holds, as JSON: {"target", "archive_sha256", "kernels", "groups", "cuda": {op: [dtypes]}}.
+// What the library holds, as JSON: {"target", "archive_sha256", "kernels", "groups", "cuda": {op: [dtypes]},
+// "tune_file", "tune_choices"}.
 const char* TritonforgeInfo() {
   if (g_info.empty()) {
     g_info = std::string("{\"target\": \"") + tf::kTarget + "\", \"archive_sha256\": \"" + tf::kArchiveSha256 +
@@ -565,7 +575,15 @@ const char* TritonforgeInfo() {
       }
       g_info += seen + "]";
     }
-    g_info += "}}";
+    g_info += "}";
+    try {
+      size_t entries = 0;
+      std::string path = tf::tune_file(&entries);
+      g_info += ", \"tune_file\": \"" + json_escape(path) + "\", \"tune_choices\": " + std::to_string(entries);
+    } catch (const std::exception& e) {
+      g_info += ", \"tune_file\": \"\", \"tune_choices\": 0, \"tune_error\": \"" + json_escape(e.what()) + "\"";
+    }
+    g_info += "}";
   }
   return g_info.c_str();
 }

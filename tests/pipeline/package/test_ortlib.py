@@ -9,7 +9,15 @@ import subprocess
 
 import pytest
 from tritonforge.pipeline.errors import PipelineError
-from tritonforge.pipeline.package.ortlib import SOURCE_DIR, build_library, kernel_table, op_of, roles
+from tritonforge.pipeline.package.ortlib import (
+    SOURCE_DIR,
+    build_library,
+    kernel_table,
+    op_of,
+    roles,
+    tune_caches,
+    write_tune_file,
+)
 from tritonforge.runtime.expressions import evaluate
 
 from ...conftest import ROOT, require_tool
@@ -112,3 +120,35 @@ def test_a_contract_naming_an_unknown_variable_stops_the_table(built):
     doc["groups"][group]["contract"]["requires"].append("warp_specialized > 0")
     with pytest.raises(PipelineError, match=f"group {group}: 'warp_specialized > 0' uses 'warp_specialized'"):
         kernel_table(doc)
+
+
+def test_the_tune_file_takes_what_the_build_holds_and_refuses_foreign_caches(built, tmp_path):
+    multi = built[1] / "cuda" / "multi"
+    doc = json.loads((multi / "kernels.json").read_text())
+    kernel = next(k["name"] for k in doc["kernels"] if k["group"].startswith("GroupNorm"))
+    lib = tmp_path / "libtritonforge_ort.so"
+
+    def cache(name, target="sm_90", triton=doc["triton_version"], schema="tritonforge.tune/1", results=None):
+        path = tmp_path / "tune" / "cuda" / target / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"schema": schema, "validators": {
+            "target": target, "triton_version": triton, "device_model": name.removesuffix(".json")},
+            "results": results if results is not None else {"group_norm_silu_fp16": {
+                "2_4096_320_32_silu_noskip_nobroadcast_nobias": {"kernel": kernel}}}}))
+        return path
+
+    cache("NVIDIA H200.json")
+    cache("NVIDIA A100.json", "sm_80", results={"softmax_fp16": {"1_77": {"kernel": "softmax_gone_fp16"}}})
+    out, notes = write_tune_file(lib, multi, tune_caches(tmp_path / "tune"))
+    assert out == tmp_path / "libtritonforge_ort.tune"
+    assert out.read_text().splitlines()[1:] == [
+        f"NVIDIA H200\tgroup_norm_silu_fp16\t2_4096_320_32_silu_noskip_nobroadcast_nobias\t{kernel}"]
+    assert len(notes) == 1 and "NVIDIA A100.json: 1 choices name kernels this build does not hold" in notes[0]
+    # nothing left to take: the stale file goes with its caches
+    assert write_tune_file(lib, multi, []) == (None, []) and not out.exists()
+    for bad, says in ((cache("x.json", "sm_75"), "made for sm_75"),
+                      (cache("y.json", triton="2.1.0"), "with triton 2.1.0"),
+                      (cache("z.json", schema="other/1"), "not a tritonforge.tune/1 file")):
+        with pytest.raises(PipelineError, match=says):
+            write_tune_file(lib, multi, [bad])
+        assert not out.exists()

@@ -197,3 +197,50 @@ def test_cuda_graph_capture_and_the_choices_made(ort_cuda, library):
     assert len(mine) == 1 and mine[0]["kernel"].startswith("GroupNorm")
     groups = set(ortlib.info(library)["groups"])
     assert all(any(r["kernel"].startswith(g + "_") for g in groups) for r in rows)
+
+
+TUNED_RUN = """
+import json, sys
+import numpy as np, onnxruntime as ort
+from onnx import TensorProto, helper
+from tritonforge.runtime import ortlib
+lib, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT16, [rows, cols]) for n in "xy"]
+m = helper.make_model(helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], domain="tritonforge")], "t",
+                                        vi[:1], vi[1:]),
+                      opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("tritonforge", 1)])
+m.ir_version = 10
+so = ort.SessionOptions()
+ortlib.register(so, lib)
+s = ort.InferenceSession(m.SerializeToString(), so, providers=["CUDAExecutionProvider"])
+x = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float16)
+y = s.run(None, {"x": x})[0].astype(np.float64)
+e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+print(json.dumps({"err": float(np.abs(y - e / e.sum(-1, keepdims=True)).max()), "info": ortlib.info(lib),
+                  "choices": ortlib.choices(lib)}))
+"""
+
+
+def test_a_tune_file_choice_is_taken_instead_of_timing(ort_cuda, library, registry, tmp_path):
+    """The library starts from its tune file (here named by TRITONFORGE_ORT_TUNE_FILE; shipped, the .tune
+    beside it): the kernel it names runs for that device and shape, untimed, and gives the right answer."""
+    import json
+    import subprocess
+    import sys
+
+    from tritonforge.runtime.ops.softmax import Softmax
+
+    rows, cols = 64, 4096
+    admitted = [name for name, _ in Softmax(registry, "fp16").candidates(rows, cols)]
+    wanted = admitted[-1]  # the last the contracts admit: not what timing would pick first
+    tune = tmp_path / "choices.tune"
+    tune.write_text(f"# device, op key, signature, kernel\n{registry.backend.device_name}\tsoftmax_fp16\t"
+                    f"{rows}_{cols}\t{wanted}\n")
+    env = {**os.environ, "TRITONFORGE_ORT_TUNE_FILE": str(tune)}
+    proc = subprocess.run([sys.executable, "-c", TUNED_RUN, str(library), str(rows), str(cols)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["info"]["tune_file"] == str(tune) and got["info"]["tune_choices"] == 1
+    assert [c["kernel"] for c in got["choices"] if c["signature"] == f"{rows}_{cols}"] == [wanted]
+    assert got["err"] < 2e-3
