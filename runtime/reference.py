@@ -34,8 +34,8 @@ def mismatch(y: np.ndarray, ref: np.ndarray, dtype: str, log: bool) -> str | Non
     err = np.abs(y - ref)
     bad = err > atol + rtol * np.abs(ref)
     if bad.any():
-        i = np.unravel_index(np.argmax(err - (atol + rtol * np.abs(ref))), err.shape)
-        return (f"{np.count_nonzero(bad)} elements off, worst at {i}: got {y[i]!r}, want {ref[i]!r} "
+        i = tuple(int(v) for v in np.unravel_index(np.argmax(err - (atol + rtol * np.abs(ref))), err.shape))
+        return (f"{np.count_nonzero(bad)} elements off, worst at {i}: got {float(y[i])!r}, want {float(ref[i])!r} "
                 f"(rtol {rtol}, atol {atol})")
     return None
 

@@ -13,6 +13,7 @@ from tritonforge.pipeline.release.publish import publish
 from tritonforge.pipeline.release.stores import FileStore
 
 from ..conftest import require_tool
+from .builds.test_dist import read
 
 NO_TRITON = ("import sys; sys.modules['triton'] = None; from tritonforge.pipeline.compile_triton import main; "
              "sys.exit(main())")
@@ -98,3 +99,20 @@ def test_orts_cmake_flow_builds_against_a_version_fetched_from_s3(root, built_or
     assert run.returncode == 0, run.stdout[-3000:]
     assert f"checked {len(doc['kernels'])} kernels, 0 failures" in run.stdout
     assert all(k["ort_launchable"] for k in doc["kernels"])  # the ORT profile: what ORT's plain launch runs
+
+
+def test_ort_drop_in_cli(root, tmp_path, built, small_scripts):
+    """ORT's flags: header and archive where asked, --ort_root ignored, kernels.json beside the archive."""
+    _, out, cache = built
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    scripts = [str(p) for p in small_scripts]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tritonforge.pipeline.compile_triton", "--header", "inc/triton_kernel_infos.h",
+         "--ort_root", "/nonexistent", "--script_files", *scripts, "--cache_dir", str(cache),
+         "--obj_file", "lib/triton_kernel_infos.a", "--target", "cuda:90", "--quiet"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert read(tmp_path / "lib/triton_kernel_infos.a") == read(out / "cuda/sm_90/triton_kernel_infos.a")
+    assert read(tmp_path / "inc/triton_kernel_infos.h") == read(out / "cuda/sm_90/triton_kernel_infos.h")
+    assert (tmp_path / "lib/kernels.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "lib").iterdir()) == ["kernels.json", "triton_kernel_infos.a"]

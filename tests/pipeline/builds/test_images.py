@@ -76,20 +76,6 @@ def test_host_certificates_do_not_stay_in_the_image(docker_engine, built_images)
     assert "\n10001\n" in f"\n{text}" and text.strip().endswith("3.5.0")
 
 
-def test_auto_runner_says_which(docker_engine, monkeypatch):
-    from tritonforge.pipeline.builds.runners import choose_runner
-
-    said = []
-    assert choose_runner("auto", said.append) == "docker"
-    assert said == ["runner: docker (a Docker engine answered)"]
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    assert choose_runner("auto", said.append) == "local"
-    assert said[1].startswith("runner: local (no Docker engine reachable") and "nonexistent" in said[1]
-    assert choose_runner("docker", said.append) == "docker" and len(said) == 2  # asked by name: no guess
-    with pytest.raises(PipelineError, match="--runner must be one of auto, docker, local, not 'podman'"):
-        choose_runner("podman", said.append)
-
-
 def test_container_compile_error_names_kernel_and_leaves_dist(root, built_images, tmp_path):
     from tritonforge.pipeline.builds.runners import run_docker
 

@@ -65,18 +65,6 @@ def test_dry_run_then_gc_on_the_file_store(dist_copy, tmp_path):  # noqa: F811
     fetch_all(store, tmp_path)
 
 
-def test_gc_waits_for_no_one_and_refuses_while_a_publish_holds_its_lock(dist_copy, tmp_path):  # noqa: F811
-    from tritonforge.pipeline.release.locks import PublishLock
-
-    store = FileStore(tmp_path / "store")
-    junk = orphans(store, 2, "x")
-    with PublishLock(store):
-        with pytest.raises(PipelineError, match="1 publish\\(es\\) under way"):
-            collect_garbage(store, grace_s=0, log=QUIET)
-    assert all(store.get(k) is not None for k in junk)
-    assert collect_garbage(store, grace_s=0, log=QUIET)["deleted"] == 2
-
-
 def test_gc_races_eight_publishers_on_seaweedfs(s3, dist_copy, tmp_path):  # noqa: F811
     """Each publisher's tune cache is already stored as an orphan (an earlier publish that died), so every
     publisher finds its blob there and skips the upload: the case that loses data without the locks."""

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from . import test_gpu_group_norm, test_gpu_softmax
+from .ops import test_group_norm, test_softmax
 
 pytestmark = pytest.mark.gpu
 
@@ -49,8 +49,8 @@ def test_every_fatbin_loads_this_arch_cubin(multi_registry, registry, cuda):
 
 
 def test_every_kernel_is_correct_from_the_multi_archive(multi_registry, rng):
-    test_gpu_softmax.test_every_kernel_of_every_group_runs(multi_registry, rng)
-    test_gpu_group_norm.test_every_kernel_runs(multi_registry, rng)
+    test_softmax.test_every_kernel_of_every_group_runs(multi_registry, rng)
+    test_group_norm.test_every_kernel_runs(multi_registry, rng)
 
 
 PTX_PROBE = """
@@ -59,14 +59,14 @@ import numpy as np
 from tritonforge.runtime import load_artifacts
 from tritonforge.runtime.cuda import CudaBackend
 from tritonforge.runtime.registry import Registry
-from tests.runtime import test_gpu_softmax
+from tests.runtime.ops import test_softmax
 reg = Registry(load_artifacts(sys.argv[1]), CudaBackend(0))
 done = []
 for name in json.loads(sys.argv[2]):
     info = reg.by_name[name]
     dtype, n = info.group.rsplit("_", 1)[1], info.constants.get("CHUNK", info.constants["BLOCK_SIZE"]) - 3
     x = np.random.default_rng(5).standard_normal((3, n)).astype(np.float32)
-    test_gpu_softmax.run_and_check(reg, name, dtype, False, x, what="from PTX")
+    test_softmax.run_and_check(reg, name, dtype, False, x, what="from PTX")
     done.append([name, reg.kernel(name).attributes["num_regs"]])
 print(json.dumps(done))
 """
