@@ -244,3 +244,56 @@ def test_a_tune_file_choice_is_taken_instead_of_timing(ort_cuda, library, regist
     assert got["info"]["tune_file"] == str(tune) and got["info"]["tune_choices"] == 1
     assert [c["kernel"] for c in got["choices"] if c["signature"] == f"{rows}_{cols}"] == [wanted]
     assert got["err"] < 2e-3
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """x rounded to bfloat16 (nearest even), as float64: what ORT's Cast hands the op."""
+    from tritonforge.runtime.reference import quantize
+
+    return quantize(x, "bf16")
+
+
+@pytest.mark.parametrize("case", ["softmax_77", "softmax_vocab", "group_norm_nhwc", "group_normalization_nchw"])
+def test_bf16_between_casts(ort_cuda, library, case):
+    """bf16 end to end in a CUDA session: fp32 in, ORT's Cast to bfloat16, the library's op, Cast back."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(6)
+    shape = {"softmax_77": (4096, 77), "softmax_vocab": (3, 50257), "group_norm_nhwc": (1, 32, 32, 320),
+             "group_normalization_nchw": (1, 320, 32, 32)}[case]
+    x = (rng.standard_normal(shape) * 2 + (0 if case.startswith("softmax") else 3)).astype(np.float32)
+    c = shape[-1] if case == "group_norm_nhwc" else shape[1]
+    gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    if case.startswith("softmax"):
+        op = helper.make_node("Softmax", ["xb"], ["yb"], domain="tritonforge")
+        extra, feeds = [], {"x": x}
+    else:
+        kind = "GroupNorm" if case == "group_norm_nhwc" else "GroupNormalization"
+        attrs = {"groups": 32, "activation": 1} if kind == "GroupNorm" else {"num_groups": 32, "activation": 1}
+        op = helper.make_node(kind, ["xb", "g", "b"], ["yb"], domain="tritonforge", **attrs)
+        extra, feeds = [vi("g", "fp32", [c]), vi("b", "fp32", [c])], {"x": x, "g": gamma, "b": beta}
+    nodes = [helper.make_node("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16), op,
+             helper.make_node("Cast", ["yb"], ["y"], to=TensorProto.FLOAT)]
+    m = helper.make_model(helper.make_graph(nodes, "bf16", [vi("x", "fp32", list(shape)), *extra],
+                                            [vi("y", "fp32", list(shape))]),
+                          opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("tritonforge", 1)])
+    m.ir_version = 10
+    so = ort_cuda.SessionOptions()
+    so.log_severity_level = 3
+    so.register_custom_ops_library(str(library))
+    s = ort_cuda.InferenceSession(m.SerializeToString(), so, providers=[CUDA])
+    y = run_bound(ort_cuda, s, feeds, {"y": (list(shape), np.float32)})["y"].astype(np.float64)
+    v = _bf16(x)
+    if case.startswith("softmax"):
+        e = np.exp(v - v.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True)
+        np.testing.assert_allclose(y, ref, atol=1e-4, rtol=2e-2)
+    else:
+        if case == "group_norm_nhwc":
+            ref, _ = gn_ref(v, gamma, beta, 32, 1)
+        else:
+            g = v.reshape(shape[0], 32, -1)
+            ref = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(shape)
+            ref = ref * gamma.reshape(1, c, 1, 1) + beta.reshape(1, c, 1, 1)
+            ref = ref / (1 + np.exp(-ref))
+        np.testing.assert_allclose(y, ref, atol=4e-2, rtol=2e-2)
