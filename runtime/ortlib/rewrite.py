@@ -9,7 +9,10 @@ Rewritten, when dtype (fp16, fp32, bf16) and shape qualify:
   (`Sigmoid` and `Mul` of the same value, nothing else reading it) is fused in (`activation=1`);
 - `com.microsoft.GroupNorm` / `SkipGroupNorm` (NHWC) -> `tritonforge.GroupNorm` / `SkipGroupNorm`, float16
   gamma and beta initializers made fp32;
-- `Softmax` / `LogSoftmax` over the last axis -> `tritonforge.Softmax` / `LogSoftmax`.
+- `Softmax` / `LogSoftmax` over the last axis -> `tritonforge.Softmax` / `LogSoftmax`, when that axis is
+  at least SOFTMAX_MIN_COLS long: on shorter rows (attention over 77 text tokens, ViT's 197) ORT's own
+  kernel measured faster than the library's (benchmarks/results/ortlib_softmax_h200.log), so those
+  nodes stay ORT's unless `softmax_min_cols=0`.
 A node is left as it is (the report says why) when its parameters are not initializers where the op
 needs them, its rank or axis are not known, or the library (`library=`) has no CUDA kernel for its dtype.
 A model that passes `onnx.checker` still does after, node names and outputs are kept; the domain is added to the
@@ -29,6 +32,10 @@ from tritonforge.errors import TritonforgeError
 from . import DOMAIN, info
 
 FLOAT_TYPES = {1: "fp32", 10: "fp16", 16: "bf16"}  # onnx.TensorProto FLOAT, FLOAT16, BFLOAT16
+# The shortest last axis from which the library's softmax measured at least as fast as ORT's own on the
+# zoo's rows (H200, onnxruntime-gpu 1.31.1): fp16 wins from 256 columns, fp32 from 1024; bf16 (no ORT
+# rival measured) follows fp16.
+SOFTMAX_MIN_COLS = {"fp16": 256, "bf16": 256, "fp32": 1024}
 
 
 class RewriteError(TritonforgeError, ValueError):
@@ -114,13 +121,20 @@ def _fp32_initializer(model, graph: _Graph, name: str, new_name: str, repeat: in
     return new_name
 
 
-def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True):
+def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True,
+            softmax_min_cols: dict | int | None = None):
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
-    the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path)."""
+    the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
+    `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all
+    (default SOFTMAX_MIN_COLS; 0 rewrites every one)."""
     import onnx
     from onnx import helper
 
     cuda = info(library)["cuda"] if use_library else None
+    if softmax_min_cols is None:
+        softmax_min_cols = SOFTMAX_MIN_COLS
+    min_cols = softmax_min_cols if isinstance(softmax_min_cols, dict) else dict.fromkeys(FLOAT_TYPES.values(),
+                                                                                         softmax_min_cols)
     try:
         onnx.checker.check_model(model)
         valid = True
@@ -246,6 +260,16 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
             if not serves(node.op_type, dtype):
                 left(node, f"the library has no CUDA {node.op_type} kernel for {dtype}")
                 continue
+            shortest = min_cols.get(dtype, 0)
+            cols = dims[-1]
+            if shortest and not isinstance(cols, int):
+                left(node, f"the last axis' length is not known; ORT's own kernel is faster on rows under "
+                           f"{shortest} ({dtype})")
+                continue
+            if shortest and cols < shortest:
+                left(node, f"rows of {cols}: ORT's own kernel measured faster under {shortest} columns ({dtype}); "
+                           "softmax_min_cols=0 (invoke rewrite --all-softmax) rewrites it anyway")
+                continue
             new_nodes[idx] = helper.make_node(node.op_type, [x], list(node.output), name=node.name, domain=DOMAIN)
             report.rewritten[node.op_type] += 1
     if new_nodes:
@@ -263,7 +287,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
-                 use_library: bool = True) -> Report:
+                 use_library: bool = True, softmax_min_cols: dict | int | None = None) -> Report:
     """Read `src`, rewrite, write `dst` atomically (external data is not supported: models under 2 GB)."""
     import onnx
 
@@ -276,6 +300,6 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
         model = onnx.load(str(src))
     except Exception as exc:
         raise RewriteError(f"{src}: cannot read an ONNX model: {exc}") from None
-    report = rewrite(model, library, use_library)
+    report = rewrite(model, library, use_library, softmax_min_cols)
     write_bytes(dst, model.SerializeToString())
     return report

@@ -48,7 +48,7 @@ def test_group_normalization_and_softmax_rewritten_compute_the_same(ort_library,
     m = sd_block(opset)
     x = (np.random.default_rng(1).standard_normal((2, 8, 5, 6)) * 3 + 2).astype(np.float32)
     want = run(m, {"x": x})
-    report = rewrite(m, ort_library)
+    report = rewrite(m, ort_library, softmax_min_cols=0)  # its rows of 6: rewritten only when asked
     assert report.rewritten == {"GroupNormalization": 1, "Softmax": 1} and report.fused_silu == 1
     assert any("'across'" in why and "axis 1 is not the last" in why for why in report.left)
     ops = [(n.domain, n.op_type, n.name) for n in m.graph.node]
@@ -98,10 +98,37 @@ def test_what_does_not_qualify_is_left_with_the_reason(ort_library):
 
 def test_rewrite_skips_ops_the_library_has_no_cuda_kernel_for(ort_library_ort_profile):
     m = sd_block(21)
-    report = rewrite(m, ort_library_ort_profile)
+    report = rewrite(m, ort_library_ort_profile, softmax_min_cols=0)
     assert "GroupNormalization" not in report.rewritten
     assert any("no CUDA GroupNormalization kernel for fp32" in why for why in report.left)
     assert report.rewritten["Softmax"] == 1  # ORT's softmax groups are in its profile
+
+
+def _softmax_model(cols, elem=TensorProto.FLOAT16):
+    shape = [2, 8, 64, cols]
+    return model([helper.make_node("Softmax", ["x"], ["y"], axis=-1, name="attn")],
+                 [helper.make_tensor_value_info("x", elem, shape)], [helper.make_tensor_value_info("y", elem, shape)],
+                 [], 17)
+
+
+def test_short_softmax_rows_stay_orts_where_orts_kernel_measured_faster(ort_library):
+    for cols, elem, why in ((77, TensorProto.FLOAT16, "rows of 77: ORT's own kernel measured faster under 256 "
+                                                       "columns (fp16)"),
+                            (256, TensorProto.FLOAT16, None),
+                            (512, TensorProto.FLOAT, "rows of 512: ORT's own kernel measured faster under 1024 "
+                                                     "columns (fp32)"),
+                            (4096, TensorProto.FLOAT, None),
+                            ("k", TensorProto.FLOAT16, "the last axis' length is not known")):
+        m = _softmax_model(cols, elem)
+        report = rewrite(m, ort_library)
+        assert (m.graph.node[0].domain == "tritonforge") == (why is None), (cols, report.left)
+        if why:
+            assert report.left[0].startswith(f"Softmax node 'attn': {why}"), report.left
+    m = _softmax_model(77)
+    assert rewrite(m, ort_library, softmax_min_cols=0).rewritten == {"Softmax": 1}
+    m = _softmax_model(300)
+    assert rewrite(m, ort_library, softmax_min_cols={"fp16": 512}).left[0].endswith(
+        "rewrites it anyway") and m.graph.node[0].domain == ""
 
 
 def test_rewrite_file_writes_a_new_model_and_refuses_its_own_input(ort_library, tmp_path):
