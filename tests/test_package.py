@@ -9,18 +9,34 @@ import sys
 import sysconfig
 import zipfile
 
+from .cli import fresh_copy
+
 
 def test_the_wheel_holds_tritonforge_alone(root, tmp_path):
+    # from a copy of the repository's files: setuptools' build/ would otherwise stay in the checkout, and
+    # a stale one puts modules that no longer exist into the next wheel
+    src = fresh_copy(tmp_path / "src", root)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                    str(tmp_path), str(root)], check=True, capture_output=True, timeout=300)
+                    str(tmp_path), str(src)], check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("tritonforge-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"tritonforge"}
     # every module of the checkout's pipeline/ and runtime/ (subpackages too), and the files they read
     expected = {f"tritonforge/{p.relative_to(root)}" for sub in ("pipeline", "runtime")
                 for p in (root / sub).rglob("*.py")}
-    expected |= {"tritonforge/pipeline/templates/ort_compile_triton.py", "tritonforge/runtime/ortlib/src/ops.cc"}
+    expected |= {"tritonforge/pipeline/templates/ort_compile_triton.py", "tritonforge/runtime/ortlib/src/ops.cc",
+                 "tritonforge/pins/triton.txt", "tritonforge/pins/ort_headers.txt"}
     assert expected - set(names) == set()
+    # installed, away from the checkout: the pins the drop-in and the library's build check come with it
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("from tritonforge.pipeline.compile.pin import pinned_version; from tritonforge.pipeline.package."
+            "ort_headers import read_pin; print(pinned_version(), read_pin()['version'])")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd="/",
+                          env={"PYTHONPATH": str(site)})
+    assert proc.returncode == 0, proc.stderr
+    pin = (root / "pins/triton.txt").read_text().split("==")[1].split()[0]
+    assert proc.stdout.split()[0] == pin
 
 
 def test_a_checkout_imports_it_with_nothing_installed(root):

@@ -17,3 +17,10 @@ _CHECKOUT = os.path.dirname(_HERE)
 if not os.path.isdir(os.path.join(_HERE, "pipeline")) and os.path.isfile(
         os.path.join(_CHECKOUT, "pipeline", "__init__.py")):
     __path__.append(_CHECKOUT)  # noqa: F821 (a package's own search path)
+
+
+def pins_dir() -> str:
+    """The project's pins (triton.txt, ort_headers.txt, ...): inside an installed package, else the
+    checkout's pins/."""
+    inside = os.path.join(_HERE, "pins")
+    return inside if os.path.isdir(inside) else os.path.join(_CHECKOUT, "pins")

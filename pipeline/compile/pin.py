@@ -8,10 +8,11 @@ from pathlib import Path
 
 from tritonforge.pipeline.errors import PipelineError
 
-# In a checkout: pins/triton.txt beside the package. An installed copy (the compile images) is told
-# where the image keeps the same file through TRITONFORGE_PIN_FILE.
-PIN_FILE = Path(os.environ.get("TRITONFORGE_PIN_FILE")
-                or Path(__file__).resolve().parents[2] / "pins" / "triton.txt")
+from tritonforge import pins_dir
+
+# pins/triton.txt of the checkout, or the copy an installed package carries (tritonforge.pins_dir); the
+# compile images name theirs through TRITONFORGE_PIN_FILE.
+PIN_FILE = Path(os.environ.get("TRITONFORGE_PIN_FILE") or Path(pins_dir()) / "triton.txt")
 
 
 def pinned_version(pin_file: Path = PIN_FILE) -> str:

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from tritonforge.pipeline.errors import PipelineError
 
+from tritonforge import pins_dir
 from tritonforge.atomic import replace_dir
 
-PIN_FILE = Path(__file__).resolve().parents[2] / "pins" / "ort_headers.txt"
+PIN_FILE = Path(pins_dir()) / "ort_headers.txt"
 INCLUDE = "usr/include/onnxruntime/"
 NEEDED = ("onnxruntime_c_api.h", "onnxruntime_cxx_api.h", "onnxruntime_cxx_inline.h", "onnxruntime_float16.h")
 
