@@ -131,12 +131,11 @@ def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: s
 
     targets = _targets(c, platform, arch)
     profile, root = _profile_out(c, profile, out)
-    log = _log(quiet)
     _, report = compile_targets(_settings(c), targets, root, platform, profile, runner, jobs, allow_unpinned_triton,
-                                log, lambda: compile_progress(not quiet))
+                                _log(quiet), lambda: compile_progress(not quiet))
     if not quiet:
         print_summary(report)
-    check_build(_settings(c), report, log)
+    check_build(_settings(c), report, _log())  # the checks' results are printed even when quiet
 
 
 @task(help={
