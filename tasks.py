@@ -467,7 +467,7 @@ def ortlib(c: Context, dist: str | None = None, out: str | None = None, tune: st
     )
 
     d = Path(dist) if dist else default_build()
-    lib = build_library(d, Path(_cfg(c).cache_dir).parent, out)
+    lib = build_library(d, _settings(c).tools_cache, out)
     print(f"{lib}: {check_library(lib, d)}")
     tuned, notes = write_tune_file(lib, d, tune_caches(tune))
     for note in notes:

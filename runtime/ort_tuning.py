@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tritonforge.errors import TritonforgeError
 
-from . import ops
+from . import ops as op_modules
 
 EP = {"cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 VALIDATORS = {
@@ -38,9 +38,9 @@ class ExportError(TritonforgeError, ValueError):
 def registered_groups(op_key: str) -> list[str]:
     """The Triton groups ORT's op for `op_key` registers, in order; the last is the one it launches (each
     op module of runtime/ops declares its own: Tuning.ort_groups)."""
-    groups = ops.ort_registered_groups(op_key)
+    groups = op_modules.ort_registered_groups(op_key)
     if groups is None:
-        known = [p for t in ops.tunings() for p in t.ort_groups]
+        known = [p for t in op_modules.tunings() for p in t.ort_groups]
         raise ExportError(f"ORT has no Triton op for '{op_key}' (ORT's ops take tune keys matching "
                           f"{', '.join(known)}; log-softmax is never launched)")
     return groups

@@ -12,8 +12,6 @@ import numpy as np
 from .memory import DTYPES, element_size, from_storage
 from .timing import rotation_slots
 
-CHECK_ROWS = 32
-
 
 class RotatingSetup:
     """Slots of `tensor_bytes` for the roles in `rotating`; subclasses prepare launches and check them."""
@@ -88,4 +86,4 @@ def gbps(problem, ms: float) -> float:
     return problem.bytes_moved / (ms * 1e-3) / 1e9 if ms and not math.isinf(ms) else 0.0
 
 
-__all__ = ["CHECK_ROWS", "RotatingSetup", "gbps"]
+__all__ = ["RotatingSetup", "gbps"]

@@ -26,13 +26,12 @@ from tritonforge.pipeline.errors import PipelineError
 from tritonforge.runtime.expressions import parse_expr
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import softmax as softmax_op
+from tritonforge.runtime.tune_cache import SCHEMA as TUNE_SCHEMA
 
 from tritonforge import artifact_format
 from tritonforge.atomic import write_bytes
 
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
-TUNE_NAME = artifact_format.LIBRARY_TUNE_NAME
-TUNE_SCHEMA = "tritonforge.tune/1"  # runtime/tune_cache.py's
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
 SOURCES = ("ops.cc", "launch.cc")
 EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")

@@ -132,7 +132,6 @@ Driver& driver() {
 }
 
 // ---- one context: its device's limits, loaded functions, choices ------------------------------
-
 struct Context {
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
@@ -265,7 +264,6 @@ int resident(Context& c, int i, Function& f) {
   }
   return f.resident;
 }
-
 
 // A cuLaunchKernelEx configuration with the launch's cluster dimension (its one attribute).
 struct ClusterConfig {
@@ -488,7 +486,7 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
   auto stream = static_cast<CUstream>(stream_);
   Driver& d = driver();
   {
-    // The op's last launch, when nothing it was packed for has changed: no choosing, packing or strings.
+    // The op's last launch, when nothing it was packed for has changed: no choosing, packing or key lookup.
     CUcontext current = nullptr;
     d.CtxGetCurrent(&current);
     std::lock_guard<std::mutex> lock(memory.last_mu);

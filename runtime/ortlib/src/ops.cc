@@ -129,10 +129,27 @@ class KernelBase {
     return v;
   }
 
-  // The input's dtype (fp16, fp32, bf16), or a bad-input error naming it.
+  // An input's dtype (fp16, fp32, bf16), or a bad-input error naming it.
   std::string float_type(const Ort::ConstValue& v, const char* name) const {
     return float_type(v.GetTensorTypeAndShapeInfo().GetElementType(), name);
   }
+
+  // X's dtype, element type and shape, from one query of its type and shape.
+  struct Input {
+    std::string dtype;
+    ONNXTensorElementDataType type;
+    std::vector<int64_t> shape;
+  };
+  Input input_x(const Ort::ConstValue& x) const {
+    auto info = x.GetTensorTypeAndShapeInfo();
+    auto t = info.GetElementType();
+    return {float_type(t, "X"), t, info.GetShape()};
+  }
+
+  void check_groups(int64_t c, int64_t groups) const {
+    if (c % groups) bad(std::to_string(c) + " channels do not split into " + std::to_string(groups) + " groups");
+  }
+
   std::string float_type(ONNXTensorElementDataType t, const char* name) const {
     std::string d = dtype_name(t);
     if (d.empty()) bad(std::string("input ") + name + " has element type " + std::to_string(t) +
@@ -178,11 +195,13 @@ class GroupNormNHWC : public KernelBase {
  protected:
   void Compute(Ort::KernelContext& ctx) override {
     auto x = ctx.GetInput(0), gamma = ctx.GetInput(1), beta = ctx.GetInput(2);
-    std::string dt = float_type(x, "X");
-    auto xs = x.GetTensorTypeAndShapeInfo().GetShape();
+    const Input in = input_x(x);
+    const std::string& dt = in.dtype;
+    const ONNXTensorElementDataType et = in.type;
+    const std::vector<int64_t>& xs = in.shape;
     if (xs.size() != 4) bad("input X has shape " + shape_str(xs) + "; expected rank 4 (N, H, W, C)");
     int64_t n = xs[0], hw = xs[1] * xs[2], c = xs[3];
-    if (c % groups_) bad(std::to_string(c) + " channels do not split into " + std::to_string(groups_) + " groups");
+    check_groups(c, groups_);
     for (auto* v : {&gamma, &beta})
       per_channel_floats(*v, v == &gamma ? "gamma" : "beta", c, " (tritonforge.rewrite converts float16 initializers)",
                          "");
@@ -211,7 +230,6 @@ class GroupNormNHWC : public KernelBase {
     Ort::UnownedValue s{nullptr};
     if (skip_op_ && ctx.GetOutputCount() > 1) s = ctx.GetOutput(1, xs);
     if (n * hw * c == 0) return;
-    auto et = x.GetTensorTypeAndShapeInfo().GetElementType();
     if (!cuda_) {
       cpu(et, x.GetTensorRawData(), skip ? skip.GetTensorRawData() : nullptr,
           bias ? bias.GetTensorRawData() : nullptr, gamma.GetTensorData<float>(), beta.GetTensorData<float>(),
@@ -300,16 +318,17 @@ class GroupNormNCHW : public KernelBase {
  protected:
   void Compute(Ort::KernelContext& ctx) override {
     auto x = ctx.GetInput(0), scale = ctx.GetInput(1), bias = ctx.GetInput(2);
-    std::string dt = float_type(x, "X");
-    auto xs = x.GetTensorTypeAndShapeInfo().GetShape();
+    const Input in = input_x(x);
+    const std::string& dt = in.dtype;
+    const ONNXTensorElementDataType et = in.type;
+    const std::vector<int64_t>& xs = in.shape;
     if (xs.size() < 3) bad("input X has shape " + shape_str(xs) + "; expected (N, C, D1, ...), rank 3 or more");
     int64_t n = xs[0], c = xs[1], hw = product(xs, 2);
-    if (c % groups_) bad(std::to_string(c) + " channels do not split into " + std::to_string(groups_) + " groups");
+    check_groups(c, groups_);
     for (auto* v : {&scale, &bias})
       per_channel_floats(*v, v == &scale ? "scale" : "bias", c, ", one value per channel", ", one value per channel");
     auto y = ctx.GetOutput(0, xs);
     if (n * c * hw == 0) return;
-    auto et = x.GetTensorTypeAndShapeInfo().GetElementType();
     if (!cuda_) {
       cpu(et, x.GetTensorRawData(), scale.GetTensorData<float>(), bias.GetTensorData<float>(),
           y.GetTensorMutableRawData(), n, c, hw);
@@ -372,10 +391,10 @@ class SoftmaxLast : public KernelBase {
  protected:
   void Compute(Ort::KernelContext& ctx) override {
     auto x = ctx.GetInput(0);
-    auto info = x.GetTensorTypeAndShapeInfo();  // one query of X's type and shape per run
-    auto et = info.GetElementType();
-    std::string dt = float_type(et, "X");
-    auto xs = info.GetShape();
+    const Input in = input_x(x);
+    const std::string& dt = in.dtype;
+    const ONNXTensorElementDataType et = in.type;
+    const std::vector<int64_t>& xs = in.shape;
     int64_t rank = static_cast<int64_t>(xs.size());
     if (rank < 1) bad("input X is a scalar; softmax needs an axis");
     if (axis_ != -1 && axis_ != rank - 1)

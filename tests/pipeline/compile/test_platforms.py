@@ -46,15 +46,6 @@ def test_no_script_for_the_platform_is_an_error(tmp_path):
     assert not (tmp_path / "dist" / "rocm").exists()
 
 
-@pytest.mark.parametrize("value", ['"cuda"', "()", '("cuda", "metal")', "None or 3"])
-def test_bad_platforms_value_names_the_script(tmp_path, value):
-    script = tmp_path / "odd.py"
-    script.write_text(f"PLATFORMS = {value}\n" + table(GOOD))
-    with pytest.raises(PipelineError) as err:
-        build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
-    assert "PLATFORMS" in str(err.value) and "odd.py" in str(err.value)
-
-
 def test_min_sm_script_is_left_out_of_older_cuda_artifacts(tmp_path):
     (tmp_path / "a.py").write_text(table(GOOD))
     (tmp_path / "b.py").write_text('MIN_SM = 90\n' + CUDA_ONLY)
@@ -66,13 +57,17 @@ def test_min_sm_script_is_left_out_of_older_cuda_artifacts(tmp_path):
     assert members(out / "cuda" / "sm_90" / "triton_kernel_infos.a") == ["copy_fp32.o", "copy_cuda_fp32.o"]
 
 
-@pytest.mark.parametrize("value", ['"90"', "-1", "9.0"])
-def test_bad_min_sm_value_names_the_script(tmp_path, value):
+BAD_VALUES = [("PLATFORMS", v) for v in ('"cuda"', "()", '("cuda", "metal")', "None or 3")] + [
+    ("MIN_SM", v) for v in ('"90"', "-1", "9.0")]
+
+
+@pytest.mark.parametrize("constant, value", BAD_VALUES)
+def test_bad_platforms_or_min_sm_value_names_the_script(tmp_path, constant, value):
     script = tmp_path / "odd.py"
-    script.write_text(f"MIN_SM = {value}\n" + table(GOOD))
+    script.write_text(f"{constant} = {value}\n" + table(GOOD))
     with pytest.raises(PipelineError) as err:
         build_dist([script], parse_targets("sm_90"), tmp_path / "dist", cache_dir=tmp_path / "c", jobs=1)
-    assert "MIN_SM" in str(err.value) and "odd.py" in str(err.value)
+    assert constant in str(err.value) and "odd.py" in str(err.value)
 
 
 def test_max_sm_script_is_left_out_of_newer_cuda_artifacts(tmp_path):
