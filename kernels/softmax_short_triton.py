@@ -16,8 +16,8 @@ from _softmax_tile import softmax_rows_kernel
 DTYPES = ("fp32", "fp16", "bf16")
 OPS = {"softmax": 0, "log_softmax": 1}
 # (BLOCK_SIZE, ROWS, num_warps)
-CONFIGS = [(64, 16, 2), (64, 32, 4), (128, 8, 4), (128, 16, 4), (128, 32, 8), (256, 4, 4), (256, 8, 4), (256, 16, 8),
-           (512, 4, 4), (512, 8, 8)]
+CONFIGS = [(64, 16, 2), (64, 32, 4), (128, 8, 4), (128, 16, 2), (128, 16, 4), (128, 32, 8), (256, 4, 4), (256, 8, 4),
+           (256, 16, 8), (512, 4, 4), (512, 8, 8)]
 
 
 def get_function_table():
