@@ -46,12 +46,17 @@ def test_no_script_for_the_platform_is_an_error(tmp_path):
     assert not (tmp_path / "dist" / "rocm").exists()
 
 
-def test_min_sm_script_is_left_out_of_older_cuda_artifacts(tmp_path):
+def build_beside_good(tmp_path, script: str):
+    """Build a.py (GOOD, every platform) and b.py (`script`) for sm_80, sm_90 and gfx942: (report, out)."""
     (tmp_path / "a.py").write_text(table(GOOD))
-    (tmp_path / "b.py").write_text('MIN_SM = 90\n' + CUDA_ONLY)
+    (tmp_path / "b.py").write_text(script)
     out = tmp_path / "dist"
-    report = build_dist([tmp_path / "a.py", tmp_path / "b.py"], parse_targets("sm_80,sm_90,gfx942"), out,
-                        cache_dir=tmp_path / "cache", jobs=1)
+    return build_dist([tmp_path / "a.py", tmp_path / "b.py"], parse_targets("sm_80,sm_90,gfx942"), out,
+                      cache_dir=tmp_path / "cache", jobs=1), out
+
+
+def test_min_sm_script_is_left_out_of_older_cuda_artifacts(tmp_path):
+    report, out = build_beside_good(tmp_path, "MIN_SM = 90\n" + CUDA_ONLY)
     assert {t.target.arch_name: t.kernels for t in report.targets} == {"sm_80": 1, "sm_90": 2, "gfx942": 1}
     assert members(out / "cuda" / "sm_80" / "triton_kernel_infos.a") == ["copy_fp32.o"]
     assert members(out / "cuda" / "sm_90" / "triton_kernel_infos.a") == ["copy_fp32.o", "copy_cuda_fp32.o"]
@@ -71,11 +76,7 @@ def test_bad_platforms_or_min_sm_value_names_the_script(tmp_path, constant, valu
 
 
 def test_max_sm_script_is_left_out_of_newer_cuda_artifacts(tmp_path):
-    (tmp_path / "a.py").write_text(table(GOOD))
-    (tmp_path / "b.py").write_text("MAX_SM = 89\n" + table(GOOD.replace("copy_fp32", "copy_old_fp32")))
-    out = tmp_path / "dist"
-    report = build_dist([tmp_path / "a.py", tmp_path / "b.py"], parse_targets("sm_80,sm_90,gfx942"), out,
-                        cache_dir=tmp_path / "cache", jobs=1)
+    report, out = build_beside_good(tmp_path, "MAX_SM = 89\n" + table(GOOD.replace("copy_fp32", "copy_old_fp32")))
     assert {t.target.arch_name: t.kernels for t in report.targets} == {"sm_80": 2, "sm_90": 1, "gfx942": 2}
     assert members(out / "cuda" / "sm_90" / "triton_kernel_infos.a") == ["copy_fp32.o"]
     assert members(out / "rocm" / "gfx942" / "triton_kernel_infos.a") == ["copy_fp32.o", "copy_old_fp32.o"]
