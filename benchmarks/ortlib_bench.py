@@ -308,7 +308,7 @@ def session_ms(rival, model, x_shape, dtype, runs=10):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
-    ap.add_argument("--model", default="all", help="a zoo model or all")
+    ap.add_argument("--model", default="all", help=f"all, or a comma list of: {', '.join(zoo.MODELS)}")
     ap.add_argument("--ops", default="nhwc,nchw,softmax,e2e,host")
     ap.add_argument("--dtypes", default="fp16,fp32")
     ap.add_argument("--where", default=None, help="only shapes whose label matches this regular expression")
@@ -331,12 +331,13 @@ def main(argv=None) -> int:
         pass
     print(f"{device}, onnxruntime {onnxruntime.__version__}, library {bench.library}", flush=True)
     ops, dtypes = args.ops.split(","), args.dtypes.split(",")
-    models = zoo.models(args.model)
+    models = [m for name in args.model.split(",") for m in zoo.models(name)]
     pick = (lambda label: re.search(args.where, label)) if args.where else (lambda label: True)
     failures = 0
 
     def line(label, dtype, fn, *a):
         nonlocal failures
+        before = {(r["op"], r["signature"]) for r in ortlib.choices(bench.library)}
         try:
             res, err = fn(*a, dtype)
         except Exception as exc:
@@ -345,9 +346,12 @@ def main(argv=None) -> int:
             return
         ours, own = res["tritonforge"][0], res["ort"][0]
         extra = f"  torch {res['torch'][0]:8.2f}  x torch {res['torch'][0] / ours:5.2f}" if "torch" in res else ""
+        # what the library chose for this shape (timed on first use, or its tune file's pick)
+        kernels = ",".join(r["kernel"] for r in ortlib.choices(bench.library)
+                           if (r["op"], r["signature"]) not in before) or "chosen earlier"
         print(f"{label:44s} {dtype}  ours {ours:8.2f} us  ORT {own:8.2f} us  x ORT {own / ours:5.2f}{extra}  "
-              f"({res['tritonforge'][1]} / {res['ort'][1]}, err {err:.2g})", flush=True)
-        bench.record(label.split()[0], " ".join(label.split()[1:]), dtype, res, err)
+              f"({res['tritonforge'][1]} / {res['ort'][1]}, err {err:.2g}; {kernels})", flush=True)
+        bench.record(label.split()[0], " ".join(label.split()[1:]), dtype, res, err, f"; {kernels}")
         bench.flush(device)
 
     for dtype in dtypes:
