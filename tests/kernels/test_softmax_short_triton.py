@@ -18,6 +18,6 @@ def test_every_short_row_has_one_block_that_it_fills_more_than_half(table):
 def test_any_stride_and_many_rows_per_program(table):
     for k in table.kernels:
         assert ":16" not in k.sig_string().split(",", 2)[2], k.name  # strides and n_cols unspecialised
-        assert k.constants["ROWS"] >= 4
+        assert k.constants["ROWS"] >= 2
     k = next(k for k in table.kernels if k.name == "softmax_short_fp16_b128_r16_w4")
     assert grid(table, k, batch=8192) == [512, 1, 1]
