@@ -440,8 +440,8 @@ float time_plain(const Launch& L, CUstream stream, int reps) {
   return us >= 0 ? us / reps : -1;
 }
 
-// Microseconds a launch of `n` captured into one CUDA graph, the fastest of 3 replays after a warm-up:
-// the GPU's time alone, however short the kernel. Negative when the stream cannot be captured (the
+// Microseconds per launch of `n` launches captured into one CUDA graph, the fastest of 3 replays after a
+// warm-up: the GPU's time alone, however short the kernel. Negative when the stream cannot be captured (the
 // legacy stream) or the launch cannot be (a driver without cooperative or cluster capture).
 float time_graph(const Launch& L, CUstream stream, int n) {
   Driver& d = driver();
