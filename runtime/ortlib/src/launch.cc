@@ -404,14 +404,7 @@ CUresult fire(const Launch& L, CUstream stream) {
   return d.LaunchKernel(L.fn->fn, gx, gy, gz, k.threads, 1, 1, k.shared, stream, params, nullptr);
 }
 
-// Microseconds from `start` to `stop` once `stop` is reached; negative when it is not.
-float elapsed_us(CUevent start, CUevent stop) {
-  Driver& d = driver();
-  float ms = -1;
-  if (d.EventSynchronize(stop) != CUDA_SUCCESS || d.EventElapsedTime(&ms, start, stop) != CUDA_SUCCESS) return -1;
-  return ms * 1000.0f;
-}
-
+// Two events to time work on a stream between.
 struct Events {
   CUevent start = nullptr, stop = nullptr;
   Events() {
@@ -424,6 +417,13 @@ struct Events {
   }
   Events(const Events&) = delete;
   Events& operator=(const Events&) = delete;
+  // Microseconds from start to stop once stop is reached; negative when it is not.
+  float elapsed_us() const {
+    float ms = -1;
+    if (driver().EventSynchronize(stop) != CUDA_SUCCESS || driver().EventElapsedTime(&ms, start, stop) != CUDA_SUCCESS)
+      return -1;
+    return ms * 1000.0f;
+  }
 };
 
 // Mean microseconds of `reps` plain launches after one warm-up; negative when a launch fails. Launches
@@ -436,7 +436,7 @@ float time_plain(const Launch& L, CUstream stream, int reps) {
   for (int r = 0; r < reps; ++r)
     if (fire(L, stream) != CUDA_SUCCESS) return -1;
   d.EventRecord(e.stop, stream);
-  float us = elapsed_us(e.start, e.stop);
+  float us = e.elapsed_us();
   return us >= 0 ? us / reps : -1;
 }
 
@@ -459,7 +459,7 @@ float time_graph(const Launch& L, CUstream stream, int n) {
       d.EventRecord(e.start, stream);
       if (d.GraphLaunch(exec, stream) != CUDA_SUCCESS) break;
       d.EventRecord(e.stop, stream);
-      float us = elapsed_us(e.start, e.stop);
+      float us = e.elapsed_us();
       if (us >= 0 && (best < 0 || us < best)) best = us;
     }
   }
