@@ -384,7 +384,7 @@ def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dis
     import sys
 
     onnx = pytest.importorskip("onnx", reason="the rewrite edits ONNX models")
-    from .runtime.ortlib.test_rewrite import sd_block
+    from .runtime.ortlib.rewrite.test_rewrite import sd_block
 
     repo, env = repo_with_dist
     # a GPU runner's tune cache (invoke tune) for the sm_90 archive: two choices, one of a kernel the build lacks

@@ -10,9 +10,11 @@ records, the compile cache, the file store) and the runtime (tune caches).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -21,19 +23,29 @@ def _beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}")
 
 
+@contextlib.contextmanager
+def staged(*dests: Path | str) -> Iterator[list[Path]]:
+    """A temporary path beside each destination (parent directories made) for the block to write; when it
+    succeeds they are renamed over their destinations in the order given (a reader of the last one finds
+    the others in place), when it fails they are removed and the destinations stay as they were."""
+    parts = []
+    for dest in map(Path, dests):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        parts.append((_beside(dest), dest))
+    try:
+        yield [part for part, _ in parts]
+        for part, dest in parts:
+            os.replace(part, dest)
+    finally:
+        for part, _ in parts:
+            part.unlink(missing_ok=True)
+
+
 def write_bytes(path: Path | str, data: bytes) -> Path:
     """`data` at `path`, by a temporary file beside it renamed over it; parent directories made."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _beside(path)
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    with staged(path) as (tmp,), open(tmp, "xb") as f:
+        f.write(data)
+    return Path(path)
 
 
 def write_text(path: Path | str, text: str) -> Path:
@@ -43,19 +55,9 @@ def write_text(path: Path | str, text: str) -> Path:
 def install_files(pairs: list[tuple[Path, Path]]) -> None:
     """Copy each (source, destination) beside its destination, then rename them all into place: the
     destinations change only once every copy has succeeded (they may lie on other file systems)."""
-    staged = []
-    try:
-        for src, dest in pairs:
-            dest = Path(dest)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            part = _beside(dest)
-            staged.append((part, dest))
+    with staged(*(dest for _, dest in pairs)) as parts:
+        for (src, _), part in zip(pairs, parts):
             shutil.copyfile(src, part)
-        for part, dest in staged:
-            os.replace(part, dest)
-    finally:
-        for part, _ in staged:
-            part.unlink(missing_ok=True)
 
 
 def replace_dir(new: Path | str, dest: Path | str, aside: Path | str | None = None) -> Path:

@@ -1,0 +1,298 @@
+"""End to end on the models users have: an export as it is against the same export rewritten into the
+custom-op library's ops, in onnxruntime-gpu's CUDA EP, in one process.
+
+    python benchmarks/e2e_bench.py --model sd15_vae_decoder --library dist/full/cuda/multi/libtritonforge_ort.so
+        [--exporters torchscript,dynamo,ort] [--dtypes fp16,fp32] [--runs 20] [--breakdown]
+    python benchmarks/e2e_bench.py --onnx my_export.onnx     # an export of your own (no torch needed)
+
+For each model (benchmarks/e2e_models.py: SD 1.5 and SDXL VAE decoders and UNets from their published
+configs, random weights), exporter (torch.onnx with `dynamo=False` at opset 17 and with `dynamo=True`;
+`ort`: ORT's transformers optimizer on the TorchScript export) and dtype: the export is rewritten
+(runtime/ortlib/rewrite), both are run on the same random inputs bound to device memory (IOBinding), the
+outputs compared (max |a - b| over max |a|, against 2e-2 for fp16 and 5e-3 for fp32), then timed
+interleaved, one run of each at a time, and the medians kept. `--breakdown` adds each session's GPU
+time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a speed-up
+stops. Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from tritonforge.runtime import ortlib  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import rewrite_file  # noqa: E402
+
+from benchmarks.results import write_rows  # noqa: E402
+
+TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}
+_NP = {"tensor(float16)": np.float16, "tensor(float)": np.float32, "tensor(double)": np.float64,
+       "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+# Kernel names -> what they do, for --breakdown (first match wins).
+KINDS = (("tritonforge", r"GroupNorm(Triton|Any|NCHW|Whole|Cluster|Parts|Split)|^softmax_|_short_|_rows_|_packed_|"
+                         r"_stream_|_cluster_"),
+         ("group/instance norm (ORT)", r"[Gg]roup[Nn]orm|[Ii]nstance[Nn]orm|ComputeMeanVar|Welford"),
+         ("softmax (ORT)", r"[Ss]oftmax"),
+         ("attention (ORT)", r"[Ff]lash|[Ff]mha|[Mm]emory[Ee]fficient|[Aa]ttention"),
+         ("convolution", r"conv|fprop|dgrad|implicit|winograd|nhwc|nchw"),
+         ("matmul", r"gemm|Gemm|cutlass|xmma|cublas|sm\d+_"),
+         ("transpose / copy", r"[Tt]ranspose|[Cc]opy|[Cc]ast|[Cc]oncat|[Ss]lice|[Gg]ather|[Pp]ad"),
+         ("elementwise", r"[Ee]lementwise|[Bb]inary|[Uu]nary|_kernel_impl|Add|Mul|Sigmoid|Silu|[Ss]wish|Gelu"))
+
+
+@dataclass
+class Result:
+    model: str
+    exporter: str
+    dtype: str
+    ms: dict = field(default_factory=dict)  # "ort" (the export as is) / "tritonforge" (rewritten) -> median ms
+    rewritten: int = 0
+    left: list = field(default_factory=list)
+    diff: float = float("nan")
+    breakdown: dict = field(default_factory=dict)  # session -> {kind: ms per run}
+    error: str = ""  # what stopped the measurement
+
+    @property
+    def speedup(self) -> float:
+        return self.ms["ort"] / self.ms["tritonforge"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and bool(self.diff <= TOL.get(self.dtype, 5e-3))
+
+
+def _session(path: Path, provider: str, library: Path | None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if library is not None:
+        ortlib.register(so, library)
+    providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
+    return ort.InferenceSession(str(path), so, providers=providers)
+
+
+def random_inputs(sess, seed: int = 0) -> dict:
+    """Random values for every input the session takes, at its declared shape (symbolic dims as 1)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        dt = _NP.get(i.type)
+        if dt is None:
+            raise SystemExit(f"error: input '{i.name}' is {i.type}: the bench feeds float and int inputs only")
+        feeds[i.name] = (rng.integers(0, 1000, shape) if np.issubdtype(dt, np.integer)
+                         else rng.standard_normal(shape)).astype(dt)
+    return feeds
+
+
+class Bound:
+    """A session with its inputs and outputs bound in device memory: `run()` is one timed inference."""
+
+    def __init__(self, sess, feeds: dict, provider: str):
+        import onnxruntime as ort
+
+        device = "cuda" if provider == "cuda" else "cpu"
+        self.sess, self.io = sess, sess.io_binding()
+        self.values = [ort.OrtValue.ortvalue_from_numpy(v, device, 0) for v in feeds.values()]
+        for name, v in zip(feeds, self.values):
+            self.io.bind_ortvalue_input(name, v)
+        for o in sess.get_outputs():
+            self.io.bind_output(o.name, device)
+
+    def run(self) -> float:
+        t = time.perf_counter()
+        self.sess.run_with_iobinding(self.io)
+        self.io.synchronize_outputs()
+        return (time.perf_counter() - t) * 1e3
+
+    def output(self) -> np.ndarray:
+        return self.io.copy_outputs_to_cpu()[0]
+
+
+def rel_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| / max |a| in float64; NaN when either holds a NaN or an inf."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return float("nan")
+    return float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30))
+
+
+def kernel_breakdown(bound: Bound, runs: int = 3) -> dict:
+    """GPU ms per run by kind of kernel (KINDS), from torch.profiler's CUPTI trace of `runs` inferences."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            bound.run()
+    out: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type.name != "CUDA":
+            continue
+        kind = next((k for k, rx in KINDS if re.search(rx, e.name)), "other")
+        out[kind] = out.get(kind, 0.0) + e.device_time / 1e3 / runs
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
+            result: Result, log=print) -> Result:
+    """Rewrite `path`, check and time it against the original; fills and returns `result`."""
+    out = path.with_name(path.name.removesuffix(".onnx") + ".tf.onnx")
+    t = time.perf_counter()
+    report = rewrite_file(path, out, library)
+    result.rewritten = sum(report.rewritten.values())
+    result.left = list(report.left)
+    log(f"  rewrite ({time.perf_counter() - t:.1f} s): " + "; ".join(report.lines()[:3]) +
+        (f"; {len(report.left)} left" if report.left else ""))
+    try:
+        base = _session(path, provider, None)
+        feeds = random_inputs(base)
+        sessions = {"ort": Bound(base, feeds, provider),
+                    "tritonforge": Bound(_session(out, provider, library), feeds, provider)}
+    except Exception as exc:  # e.g. ORT's contrib ops on the CPU EP: say so and go on with the next model
+        result.error = str(exc).strip().splitlines()[0][:300]
+        log(f"  not run: {result.error}")
+        return result
+    for b in sessions.values():  # warm-up: cuDNN's algorithm search, the library's first-use timing
+        for _ in range(warmup):
+            b.run()
+    result.diff = rel_diff(sessions["ort"].output(), sessions["tritonforge"].output())
+    if not result.ok:
+        log(f"  outputs differ: {result.diff:.3g} > {TOL.get(dtype)} ({dtype}); not timed")
+        return result
+    times = {k: [] for k in sessions}
+    for _ in range(runs):
+        for k, b in sessions.items():
+            times[k].append(b.run())
+    result.ms = {k: statistics.median(v) for k, v in times.items()}
+    if breakdown:
+        result.breakdown = {k: kernel_breakdown(b) for k, b in sessions.items()}
+    del sessions, base
+    return result
+
+
+def record(results: list[Result], device: str, path) -> None:
+    rows = []
+    for r in results:
+        shape = f"{r.model}/{r.exporter}"
+        common = {"shape": shape, "dtype": r.dtype}
+        left = "; ".join(r.left)
+        rows.append({**common, "provider": "rewrite", "metric": "max_rel_diff", "unit": "", "value": f"{r.diff:.3g}",
+                     "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")})
+        for k, ms in r.ms.items():
+            rows.append({**common, "provider": k, "metric": "ms", "unit": "ms", "value": f"{ms:.3f}"})
+        if r.ms:
+            rows.append({**common, "provider": "tritonforge", "metric": "speedup", "unit": "x",
+                         "value": f"{r.speedup:.3f}"})
+        for k, kinds in r.breakdown.items():
+            rows += [{**common, "provider": k, "metric": f"gpu_ms:{kind}", "unit": "ms", "value": f"{ms:.3f}"}
+                     for kind, ms in kinds.items()]
+    if rows:
+        write_rows("e2e", device, rows, path)
+
+
+def table(results: list[Result]) -> list[str]:
+    lines = ["| model | exporter | dtype | as exported ms | rewritten ms | speed-up | nodes rewritten | left | "
+             "max rel diff |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        ms = r.ms or {}
+        lines.append(f"| {r.model} | {r.exporter} | {r.dtype} | {ms.get('ort', float('nan')):.2f} | "
+                     f"{ms.get('tritonforge', float('nan')):.2f} | "
+                     f"{f'{r.speedup:.2f}x' if ms else 'not run' if r.error else 'not timed'} | {r.rewritten} | "
+                     f"{len(r.left)} | {r.diff:.2g} |")
+    for r in results:
+        for k, kinds in r.breakdown.items():
+            top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
+            lines.append(f"- {r.model}/{r.exporter} {r.dtype} {k}: {top} (GPU ms per run)")
+    return lines
+
+
+def _device(provider: str) -> str:
+    if provider != "cuda":
+        import platform
+
+        return f"CPU {platform.machine()}"
+    from tritonforge.runtime.cuda import CudaBackend
+
+    return CudaBackend(0).device_name
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", help="comma list of benchmarks/e2e_models.py models, or all")
+    what.add_argument("--onnx", type=Path, help="an ONNX model of your own to time as is and rewritten")
+    ap.add_argument("--exporters", default="torchscript,dynamo,ort", help="comma list of torchscript, dynamo, ort")
+    ap.add_argument("--dtypes", default="fp16,fp32")
+    ap.add_argument("--library", type=Path, default=None, help="default: what ortlib.register finds")
+    ap.add_argument("--work", type=Path, default=None, help="where exports go (default: a temporary directory)")
+    ap.add_argument("--keep", action="store_true", help="keep the exports and their rewrites in --work")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--provider", choices=("cuda", "cpu"), default="cuda",
+                    help="cpu: a smoke run on the library's CPU ops (times mean nothing there)")
+    ap.add_argument("--tiny", action="store_true", help="tiny configs of the same classes (a smoke run)")
+    ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
+    ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
+    args = ap.parse_args(argv)
+    library = ortlib.library_path(args.library)
+    results: list[Result] = []
+    device = _device(args.provider)
+    results_path = args.results or ROOT / "benchmarks" / "results" / "results.csv"
+    if args.onnx:
+        dtype = "fp16" if "float16" in _session(args.onnx, "cpu", None).get_inputs()[0].type else "fp32"
+        results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
+                               Result(args.onnx.stem, "file", dtype)))
+    else:
+        from benchmarks import e2e_models
+
+        try:
+            chosen = e2e_models.models(args.model)
+        except KeyError as exc:
+            raise SystemExit(f"error: --model: {exc.args[0]}") from None
+        exporters = [e.strip() for e in args.exporters.split(",") if e.strip()]
+        bad = [e for e in exporters if e not in e2e_models.EXPORTERS]
+        if bad:
+            raise SystemExit(f"error: --exporters: unknown {', '.join(bad)} (one of {', '.join(e2e_models.EXPORTERS)})")
+        work = args.work or Path(tempfile.mkdtemp(prefix="tritonforge-e2e-"))
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            for m in chosen:
+                for dtype in [d.strip() for d in args.dtypes.split(",")]:
+                    for exporter in exporters:
+                        print(f"{m.name} {exporter} {dtype}", flush=True)
+                        t = time.perf_counter()
+                        path = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny)
+                        print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
+                        r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
+                                    Result(m.name + ("_tiny" if args.tiny else ""), exporter, dtype))
+                        results.append(r)
+                        print("  " + table([r])[2], flush=True)
+                        record([r], device, results_path)
+                        if not args.keep and not (exporter == "torchscript" and dtype == "fp32" and "ort" in exporters):
+                            shutil.rmtree(path.parent)  # disks are finite: an SDXL UNet is 10 GB in fp32
+                if not args.keep:
+                    for d in work.glob(f"{m.name}*"):
+                        shutil.rmtree(d)
+        finally:
+            if not args.keep and args.work is None:
+                shutil.rmtree(work, ignore_errors=True)
+    if args.onnx:
+        record(results, device, results_path)
+    print("\n".join(table(results)))
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""Put a model's GroupNorms and softmaxes into the custom-op library's domain, leaving the rest.
+
+    from tritonforge.runtime.ortlib.rewrite import rewrite_file
+    report = rewrite_file("vae_decoder.onnx", "vae_decoder.tf.onnx")
+    print("\n".join(report.lines()))
+
+The forms it recognises are declared in patterns.py, one matcher each: GroupNorm as torch.onnx writes it
+(Reshape -> InstanceNormalization -> Reshape -> Mul -> Add, TorchScript and dynamo exporters), ONNX
+GroupNormalization 18 and 21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, each with a following SiLU
+fused in where the form allows, and last-axis Softmax / LogSoftmax over rows long enough that the
+library's kernel beats ORT's own (SOFTMAX_MIN_COLS: on shorter rows, attention over 77 text tokens or
+ViT's 197, ORT's kernel measured faster; `softmax_min_cols=0` takes them too). Types and shapes come
+from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is almost one of these
+forms but not quite is left as it is, and the report names it and says why; so is one whose dtype the
+library (`library=`) has no CUDA kernel for. Models of any size are read and written with their external
+data (files.py). A model that passes onnx.checker still does after; node names and outputs are kept,
+nodes only the replaced ones read are dropped, and the domain is added to the model's opsets.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonforge.errors import TritonforgeError
+
+from .. import DOMAIN, info
+from .files import ModelFileError, read, tensors, write
+from .graph import FLOAT_TYPES, Graph, domain_of
+from .patterns import PATTERNS, Left, Rewriter
+
+# The shortest last axis from which the library's softmax measured at least as fast as ORT's own on the
+# zoo's rows (H200, onnxruntime-gpu 1.31.1): fp16 wins from 256 columns, fp32 from 1024; bf16 (no ORT
+# rival measured) follows fp16.
+SOFTMAX_MIN_COLS = {"fp16": 256, "bf16": 256, "fp32": 1024}
+
+__all__ = ["SOFTMAX_MIN_COLS", "Report", "RewriteError", "rewrite", "rewrite_file"]
+
+
+class RewriteError(TritonforgeError, ValueError):
+    pass
+
+
+@dataclass
+class Report:
+    rewritten: Counter = field(default_factory=Counter)  # library op -> nodes written
+    sources: Counter = field(default_factory=Counter)  # (library op, the form it came from) -> nodes
+    fused_silu: int = 0
+    left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
+    wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
+
+    def lines(self) -> list[str]:
+        out = []
+        for op, n in sorted(self.rewritten.items()):
+            forms = ", ".join(f"{k} {src}" for (o, src), k in sorted(self.sources.items()) if o == op)
+            out.append(f"{op}: {n} node(s) -> {DOMAIN}.{op} (from {forms})")
+        if self.fused_silu:
+            out.append(f"SiLU fused into {self.fused_silu} GroupNormalization node(s)")
+        out += [f"left as is: {why}" for why in self.left]
+        return out or ["nothing to rewrite"]
+
+    def as_dict(self) -> dict:
+        return {"rewritten": dict(self.rewritten), "fused_silu": self.fused_silu, "left": list(self.left),
+                "wrote": list(self.wrote)}
+
+
+def _check(model, what: str) -> bool:
+    import onnx
+
+    try:
+        onnx.checker.check_model(model)
+        return True
+    except onnx.checker.ValidationError as exc:
+        if what == "before":
+            return False  # a model the checker refuses already (ORT may still run it): nothing to keep valid
+        raise RewriteError(f"the rewritten model does not pass onnx.checker: {exc}") from None
+
+
+def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True,
+            softmax_min_cols: dict | int | None = None, base_dir: str | os.PathLike | None = None,
+            check: bool | None = None) -> Report:
+    """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
+    the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
+    `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all
+    (default SOFTMAX_MIN_COLS; 0 rewrites every one). `base_dir`: where the model's external data lives.
+    `check`: run onnx.checker before and after (default: when the model's data is all in memory)."""
+    cuda = info(library)["cuda"] if use_library else None
+    if softmax_min_cols is None:
+        softmax_min_cols = SOFTMAX_MIN_COLS
+    min_cols = softmax_min_cols if isinstance(softmax_min_cols, dict) else dict.fromkeys(FLOAT_TYPES.values(),
+                                                                                         softmax_min_cols)
+    if check is None:
+        check = not any(t.data_location == t.EXTERNAL for t in tensors(model))
+    valid = check and _check(model, "before")
+    graph = Graph(model, base_dir)
+    r = Rewriter(graph, cuda, min_cols)
+    report = Report()
+    by_anchor = {}
+    for p in PATTERNS:
+        for anchor in p.anchors:
+            by_anchor.setdefault(anchor, []).append(p)
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    taken: dict[int, object] = {}  # node index -> the match that replaces it
+    for node in graph.nodes:
+        if id(node) in taken:
+            continue
+        for p in by_anchor.get((domain_of(node), node.op_type), ()):
+            try:
+                m = p.match(r, node)
+            except Left as why:
+                report.left.append(f"{node.op_type} node '{node.name}': {why}")
+                break
+            if m is None:
+                continue
+            if any(index[id(n)] in taken for n in m.remove):
+                report.left.append(f"{node.op_type} node '{node.name}': overlaps a rewrite already made")
+                break
+            taken.update((index[id(n)], m) for n in m.remove)
+            report.rewritten[m.node.op_type] += 1
+            report.sources[(m.node.op_type, m.source)] += 1
+            report.fused_silu += m.silu
+            break
+    if taken:
+        _splice(model, graph, taken, r.initializers)
+    if valid:
+        _check(model, "after")
+    return report
+
+
+def _splice(model, graph: Graph, taken: dict, initializers: list) -> None:
+    """Each match's node where its first replaced node was; the replaced nodes, and the nodes and
+    initializers only they read, dropped."""
+    from onnx import helper
+
+    first = {}
+    for i, m in sorted(taken.items()):
+        first.setdefault(id(m), i)
+    placed = {i: m.node for i, m in taken.items() if first[id(m)] == i}
+    kept = [placed.get(i, n) for i, n in enumerate(graph.nodes) if i in placed or i not in taken]
+    # producers whose every reader went: the constants and shapes feeding the replaced nodes
+    readers = Counter(i for n in kept for i in dict.fromkeys(n.input) if i)
+    readers.update(sub_inputs(kept))
+    dropped = [n for i, n in enumerate(graph.nodes) if i in taken]
+    while True:
+        dead = {id(graph.producer[i]) for n in dropped for i in n.input if i in graph.producer}
+        dead = [n for n in kept if id(n) in dead and not any(readers[o] or o in graph.outputs for o in n.output)]
+        if not dead:
+            break
+        kept = [n for n in kept if n not in dead]
+        for n in dead:
+            readers.subtract(i for i in dict.fromkeys(n.input) if i)
+        dropped = dead
+    gone = {i for n in graph.nodes for i in n.input} - set(readers.elements()) - {i.name for i in model.graph.input}
+    inits = [t for t in model.graph.initializer if t.name not in gone] + initializers
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(inits)
+    if not any(o.domain == DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+
+
+def sub_inputs(nodes) -> list[str]:
+    """The outer values subgraphs of `nodes` read (If, Loop, Scan bodies)."""
+    out = []
+    for n in nodes:
+        for a in n.attribute:
+            for sub in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
+                out += [i for m in sub.node for i in m.input if i] + sub_inputs(sub.node)
+    return out
+
+
+def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
+                 use_library: bool = True, softmax_min_cols: dict | int | None = None) -> Report:
+    """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
+    model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them."""
+    import onnx
+
+    src, dst = Path(src), Path(dst)
+    if src.resolve() == dst.resolve():
+        raise RewriteError(f"{dst}: would overwrite the model being read; write the rewrite elsewhere")
+    try:
+        model, base = read(src)
+    except ModelFileError as exc:
+        raise RewriteError(str(exc)) from None
+    try:
+        onnx.checker.check_model(str(src))
+        valid = True
+    except onnx.checker.ValidationError:
+        valid = False
+    report = rewrite(model, library, use_library, softmax_min_cols, base_dir=base, check=False)
+    try:
+        report.wrote = [str(p) for p in write(model, dst, base, check=valid)]
+    except ModelFileError as exc:
+        raise RewriteError(str(exc)) from None
+    return report

@@ -1,0 +1,254 @@
+"""One read-only view of a model's graph for the matchers: who makes and who reads each value, the
+constants (folded through the few ops exporters put in front of them), and every value's type and shape.
+
+Types and shapes come from ONNX's shape inference with data propagation (so `Reshape(x, Shape(y))` keeps
+its shape) run on a probe of the graph: ops ONNX has no schema for (ORT's contrib ops, this library's)
+stand in as ONNX ops that give the same output types and shapes, so inference carries on past them, and
+big initializers stand in as typed inputs, so no weight is copied. Where inference still leaves a value's
+element type unknown, it is taken from the first input of the op that makes it when that op keeps its
+input's type.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+ONNX_DOMAINS = ("", "ai.onnx")
+MS = "com.microsoft"
+FLOAT_TYPES = {1: "fp32", 10: "fp16", 16: "bf16"}  # onnx.TensorProto FLOAT, FLOAT16, BFLOAT16
+_SMALL = 4096  # initializers up to this many elements are folded and kept in the inference probe
+_FOLD_LIMIT = 1 << 16  # constants folded up to this many elements (weights and biases per channel)
+
+# Ops whose outputs have their first input's type and shape (for the inference probe), by (domain, op).
+_SAME_AS_X = {("", "GroupNormalization"), (MS, "GroupNorm"), (MS, "SkipGroupNorm"), (MS, "BiasAdd"),
+              (MS, "SkipLayerNormalization"), (MS, "FastGelu"), (MS, "BiasGelu"), (MS, "QuickGelu")}
+# Ops whose first output keeps their first input's element type (the fallback when inference stops).
+_KEEPS_TYPE = {"Add", "Sub", "Mul", "Div", "Conv", "NhwcConv", "ConvTranspose", "Transpose", "Reshape", "Resize",
+               "MatMul", "Gemm", "Softmax", "LogSoftmax", "Sigmoid", "Tanh", "Relu", "Gelu", "Erf", "Sqrt", "Pow",
+               "Neg", "Identity", "Concat", "Split", "Slice", "Squeeze", "Unsqueeze", "Expand", "Flatten", "Pad",
+               "InstanceNormalization", "GroupNormalization", "LayerNormalization", "GroupNorm", "SkipGroupNorm",
+               "BiasAdd", "BiasSplitGelu", "MultiHeadAttention", "Attention", "SkipLayerNormalization",
+               "FastGelu", "BiasGelu", "QuickGelu", "ReduceMean", "ReduceSum", "Gather",
+               "Tile", "Clip", "AveragePool", "MaxPool", "Einsum", "ScaledDotProductAttention"}
+
+
+def fresh(base: str, taken: set) -> str:
+    """`base`, or `base_<k>` when `taken` has it; added to `taken`."""
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def domain_of(node) -> str:
+    return "" if node.domain in ONNX_DOMAINS else node.domain
+
+
+def attrs(node) -> dict:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+class Graph:
+    """`nodes` in order, `producer[value]`, `consumers[value]`, `inits[name]`, `outputs` (the graph's),
+    `opset` (the default domain's); `const(name)`, `elem(name)`, `dims(name)`."""
+
+    def __init__(self, model, base_dir: str | Path | None = None):
+        g = model.graph
+        self.model = model
+        self.base_dir = str(base_dir) if base_dir else None
+        self.nodes = list(g.node)
+        self.producer = {o: n for n in self.nodes for o in n.output if o}
+        self.consumers: dict[str, list] = {}
+        for n in self.nodes:
+            for i in dict.fromkeys(n.input):
+                if i:
+                    self.consumers.setdefault(i, []).append(n)
+        self.inits = {t.name: t for t in g.initializer}
+        self.outputs = {o.name for o in g.output}
+        self.opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 0)
+        self._consts: dict[str, np.ndarray | None] = {}
+        self.types = _infer(model, self)
+        self.node_names = {n.name for n in self.nodes if n.name}
+        self.names = set(self.types) | set(self.producer) | set(self.inits) | {i for n in self.nodes for i in n.input}
+
+    # ---- values ------------------------------------------------------------------------------------
+    def elem(self, name: str) -> int:
+        return self.types.get(name, (0, None))[0]
+
+    def dims(self, name: str) -> list | None:
+        """The value's dims (None for a dim the model does not fix), or None when its rank is unknown."""
+        return self.types.get(name, (0, None))[1]
+
+    def only_reader(self, name: str):
+        """The one node that reads `name`, when nothing else does and it is not a graph output."""
+        users = self.consumers.get(name, [])
+        return users[0] if len(users) == 1 and name not in self.outputs else None
+
+    def unique(self, base: str) -> str:
+        """A value name no value of the model has, taken."""
+        return fresh(base, self.names)
+
+    # ---- constants ---------------------------------------------------------------------------------
+    def init_array(self, t) -> np.ndarray:
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(t, self.base_dir or "")
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of `name` when the model fixes it: an initializer or a Constant, seen through Identity,
+        Cast, CastLike, Unsqueeze, Squeeze, Reshape, Expand, Concat and Shape of a fixed shape (small
+        tensors only: weights per channel, shapes)."""
+        if name not in self._consts:
+            self._consts[name] = None  # a cycle (invalid model) folds to nothing
+            try:
+                value = self._fold(name)
+            except Exception:  # anything unexpected in a constant means: not a constant we can use
+                value = None
+            self._consts[name] = value
+        return self._consts[name]
+
+    def _fold(self, name: str) -> np.ndarray | None:
+        from onnx import helper, numpy_helper
+
+        if name in self.inits:
+            t = self.inits[name]
+            return self.init_array(t) if math.prod(t.dims) <= _FOLD_LIMIT else None
+        node = self.producer.get(name)
+        if node is None or domain_of(node) != "":
+            return None
+        op, a = node.op_type, attrs(node)
+        ins = [self.const(i) if i else None for i in node.input]
+        if op == "Constant":
+            if "value" in a:
+                return numpy_helper.to_array(a["value"])
+            for key, dt in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                            ("value_ints", np.int64)):
+                if key in a:
+                    return np.array(a[key], dtype=dt)
+            return None
+        if op == "Shape":
+            dims = self.dims(node.input[0])
+            if dims is None or None in dims:
+                return None
+            return np.array(dims[a.get("start", 0):a.get("end", len(dims))], dtype=np.int64)
+        if any(v is None for v in ins[:1]):
+            return None
+        x = ins[0]
+        if op == "Identity":
+            return x
+        if op == "Cast":
+            return x.astype(helper.tensor_dtype_to_np_dtype(a["to"]))
+        if op == "CastLike":
+            like = ins[1] if ins[1] is not None else None
+            elem = self.elem(node.input[1]) if like is None else 0
+            dt = like.dtype if like is not None else (helper.tensor_dtype_to_np_dtype(elem) if elem else None)
+            return x.astype(dt) if dt is not None else None
+        if op in ("Unsqueeze", "Squeeze"):
+            axes = a.get("axes") if self.opset < 13 else (ins[1].tolist() if len(ins) > 1 and ins[1] is not None
+                                                          else None)
+            if op == "Unsqueeze":
+                if axes is None:
+                    return None
+                rank = x.ndim + len(axes)
+                for ax in sorted(ax % rank for ax in axes):
+                    x = np.expand_dims(x, ax)
+                return x
+            return np.squeeze(x, axis=None if axes is None else tuple(axes))
+        if op == "Reshape":
+            if ins[1] is None:
+                return None
+            shape = [int(s) for s in ins[1]]
+            if not a.get("allowzero", 0):
+                shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+            return x.reshape(shape)
+        if op == "Expand":
+            if ins[1] is None:
+                return None
+            shape = np.broadcast_shapes(x.shape, tuple(int(s) for s in ins[1]))
+            return None if math.prod(shape) > _FOLD_LIMIT else np.broadcast_to(x, shape).copy()
+        if op == "Concat":
+            if any(v is None for v in ins):
+                return None
+            return np.concatenate(ins, axis=a["axis"])
+        return None
+
+
+# ---- types and shapes ------------------------------------------------------------------------------
+def _stand_in(node, graph: Graph, probe_inputs: list) -> list | None:
+    """ONNX nodes with the outputs `node` has, for the inference probe; None to keep `node`."""
+    from onnx import helper
+
+    key = (domain_of(node), node.op_type)
+    if key in _SAME_AS_X or node.domain == "tritonforge":
+        return [helper.make_node("Identity", [node.input[0]], [o]) for o in node.output if o]
+    if key == (MS, "NhwcConv") and len(node.input) >= 2:
+        # NhwcConv is Conv on NHWC data with (M, kH, kW, C/group) weights: the same conv between transposes.
+        weight = graph.inits.get(node.input[1])
+        if weight is None:
+            return None
+        w, x, out = list(weight.dims), node.input[0], node.output[0]
+        w_nchw = f"{node.input[1]}__nchw_probe"
+        probe_inputs.append(helper.make_tensor_value_info(w_nchw, weight.data_type, [w[0], w[-1], *w[1:-1]]))
+        conv_in = [f"{x}__nchw_probe_{out}", w_nchw, *node.input[2:3]]
+        kept = {k: v for k, v in attrs(node).items() if k != "channels_last"}
+        return [helper.make_node("Transpose", [x], [conv_in[0]], perm=[0, len(w) - 1, *range(1, len(w) - 1)]),
+                helper.make_node("Conv", conv_in, [f"{out}__nchw_probe"], **kept),
+                helper.make_node("Transpose", [f"{out}__nchw_probe"], [out], perm=[0, *range(2, len(w)), 1])]
+    return None
+
+
+def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
+    import onnx
+    from onnx import helper
+
+    g = model.graph
+    probe = onnx.ModelProto()
+    probe.ir_version = model.ir_version
+    probe.opset_import.extend(model.opset_import)
+    pg = probe.graph
+    pg.name = g.name
+    inputs = list(g.input)
+    declared = {i.name for i in inputs}
+    for t in g.initializer:
+        small = math.prod(t.dims) <= _SMALL
+        if small and t.data_location != onnx.TensorProto.EXTERNAL:
+            pg.initializer.append(t)
+        elif small:
+            from onnx import numpy_helper
+
+            pg.initializer.append(numpy_helper.from_array(graph.init_array(t), t.name))
+        elif t.name not in declared:
+            inputs.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    nodes = []
+    for n in g.node:
+        instead = _stand_in(n, graph, inputs)
+        nodes.extend(instead if instead is not None else [n])
+    # Node order may not survive a stand-in's new names; inference wants them in order, as they are.
+    pg.node.extend(nodes)
+    pg.input.extend(inputs)
+    pg.output.extend(g.output)
+    pg.value_info.extend(g.value_info)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe, data_prop=True).graph
+    except Exception:  # a graph inference cannot read still has the types it declares
+        inferred = pg
+    types: dict[str, tuple[int, list | None]] = {}
+    for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
+        t = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] if t.HasField("shape") else None
+        if t.elem_type or dims is not None:
+            types[vi.name] = (t.elem_type, dims)
+    for t in g.initializer:
+        types[t.name] = (t.data_type, list(t.dims))
+    for n in g.node:  # element types past what inference reached
+        if n.op_type in _KEEPS_TYPE and n.input and n.output and n.output[0] and not types.get(n.output[0], (0,))[0]:
+            elem = types.get(n.input[0], (0, None))[0]
+            if elem:
+                types[n.output[0]] = (elem, types.get(n.output[0], (0, None))[1])
+    return types

@@ -1,0 +1,319 @@
+"""The forms of GroupNorm and softmax the rewrite recognises, one declared matcher each.
+
+A matcher names the ops it starts from (`anchors`) and the library op it writes (`target`); `match`
+returns the nodes it replaces and the node that replaces them, raises `Left` with the reason when the
+anchor is almost its form but not quite (the report names the node and the reason), or returns None
+when the anchor is not its business. A new exporter's form is one more class in `PATTERNS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import DOMAIN
+from .graph import FLOAT_TYPES, MS, Graph, attrs, domain_of, fresh
+
+_ALL = ("fp16", "fp32", "bf16", "fp64")  # what ONNX's float ops admit; the library has no fp64 kernels
+_NP_TYPES = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float64": "fp64"}
+
+
+class Left(Exception):
+    """The anchor stays as it is; the message says why."""
+
+
+@dataclass
+class Match:
+    remove: list  # the nodes replaced, the anchor among them
+    node: object  # the node that replaces them
+    source: str  # which form it was, for the report
+    silu: bool = False
+
+
+class Rewriter:
+    """What the matchers share: the graph, the library's CUDA dtypes per op (None: any), the softmax
+    thresholds, and the fp32 initializers they add."""
+
+    def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict):
+        self.graph, self.cuda, self.min_cols = graph, cuda, min_cols
+        self.initializers: list = []
+
+    def dtype(self, value: str, fallback: str | None = None) -> str | None:
+        elem = self.graph.elem(value)
+        if elem and elem not in FLOAT_TYPES:
+            raise Left(f"X is not float16, float or bfloat16 (ONNX type {elem})")
+        return FLOAT_TYPES.get(elem, fallback)
+
+    def check_served(self, op: str, dtype: str | None, allowed=_ALL) -> None:
+        """The library runs `op` for `dtype` on CUDA; with the dtype unknown, for every type `allowed` admits."""
+        if dtype == "fp64" or (dtype is None and "fp64" in allowed):
+            raise Left("X is double, which the library's ops do not take" if dtype else
+                       "X's element type is not known, and the op admits double")
+        if self.cuda is None:
+            return
+        served = set(self.cuda.get(op, []))
+        if dtype is not None and dtype not in served:
+            raise Left(f"the library has no CUDA {op} kernel for {dtype}")
+        if dtype is None and not set(allowed) <= served:
+            raise Left(f"X's element type is not known, and the library's CUDA {op} serves only "
+                       f"{', '.join(sorted(served)) or 'nothing'}")
+
+    def fp32(self, values: np.ndarray, base: str) -> str:
+        from onnx import numpy_helper
+
+        name = self.graph.unique(base)
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float32), name))
+        return name
+
+    def node_name(self, base: str) -> str:
+        """`base`, or `base_<k>` when a node of the model has that name."""
+        return fresh(base, self.graph.node_names)
+
+
+def _is(node, op: str, domain: str = "") -> bool:
+    return node is not None and node.op_type == op and domain_of(node) == domain
+
+
+def silu_after(g: Graph, value: str):
+    """(Sigmoid, Mul) when `value` is read only by y * Sigmoid(y), in either operand order."""
+    users = g.consumers.get(value, [])
+    if value in g.outputs or len(users) != 2:
+        return None
+    sig = next((u for u in users if _is(u, "Sigmoid")), None)
+    mul = next((u for u in users if _is(u, "Mul")), None)
+    if sig is None or mul is None or sorted(mul.input) != sorted([value, sig.output[0]]):
+        return None
+    return (sig, mul) if g.only_reader(sig.output[0]) is mul else None
+
+
+def _per_channel(v: np.ndarray, rank: int, c: int | None) -> np.ndarray | None:
+    """v as one value per channel of an (N, C, ...) tensor it broadcasts against, or None."""
+    if v.ndim > rank:
+        return None
+    shape = (1,) * (rank - v.ndim) + v.shape
+    if any(s != 1 for i, s in enumerate(shape) if i != 1) or (c and shape[1] not in (1, c)):
+        return None
+    return v.reshape(-1)
+
+
+class GroupNormalizationOp:
+    """ONNX GroupNormalization (opset 18-20: scale and bias per group; 21 and later: per channel), NCHW,
+    and a following SiLU."""
+
+    anchors = {("", "GroupNormalization")}
+    target = "GroupNormalization"
+    source = "ONNX GroupNormalization"
+
+    def match(self, r: Rewriter, node):
+        g = r.graph
+        if g.opset < 18:
+            return None
+        x = node.input[0]
+        dims = g.dims(x)
+        if dims is None or len(dims) < 3:
+            raise Left("X's rank is not known, or is under 3")
+        dtype = r.dtype(x)
+        r.check_served(self.target, dtype)
+        a = attrs(node)
+        if a.get("stash_type", 1) != 1:
+            raise Left("stash_type is not float32")
+        scale, bias = g.const(node.input[1]), g.const(node.input[2])
+        if scale is None or bias is None:
+            raise Left("scale and bias are not constants")
+        groups, c = int(a["num_groups"]), dims[1]
+        per_group = g.opset < 21
+        if per_group and not c:
+            raise Left("opset-18 scale per group needs the channel count, which the model does not state")
+        want = groups if per_group else c
+        if want and scale.size != want:
+            raise Left(f"scale has {list(scale.shape)} values, expected {want}")
+        repeat = c // groups if per_group else 1
+        silu = silu_after(g, node.output[0])
+        out = silu[1].output[0] if silu else node.output[0]
+        new = _group_normalization(r, node.name, x, out, np.repeat(scale.reshape(-1), repeat),
+                                   np.repeat(bias.reshape(-1), repeat), groups, float(a.get("epsilon", 1e-5)), silu)
+        return Match([node, *(silu or ())], new, self.source, bool(silu))
+
+
+class InstanceNormGroupNorm:
+    """GroupNorm as torch.onnx writes it, the TorchScript and the dynamo exporters alike:
+
+        x (N, C, ...) -> Reshape [0 or N, G, -1] -> InstanceNormalization(scale ones(G), B zeros(G), epsilon)
+          -> Reshape back to x's shape (Shape(x), or x's dims as a constant)
+          [-> Mul weight] [-> Add bias]     constants per channel: (C,1,1), (1,C,1,1), (C,1) for 3-D x, seen
+                                            through Identity, Unsqueeze and Expand
+          [-> y * Sigmoid(y)]
+    """
+
+    anchors = {("", "InstanceNormalization")}
+    target = "GroupNormalization"
+    source = "InstanceNormalization pattern"
+
+    def match(self, r: Rewriter, norm):
+        g = r.graph
+        pre = g.producer.get(norm.input[0])
+        if not _is(pre, "Reshape"):
+            raise Left("not a GroupNorm: its input is not a Reshape that groups channels")
+        x = pre.input[0]
+        scale, zero = g.const(norm.input[1]), g.const(norm.input[2])
+        if scale is None or zero is None:
+            raise Left("not a GroupNorm: its scale or B is not a constant")
+        if not np.all(scale == 1):
+            raise Left("not a GroupNorm: its scale is not all ones (a per-group scale)")
+        if not np.all(zero == 0):
+            raise Left("not a GroupNorm: its B is not all zeros (a per-group bias)")
+        groups = int(scale.size)
+        dims = g.dims(x)
+        if dims is None:
+            raise Left("X's rank is not known")
+        rank, c = len(dims), dims[1] if len(dims) > 1 else None
+        why = _regroups(g.const(pre.input[1]), attrs(pre).get("allowzero", 0), groups, dims)
+        if why:
+            raise Left(f"the Reshape '{pre.name}' before it does not group X's channels: {why}")
+        if g.only_reader(pre.output[0]) is not norm:
+            raise Left("the grouped values are read by other nodes too")
+        post = g.only_reader(norm.output[0])
+        if not _is(post, "Reshape"):
+            raise Left("its output is not reshaped back to X's shape (or is read by other nodes too)")
+        shape_of_x = g.producer.get(post.input[1])
+        if _is(shape_of_x, "Shape") and shape_of_x.input[0] == x and not attrs(shape_of_x):
+            chain = [pre, norm, post] + ([shape_of_x] if g.only_reader(post.input[1]) is post else [])
+        else:
+            back = g.const(post.input[1])
+            grouped = g.dims(norm.output[0]) or []
+            if back is not None and not attrs(post).get("allowzero", 0):
+                back = [grouped[i] if s == 0 and i < len(grouped) else int(s) for i, s in enumerate(back)]
+            if back is None or None in dims or list(back) != list(dims):
+                raise Left(f"the Reshape '{post.name}' after it does not restore X's shape {dims}")
+            chain = [pre, norm, post]
+        y = post.output[0]
+        affine = {}
+        for op in ("Mul", "Add"):
+            nxt = g.only_reader(y)
+            if not _is(nxt, op) or list(nxt.input).count(y) != 1:
+                continue
+            other = nxt.input[1] if nxt.input[0] == y else nxt.input[0]
+            v = g.const(other)
+            v = _per_channel(v, rank, c) if v is not None else None
+            if v is None:
+                break
+            affine[op], c = v, c or (v.size if v.size > 1 else None)
+            chain.append(nxt)
+            y = nxt.output[0]
+        if not c:
+            raise Left("X's channel count is not known")
+        if c % groups:
+            raise Left(f"{groups} groups do not divide X's {c} channels")
+        dtype = r.dtype(x, _NP_TYPES.get(scale.dtype.name))
+        r.check_served(self.target, dtype)
+        silu = silu_after(g, y)
+        out = silu[1].output[0] if silu else y
+        weight = np.broadcast_to(affine.get("Mul", np.ones(1)), (c,))
+        bias = np.broadcast_to(affine.get("Add", np.zeros(1)), (c,))
+        name = r.node_name(norm.name.replace("InstanceNormalization", "GroupNorm")) if norm.name else ""
+        new = _group_normalization(r, name, x, out, weight, bias, groups, float(attrs(norm).get("epsilon", 1e-5)),
+                                   silu)
+        return Match([*chain, *(silu or ())], new, self.source, bool(silu))
+
+
+def _regroups(shape, allowzero: int, groups: int, dims: list) -> str | None:
+    """Why Reshape(x, shape) is not (N, groups, rest) of x (N, C, ...), or None when it is."""
+    if shape is None:
+        return "its shape is not a constant"
+    s = [int(v) for v in np.asarray(shape).reshape(-1)]
+    if len(s) != 3 or s[1] != groups:
+        return f"shape {s} is not [N, {groups}, -1]"
+    if not ((s[0] == 0 and not allowzero) or (dims[0] is not None and s[0] == dims[0])):
+        return f"shape {s} does not keep the batch"
+    c = dims[1] if len(dims) > 1 else None
+    rest = (c // groups) * int(np.prod(dims[2:])) if c and None not in dims[2:] else None
+    if s[2] != -1 and s[2] != rest:
+        return f"shape {s} does not hold a group's channels and pixels in its last axis"
+    return None
+
+
+def _group_normalization(r: Rewriter, name: str, x: str, out: str, scale, bias, groups: int, eps: float, silu):
+    from onnx import helper
+
+    s32 = r.fp32(scale, f"{name or out}_tf_scale")
+    b32 = r.fp32(bias, f"{name or out}_tf_bias")
+    return helper.make_node("GroupNormalization", [x, s32, b32], [out], name=name, domain=DOMAIN,
+                            num_groups=groups, epsilon=eps, activation=1 if silu else 0)
+
+
+class OrtGroupNorm:
+    """ORT's fused com.microsoft.GroupNorm and SkipGroupNorm (what its Stable Diffusion optimizer writes,
+    after NhwcConv, Transpose or Add): NHWC to tritonforge.GroupNorm / SkipGroupNorm, GroupNorm with
+    channels_last=0 to tritonforge.GroupNormalization; gamma and beta made fp32 where they are not."""
+
+    anchors = {(MS, "GroupNorm"), (MS, "SkipGroupNorm")}
+    allowed = ("fp16", "fp32")  # ORT's kernels: float and float16
+    source = "com.microsoft fused op"
+
+    def match(self, r: Rewriter, node):
+        from onnx import helper
+
+        g = r.graph
+        a = attrs(node)
+        nchw = a.get("channels_last", 1) != 1
+        if nchw and node.op_type == "SkipGroupNorm":
+            raise Left("channels_last=0 is not the NHWC op")
+        target = "GroupNormalization" if nchw else node.op_type
+        r.check_served(target, r.dtype(node.input[0]), self.allowed)
+        inputs = list(node.input)
+        base = node.name or node.output[0]
+        for k, role in ((1, "gamma"), (2, "beta")):
+            if g.elem(inputs[k]) == 1:  # float already: the library's ops take it as it is
+                continue
+            v = g.const(inputs[k])
+            if v is None:
+                raise Left(f"{role} is not float and not a constant")
+            inputs[k] = r.fp32(v.reshape(-1), f"{base}_tf_{role}")
+        if nchw:
+            new = helper.make_node("GroupNormalization", inputs[:3], [node.output[0]], name=node.name, domain=DOMAIN,
+                                   num_groups=int(a["groups"]), epsilon=float(a.get("epsilon", 1e-5)),
+                                   activation=int(a.get("activation", 0)))
+        else:
+            kept = {k: v for k, v in a.items() if k in ("activation", "epsilon", "groups", "channels_last")}
+            new = helper.make_node(node.op_type, inputs, list(node.output), name=node.name, domain=DOMAIN, **kept)
+        return Match([node], new, self.source)
+
+
+class LastAxisSoftmax:
+    """ONNX Softmax / LogSoftmax over the last axis, when its rows are long enough that the library's
+    kernel beats ORT's own (Rewriter.min_cols per dtype; 0 takes every row)."""
+
+    anchors = {("", "Softmax"), ("", "LogSoftmax")}
+    source = "ONNX op"
+
+    def match(self, r: Rewriter, node):
+        from onnx import helper
+
+        g = r.graph
+        x = node.input[0]
+        dims = g.dims(x)
+        dtype = r.dtype(x)
+        if dims is None or not dims:
+            raise Left("X's rank is not known")
+        rank = len(dims)
+        a = attrs(node)
+        axis = a.get("axis", -1 if g.opset >= 13 else 1)
+        if axis < 0:
+            axis += rank
+        if axis != rank - 1:
+            raise Left(f"axis {a.get('axis')} is not the last of rank {rank}")
+        r.check_served(node.op_type, dtype)
+        shortest = r.min_cols.get(dtype, 0)
+        cols = dims[-1]
+        if shortest and not isinstance(cols, int):
+            raise Left(f"the last axis' length is not fixed by the model; ORT's own kernel is faster on rows under "
+                       f"{shortest} ({dtype}); softmax_min_cols=0 (invoke rewrite --all-softmax) rewrites it anyway")
+        if shortest and cols < shortest:
+            raise Left(f"rows of {cols}: ORT's own kernel measured faster under {shortest} columns ({dtype}); "
+                       "softmax_min_cols=0 (invoke rewrite --all-softmax) rewrites it anyway")
+        new = helper.make_node(node.op_type, [x], list(node.output), name=node.name, domain=DOMAIN)
+        return Match([node], new, self.source)
+
+
+PATTERNS = (GroupNormalizationOp(), InstanceNormGroupNorm(), OrtGroupNorm(), LastAxisSoftmax())

@@ -1,0 +1,50 @@
+"""Remake the exports beside this file: tiny diffusers models (benchmarks/e2e_models.py's `tiny` configs of the
+same classes, GroupNorm affine drawn at random) exported as users export them, for the CPU tests of the
+rewrite. Needs torch, diffusers, onnxscript and onnxruntime (its transformers optimizer); the tests don't.
+
+    python tests/runtime/ortlib/rewrite/exports/make.py
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[4]))
+
+import onnx  # noqa: E402
+
+from benchmarks import e2e_models  # noqa: E402
+
+# (model, exporter, dtype): both exporters, both dtypes, a UNet and a VAE, and ORT's optimizer's output
+EXPORTS = (("sd15_vae_decoder", "torchscript", "fp32"), ("sd15_vae_decoder", "dynamo", "fp16"),
+           ("sd15_unet", "torchscript", "fp16"), ("sd15_unet", "dynamo", "fp32"),
+           ("sdxl_unet", "torchscript", "fp16"), ("sd15_vae_decoder", "ort", "fp16"))
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as work:
+        for name, exporter, dtype in EXPORTS:
+            path = e2e_models.export(e2e_models.MODELS[name], exporter, dtype, Path(work), "cpu", tiny=True)
+            model = onnx.load(str(path), load_external_data=False)
+            _strip(model.graph)  # debug text only (stack traces, source names): the graph is as exported
+            onnx.save(model, str(HERE / path.name))
+            for f in path.parent.glob(f"{path.name}.data"):  # the dynamo exporter's external data
+                shutil.copy(f, HERE / f.name)
+            print(path.name)
+
+
+def _strip(graph) -> None:
+    for n in graph.node:
+        del n.metadata_props[:]
+        n.doc_string = ""
+    for v in [*graph.value_info, *graph.input, *graph.output, *graph.initializer]:
+        del v.metadata_props[:]
+        v.doc_string = ""
+
+
+if __name__ == "__main__":
+    main()
