@@ -47,7 +47,7 @@ KINDS = (("tritonforge", r"GroupNorm(Triton|Any|NCHW|Whole|Cluster|Parts|Split)|
          ("attention (ORT)", r"[Ff]lash|[Ff]mha|[Mm]emory[Ee]fficient|[Aa]ttention"),
          ("convolution", r"conv|fprop|dgrad|implicit|winograd|nhwc|nchw"),
          ("matmul", r"gemm|Gemm|cutlass|xmma|cublas|sm\d+_"),
-         ("transpose / copy", r"[Tt]ranspose|[Cc]opy|[Cc]ast|[Cc]oncat|[Ss]lice|[Gg]ather|[Pp]ad"),
+         ("transpose / copy", r"[Tt]ranspose|[Cc]opy|[Mm]emcpy|[Mm]emset|[Cc]ast|[Cc]oncat|[Ss]lice|[Gg]ather|[Pp]ad"),
          ("elementwise", r"[Ee]lementwise|[Bb]inary|[Uu]nary|_kernel_impl|Add|Mul|Sigmoid|Silu|[Ss]wish|Gelu"))
 
 
@@ -133,7 +133,7 @@ def kernel_breakdown(bound: Bound, runs: int = 3) -> dict:
     """GPU ms per run by kind of kernel (KINDS), from torch.profiler's CUPTI trace of `runs` inferences."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             bound.run()
     out: dict[str, float] = {}
@@ -141,7 +141,7 @@ def kernel_breakdown(bound: Bound, runs: int = 3) -> dict:
         if e.device_type.name != "CUDA":
             continue
         kind = next((k for k, rx in KINDS if re.search(rx, e.name)), "other")
-        out[kind] = out.get(kind, 0.0) + e.device_time / 1e3 / runs
+        out[kind] = out.get(kind, 0.0) + e.time_range.elapsed_us() / 1e3 / runs
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
