@@ -258,17 +258,41 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     "dist": "artifact root holding cuda/<arch>/ (default: dist/full)",
     "model": "a model of the zoo (runtime/zoo.py: sd15_unet, sdxl_vae_decoder, llama3, ...) or all: its "
              "GroupNorm and softmax shapes against ORT's own kernels, torch and the copy ceilings",
+    "e2e": "end to end: sd15_vae_decoder, sd15_unet, sdxl_vae_decoder, sdxl_unet (comma list, or all) exported "
+           "from diffusers by torch.onnx (TorchScript and dynamo) and ORT's optimizer, or an .onnx file of your "
+           "own: the model as is against it rewritten, in onnxruntime-gpu's CUDA EP (needs torch and diffusers "
+           "for the exports)",
+    "library": "--e2e: the custom-op library (default: the one ortlib.register finds)",
 })
 @_fail_on_pipeline_error
 def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: bool = False,
-          dist: str | None = None, model: str | None = None):
-    """Bandwidth of an op on this GPU vs torch and the copy ceiling, or a model's shapes (--model) vs ORT's
-    own kernels; writes benchmarks/results/ (+ PNG for softmax)."""
+          dist: str | None = None, model: str | None = None, e2e: str | None = None, library: str | None = None):
+    """Bandwidth of an op on this GPU vs torch and the copy ceiling, a model's shapes (--model) vs ORT's
+    own kernels, or whole models as users export them, as is vs rewritten (--e2e); writes
+    benchmarks/results/ (+ PNG for softmax)."""
+    import shlex
     import sys
 
     scripts = {"softmax": "benchmarks/softmax_bench.py", "group_norm": "benchmarks/group_norm_bench.py"}
     if op not in scripts:
         raise Exit(f"error: --op must be one of {sorted(scripts)}, not '{op}'", code=2)
+    if e2e is not None:
+        if e2e.endswith(".onnx"):
+            if not Path(e2e).is_file():
+                raise Exit(f"error: --e2e: {e2e}: no such model", code=2)
+            what = f"--onnx {shlex.quote(e2e)}"
+        else:
+            from benchmarks.e2e_models import models
+
+            try:
+                models(e2e)
+            except KeyError as exc:
+                raise Exit(f"error: --e2e: {exc.args[0]}", code=2) from None
+            what = f"--model {shlex.quote(e2e)} --dtypes {dtypes or 'fp16,fp32'}"
+        _require_gpu("cuda", "bench")
+        lib = f" --library {shlex.quote(library)}" if library else ""
+        _run_script(c, f"{sys.executable} benchmarks/e2e_bench.py {what}{lib}")
+        return
     if model is not None:
         from tritonforge.runtime import zoo
 
@@ -284,6 +308,10 @@ def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: boo
         flags = " --quick" if quick and op == "softmax" else ""
         cmd = (f"{sys.executable} {scripts[op]} --dist {_full_dist(c, dist)} "
                f"--dtypes {dtypes or 'fp32,fp16,bf16'}{flags}")
+    _run_script(c, cmd)
+
+
+def _run_script(c: Context, cmd: str) -> None:
     # the script prints its own error line; invoke's report of a failed command would repeat it at length
     result = c.run(cmd, pty=False, warn=True)
     if result.exited:
@@ -488,7 +516,8 @@ def ortlib(c: Context, dist: str | None = None, out: str | None = None, tune: st
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
             any_dtype: bool = False, all_softmax: bool = False):
-    """Put a model's GroupNorm, GroupNormalization and last-axis softmax nodes into the library's ops."""
+    """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
+    ORT's fused GroupNorm) and last-axis softmaxes into the library's ops; any size (external data)."""
     from tritonforge.runtime.ortlib.rewrite import rewrite_file
 
     _need("rewrite", model=model)
@@ -497,4 +526,4 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
     report = rewrite_file(src, dst, library, use_library=not any_dtype, softmax_min_cols=0 if all_softmax else None)
     for line in report.lines():
         print(line)
-    print(f"wrote {dst}")
+    print(f"wrote {' and '.join(report.wrote)}")

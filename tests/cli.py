@@ -5,6 +5,8 @@ compile cache) is pointed elsewhere, through the documented INVOKE_TRITONFORGE_*
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -62,3 +64,13 @@ def user_repo(dest: Path, kernels: Path, root: Path = ROOT) -> tuple[Path, dict]
     repo = fresh_copy(dest, root)
     shutil.copytree(kernels, repo / SMALL)
     return repo, {"INVOKE_TRITONFORGE_KERNELS_DIR": SMALL}
+
+
+def readme_lines(marker: str, repo: Path | None = None) -> list[str]:
+    """The commands of the README's indented block that holds `marker`, comments dropped; in `repo` without
+    a .venv, its python is this one (as invoke_argv does for invoke)."""
+    block = next(b for b in (ROOT / "README.md").read_text().split("\n\n") if marker in b)
+    lines = [re.sub(r"\s+#.*$", "", line.strip()) for line in block.splitlines() if line.strip().startswith(".venv/")]
+    if repo is not None and not (repo / ".venv" / "bin" / "python").exists():
+        lines = [line.replace(".venv/bin/python", shlex.quote(sys.executable)) for line in lines]
+    return lines

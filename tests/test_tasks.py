@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from .cli import invoke, seed_cache, user_repo
+from .cli import ROOT, invoke, readme_lines, seed_cache, user_repo
 
 pytest.importorskip("invoke", reason="the tasks need invoke (scripts/setup installs it)")
 
@@ -319,6 +319,8 @@ def test_gpu_tasks_say_what_is_wrong_without_a_gpu(repo_with_dist):
     usage = [(["tune", "--platform", "rocm"], "tuning runs on CUDA GPUs only for now, not 'rocm'"),
              (["bench", "--op", "layer_norm"], "--op must be one of ['group_norm', 'softmax'], not 'layer_norm'"),
              (["bench", "--model", "sd3"], "--model: unknown model 'sd3': choose from all, sd15_unet"),
+             (["bench", "--e2e", "sd3_unet"], "--e2e: unknown model(s) sd3_unet; known: sd15_vae_decoder, "),
+             (["bench", "--e2e", "mine.onnx"], "--e2e: mine.onnx: no such model"),
              (["gpu-test", "--platform", "metal"], "--platform must be one of cuda, rocm, not 'metal'"),
              (["gpu-test", "--platform", "cuda", "--dist", "nowhere"], "no cuda artifacts under nowhere/cuda")]
     for args, message in usage:
@@ -327,7 +329,8 @@ def test_gpu_tasks_say_what_is_wrong_without_a_gpu(repo_with_dist):
     if gpu_unavailable("cuda") is None:
         pytest.skip("this machine has an NVIDIA GPU: the no-GPU errors cannot be seen here")
     for args in (["tune", "--platform", "cuda"], ["bench", "--quick"], ["bench", "--op", "group_norm"],
-                 ["bench", "--model", "sd15_unet"], ["gpu-test", "--platform", "cuda"]):
+                 ["bench", "--model", "sd15_unet"], ["bench", "--e2e", "sd15_vae_decoder"],
+                 ["gpu-test", "--platform", "cuda"]):
         proc = invoke(repo, *args, env=env)
         assert proc.returncode == 1, (args, proc.stdout)
         assert f"invoke {args[0]} runs on a GPU runner: this machine has no usable NVIDIA GPU" in proc.stdout
@@ -422,6 +425,16 @@ def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dis
                           RUN_REWRITTEN], cwd=repo, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "library " + str(lib.resolve()) in run.stdout and "rows sum to 1.0" in run.stdout
+    # the README's lines on a torch.onnx (dynamo) export, whose weights are external data
+    for f in (ROOT / "tests/runtime/ortlib/rewrite/exports").glob("sd15_vae_decoder_tiny.dynamo.fp16.onnx*"):
+        shutil.copy(f, repo / f.name.replace("sd15_vae_decoder_tiny.dynamo.fp16", "vae_decoder"))
+    proc = invoke(repo, "rewrite", "--model", "vae_decoder.onnx", env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert "from 14 InstanceNormalization pattern" in proc.stdout and "SiLU fused into 13" in proc.stdout
+    assert "wrote vae_decoder.tf.onnx.data and vae_decoder.tf.onnx" in proc.stdout, proc.stdout
+    run = subprocess.run(readme_lines("--model vae_decoder.onnx", repo)[-1], shell=True, cwd=repo,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
     for args, says in ((["rewrite", "--model", "nothing.onnx"], "nothing.onnx: cannot read an ONNX model"),
                        (["ortlib", "--dist", "dist/rocm/multi"], "the ORT library is CUDA only"),
                        (["ortlib", "--dist", "nowhere"], "nowhere/kernels.json: missing")):

@@ -1,0 +1,70 @@
+"""The matchers' view of a graph: constants folded through what exporters put in front of them, and
+types and shapes carried past ORT's contrib ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the rewrite reads ONNX models")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite.graph import Graph  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, inits=(), opsets=(("", 17),)):
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                             opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+
+
+def test_constants_fold_through_identity_unsqueeze_expand_cast_concat_and_a_fixed_shape():
+    f = TensorProto.FLOAT
+    w = np.arange(4, dtype=np.float16)
+    nodes = [helper.make_node("Constant", [], ["axes"], value=numpy_helper.from_array(np.array([1, 2], np.int64))),
+             helper.make_node("Identity", ["w"], ["w1"]),
+             helper.make_node("Unsqueeze", ["w1", "axes"], ["w2"]),
+             helper.make_node("Cast", ["w2"], ["w3"], to=TensorProto.FLOAT),
+             helper.make_node("Expand", ["w3", "shape"], ["w4"]),
+             helper.make_node("Shape", ["x"], ["xs"]),
+             helper.make_node("Concat", ["xs", "axes"], ["cat"], axis=0),
+             helper.make_node("Relu", ["x"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, [2, 4, 3, 3])],
+               [helper.make_tensor_value_info("y", f, None)],
+               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([1, 4, 1, 1], np.int64), "shape")])
+    g = Graph(m)
+    assert g.const("w4").shape == (1, 4, 1, 1) and g.const("w4").dtype == np.float32
+    np.testing.assert_array_equal(g.const("w4").reshape(-1), w.astype(np.float32))
+    assert g.const("cat").tolist() == [2, 4, 3, 3, 1, 2]
+    assert g.const("y") is None and g.const("nothing") is None
+    assert g.only_reader("w1").op_type == "Unsqueeze" and g.only_reader("x") is None  # Shape and Relu read x
+
+
+def test_types_and_shapes_go_past_nhwc_conv_and_group_norm():
+    """What ORT's optimizer writes: NhwcConv (weights M x kH x kW x C) -> GroupNorm -> Softmax; ONNX's
+    inference stops at the first, the stand-ins carry it through."""
+    h = TensorProto.FLOAT16
+    w = numpy_helper.from_array(np.zeros((6, 3, 3, 4), np.float16), "w")
+    g_b = [numpy_helper.from_array(np.ones(6, np.float32), n) for n in ("gamma", "beta")]
+    nodes = [helper.make_node("NhwcConv", ["x", "w"], ["c"], domain="com.microsoft", kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("GroupNorm", ["c", "gamma", "beta"], ["n"], domain="com.microsoft", groups=2,
+                              activation=0, channels_last=1, epsilon=1e-5),
+             helper.make_node("Softmax", ["n"], ["y"], axis=-1)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", h, [1, 8, 8, 4])],
+               [helper.make_tensor_value_info("y", h, None)], [w, *g_b], (("", 17), ("com.microsoft", 1)))
+    g = Graph(m)
+    assert (g.elem("c"), g.dims("c")) == (h, [1, 4, 4, 6])
+    assert (g.elem("n"), g.dims("n")) == (h, [1, 4, 4, 6])
+    assert g.dims("y") == [1, 4, 4, 6]
+    assert not [n for n in m.graph.node if "probe" in "".join(n.output)]  # the stand-ins never reach the model
+
+
+def test_an_op_nobody_knows_keeps_element_types_of_what_keeps_them_and_no_shapes():
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Opaque", ["x"], ["u"], domain="vendor"),
+             helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+             helper.make_node("Add", ["u", "t"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, [3, 3])], [helper.make_tensor_value_info("y", f, None)],
+               opsets=(("", 17), ("vendor", 1)))
+    g = Graph(m)
+    assert g.elem("u") == 0 and g.dims("u") is None  # nothing says what Opaque makes
+    assert g.elem("t") == f and g.dims("t") == [3, 3]
