@@ -1,0 +1,64 @@
+"""The end-to-end bench on the CPU: an export of the fixtures as `--onnx`, through the same code a GPU
+run takes (rewrite, both sessions bound, outputs compared, interleaved timing, results rows); its output
+check catches a wrong model."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime", reason="the bench runs models in onnxruntime")
+pytest.importorskip("onnx", reason="the bench rewrites ONNX models")
+
+from benchmarks import e2e_bench  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPORT = ROOT / "tests/runtime/ortlib/rewrite/exports/sd15_vae_decoder_tiny.dynamo.fp16.onnx"
+
+
+def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_library, tmp_path):
+    import shutil
+
+    for f in EXPORT.parent.glob(EXPORT.name + "*"):  # the rewrite goes beside the model
+        shutil.copy(f, tmp_path / f.name)
+    results = tmp_path / "results.csv"
+    proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
+                           "--provider", "cpu", "--library", str(ort_library), "--runs", "3", "--warmup", "1",
+                           "--results", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "| sd15_vae_decoder_tiny.dynamo.fp16 | file | fp16 |" in proc.stdout
+    rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
+    assert {r["benchmark"] for r in rows.values()} == {"e2e"}
+    assert float(rows[("ort", "ms")]["value"]) > 0 and float(rows[("tritonforge", "ms")]["value"]) > 0
+    assert float(rows[("rewrite", "max_rel_diff")]["value"]) < 2e-2
+    assert rows[("rewrite", "max_rel_diff")]["extra"].startswith("14 nodes rewritten, 1 left: Softmax node ")
+    assert (tmp_path / "sd15_vae_decoder_tiny.dynamo.fp16.tf.onnx.data").is_file()
+
+
+def test_outputs_are_compared_relative_to_their_largest_magnitude_and_nans_fail():
+    a = np.array([1.0, -4.0, 2.0], np.float16)
+    assert e2e_bench.rel_diff(a, a) == 0
+    assert e2e_bench.rel_diff(a, a + np.float16(0.5)) == pytest.approx(0.125)
+    assert np.isnan(e2e_bench.rel_diff(a, np.array([1.0, np.nan, 2.0])))
+    r = e2e_bench.Result("m", "torchscript", "fp16", diff=0.019)
+    assert r.ok and not e2e_bench.Result("m", "dynamo", "fp32", diff=0.006).ok
+    assert not e2e_bench.Result("m", "dynamo", "fp32", diff=float("nan")).ok
+
+
+def test_kernels_are_told_apart_by_what_they_do():
+    kind = {name: next((k for k, rx in e2e_bench.KINDS if re.search(rx, name)), "other")
+            for name in ("group_norm_nchw_kernel", "softmax_rows_kernel", "bn_fw_tr_1C11_kernel_NCHW",
+                         "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32", "sm90_xmma_gemm_f16f16_f16f32",
+                         "onnxruntime::cuda::softmax_warp_forward", "GroupNormNHWCSumKernel")}
+    assert kind == {"group_norm_nchw_kernel": "tritonforge", "softmax_rows_kernel": "tritonforge",
+                    "bn_fw_tr_1C11_kernel_NCHW": "group/instance norm (ORT)",
+                    "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32": "convolution",
+                    "sm90_xmma_gemm_f16f16_f16f32": "matmul",
+                    "onnxruntime::cuda::softmax_warp_forward": "softmax (ORT)",
+                    "GroupNormNHWCSumKernel": "group/instance norm (ORT)"}
