@@ -152,7 +152,8 @@ def _splice(model, graph: Graph, taken: dict, initializers: list) -> None:
         for n in dead:
             readers.subtract(i for i in dict.fromkeys(n.input) if i)
         dropped = dead
-    gone = {i for n in graph.nodes for i in n.input} - set(readers.elements()) - {i.name for i in model.graph.input}
+    gone = ({i for n in graph.nodes for i in n.input} - set(readers.elements()) - {i.name for i in model.graph.input}
+            - graph.outputs)
     inits = [t for t in model.graph.initializer if t.name not in gone] + initializers
     del model.graph.node[:]
     model.graph.node.extend(kept)

@@ -113,14 +113,13 @@ class GroupNormalizationOp:
         dims = g.dims(x)
         if dims is None or len(dims) < 3:
             raise Left("X's rank is not known, or is under 3")
-        dtype = r.dtype(x)
-        r.check_served(self.target, dtype)
         a = attrs(node)
         if a.get("stash_type", 1) != 1:
             raise Left("stash_type is not float32")
         scale, bias = g.const(node.input[1]), g.const(node.input[2])
         if scale is None or bias is None:
             raise Left("scale and bias are not constants")
+        r.check_served(self.target, r.dtype(x, _NP_TYPES.get(scale.dtype.name)))  # scale is X's type
         groups, c = int(a["num_groups"]), dims[1]
         per_group = g.opset < 21
         if per_group and not c:
@@ -165,9 +164,9 @@ class InstanceNormGroupNorm:
             raise Left("not a GroupNorm: its B is not all zeros (a per-group bias)")
         groups = int(scale.size)
         dims = g.dims(x)
-        if dims is None:
-            raise Left("X's rank is not known")
-        rank, c = len(dims), dims[1] if len(dims) > 1 else None
+        if dims is None or len(dims) < 3:
+            raise Left("X's rank is not known, or is under 3")
+        rank, c = len(dims), dims[1]
         why = _regroups(g.const(pre.input[1]), attrs(pre).get("allowzero", 0), groups, dims)
         if why:
             raise Left(f"the Reshape '{pre.name}' before it does not group X's channels: {why}")
