@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tritonforge.errors import TritonforgeError
+
 from .. import DOMAIN
 from .graph import FLOAT_TYPES, MS, Graph, attrs, domain_of, fresh
 
@@ -19,8 +21,8 @@ _ALL = ("fp16", "fp32", "bf16", "fp64")  # what ONNX's float ops admit; the libr
 _NP_TYPES = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float64": "fp64"}
 
 
-class Left(Exception):
-    """The anchor stays as it is; the message says why."""
+class Left(TritonforgeError):
+    """The anchor stays as it is; the message says why (the rewrite reports it and goes on)."""
 
 
 @dataclass
