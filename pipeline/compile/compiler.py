@@ -1,4 +1,5 @@
-"""Compile one table entry for one target with Triton 3.x (ASTSource + GPUTarget), no GPU needed.
+"""Compile one table entry for one target with Triton 3.5 to 3.9 (ASTSource + GPUTarget; what differs
+between them: triton_api.py), no GPU needed.
 
 `compile_job` runs in worker processes: it re-loads the script by path (JIT functions do not pickle),
 compiles, and returns the binary plus everything the manifest needs about it.
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonforge.pipeline.compile import triton_api
 from tritonforge.pipeline.compile.targets import parse_target
 from tritonforge.pipeline.errors import PipelineError
 from tritonforge.pipeline.scripts import abi
@@ -72,12 +74,10 @@ def portable_ptx(ptx: str, where: str) -> tuple[str | None, str, str]:
     if not m.group(3):
         return ptx, target, ""  # already portable, and ptxas just made the cubin from it
     text = PTX_TARGET.sub(lambda mm: f"{mm.group(1)}sm_{mm.group(2)}", ptx, count=1)
-    from triton.backends.nvidia.compiler import get_ptxas
-
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(text)
         f.flush()
-        proc = subprocess.run([get_ptxas().path, "--gpu-name", target, f.name, "-o", "/dev/null"],
+        proc = subprocess.run([triton_api.ptxas(int(m.group(2))), "--gpu-name", target, f.name, "-o", "/dev/null"],
                               capture_output=True, text=True)
     if proc.returncode:
         why = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no message"]
@@ -123,7 +123,7 @@ def compile_spec(spec, target) -> tuple[bytes, dict]:
         src = ASTSource(fn=spec.func, signature=signature, constexprs=constexprs, attrs=attrs)
         gpu_target = target.to_triton()
         with _compiling_for(gpu_target):
-            kernel = triton.compile(src, target=gpu_target, options=dict(spec.options))
+            kernel = triton.compile(src, target=gpu_target, options=triton_api.compile_options(dict(spec.options)))
     except Exception as exc:
         msg = str(exc).strip().splitlines()
         detail = "\n".join(msg[-12:]) if msg else type(exc).__name__
@@ -157,8 +157,9 @@ def compile_spec(spec, target) -> tuple[bytes, dict]:
         "profile_scratch_align": int(getattr(md, "profile_scratch_align", 1) or 1),
     }
     unsupported = []
-    if md.num_ctas != 1 or tuple(md.cluster_dims) != (1, 1, 1):
-        unsupported.append(f"clusters (num_ctas={md.num_ctas}, cluster_dims={tuple(md.cluster_dims)})")
+    clusters = triton_api.cluster_dims(md)
+    if md.num_ctas != 1 or clusters != (1, 1, 1):
+        unsupported.append(f"clusters (num_ctas={md.num_ctas}, cluster_dims={clusters})")
     if getattr(md, "launch_cooperative_grid", False):
         unsupported.append("cooperative launch")
     if getattr(md, "launch_pdl", False):
