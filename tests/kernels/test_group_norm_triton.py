@@ -36,6 +36,16 @@ def test_orts_groups_are_orts_dtypes(table):
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_the_pass_group_has_every_point_of_the_silu_group(table, dtype):
+    """ORT picks Pass for a GroupNorm without SiLU on the very shapes Silu serves: the same candidates."""
+    def points(act):
+        return {k.name.removeprefix(f"GroupNormTriton_{act}_{dtype}") for k in table.kernels
+                if k.group == f"GroupNormTriton_{act}_{dtype}"}
+
+    assert points("Pass") == points("Silu") and len(points("Pass")) > 8
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
 def test_orts_rules_find_a_kernel_for_every_group_size_ort_takes(table, dtype):
     """1 to 128 channels per group, any H*W: ORT's own rules always find a candidate."""
     for cpg in range(1, 129):
