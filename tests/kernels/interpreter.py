@@ -84,8 +84,8 @@ def _patch() -> None:
 
     original = interp._patch_lang_tensor
 
-    def patch_lang_tensor(tensor):
-        original(tensor)
+    def patch_lang_tensor(tensor, *scope):  # Triton 3.9 passes a patch scope too
+        original(tensor, *scope)
         tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
 
     def unravel(self, input, axis):
