@@ -176,6 +176,39 @@ def base_image(c: Context):
     print(ensure_local_base(client(), print))
 
 
+@task(name="pin-move", help={
+    "candidate": "the Triton version to move the pin to, e.g. 3.9.0 (default: pins/triton.txt's, as a PR changes it)",
+    "current": "the version to compare with (default: pins/triton.txt's)",
+    "current_ref": "read the current version from pins/triton.txt at this git revision instead (a PR's base)",
+    "platform": "cuda or rocm",
+    "arch": "comma-separated archs (default: invoke.yaml archs)",
+    "runner": "auto (docker when an engine answers, else local), docker (an image each) or local (a venv each)",
+    "out": "where both builds and report.md / report.json go (default: pin-move)",
+    "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
+    "numerics": "the interpreter check under both Tritons (--no-numerics skips it)",
+})
+@_fail_on_pipeline_error
+def pin_move(c: Context, candidate: str | None = None, current: str | None = None, current_ref: str | None = None,
+             platform: str = "cuda", arch: str | None = None, runner: str = "auto", out: str = "pin-move",
+             jobs: int = 0, numerics: bool = True):
+    """Prove a Triton pin move: the ORT profile built with the current pin and the candidate, every kernel's
+    launch, registers, spills and size compared, numerics checked under both; fails when ORT's launch of a
+    kernel would change or numerics fail."""
+    from tritonforge.pipeline.builds import pin_move as pm
+    from tritonforge.pipeline.builds.runners import choose_runner
+    from tritonforge.pipeline.compile.pin import pin_at_revision, pinned_version
+
+    targets = _targets(c, platform, arch)
+    now = current or (pin_at_revision(current_ref) if current_ref else pinned_version())
+    cand = candidate or pinned_version()
+    doc = pm.run(Path(_cfg(c).kernels_dir), platform, [t.arch_name for t in targets], now, cand,
+                 choose_runner(runner, print), Path(out), Path(_cfg(c).cache_dir).parent / "pin-move",
+                 Path(_cfg(c).cache_dir), jobs or _cfg(c).jobs, _cfg(c).host, numerics, print)
+    print(f"{out}/report.md: triton {now} -> {cand}, {len(doc['failures'])} problem(s)")
+    if doc["failures"]:
+        raise Exit(f"error: the pin move to triton {cand} fails: " + "; ".join(doc["failures"][:5]), code=1)
+
+
 @task(help={"fix": "let ruff fix what it can"})
 def lint(c: Context, fix: bool = False):
     """ruff on the Python, hadolint on the Dockerfiles, actionlint on the workflows, shellcheck on scripts."""

@@ -64,20 +64,31 @@ def _input_files(root: Path = ROOT) -> list[Path]:
     return sorted(files)
 
 
-def content_tag(platform: str, root: Path = ROOT) -> str:
+def _pin_text(triton: str | None) -> str | None:
+    """pins/triton.txt of an image made with another Triton than the pin (`triton`: a version)."""
+    return f"triton=={triton}\n" if triton else None
+
+
+def content_tag(platform: str, root: Path = ROOT, triton: str | None = None) -> str:
     h = hashlib.sha256()
+    pin = _pin_text(triton)
     for f in _input_files(root):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+        rel = f.relative_to(root)
+        body = pin.encode() if pin and rel == Path("pins/triton.txt") else f.read_bytes()
+        h.update(str(rel).encode() + b"\0" + body + b"\0")
     return f"tritonforge/{platform}:{h.hexdigest()[:16]}"
 
 
-def _context(tmp: Path, root: Path = ROOT) -> Path:
-    """Build context: the image inputs plus certs/ from the host CA store (never committed)."""
+def _context(tmp: Path, root: Path = ROOT, triton: str | None = None) -> Path:
+    """Build context: the image inputs plus certs/ from the host CA store (never committed); with `triton`,
+    its pins/triton.txt names that version."""
     ctx = tmp / "context"
     for f in _input_files(root):
         dest = ctx / f.relative_to(root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, dest)
+    if triton:
+        (ctx / "pins" / "triton.txt").write_text(_pin_text(triton))
     certs = ctx / "certs"
     certs.mkdir()
     n = 0
@@ -162,32 +173,33 @@ def _debian_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
-def build_image(platform: str, log: Log = print, force: bool = False) -> str:
-    """Build (or reuse) the compile image for `platform`; returns its tag. Logs stream through `log`."""
+def build_image(platform: str, log: Log = print, force: bool = False, triton: str | None = None) -> str:
+    """Build (or reuse) the compile image for `platform`; returns its tag. Logs stream through `log`.
+    `triton`: a version other than the pin's (pin-move builds the candidate's image so)."""
     if platform not in ("cuda", "rocm"):
         raise PipelineError(f"unknown platform '{platform}'")
     c = client()
-    tag = content_tag(platform)
+    tag = content_tag(platform, triton=triton)
     if image_exists(c, tag) and not force:
         log(f"image {tag} exists (inputs unchanged): build skipped")
         return tag
     import docker
 
     try:
-        return _build(c, platform, tag, log)
+        return _build(c, platform, tag, log, triton)
     except docker.errors.DockerException as exc:
         raise PipelineError(f"building {tag} failed: {exc}") from None
 
 
-def _build(c, platform: str, tag: str, log: Log) -> str:
+def _build(c, platform: str, tag: str, log: Log, triton: str | None = None) -> str:
     base = base_image(c, platform, log)
     with tempfile.TemporaryDirectory(prefix="tf-image-") as tmp:
-        ctx = _context(Path(tmp))
+        ctx = _context(Path(tmp), triton=triton)
         log(f"building {tag} FROM {base}")
         stream = c.api.build(path=str(ctx), dockerfile=f"docker/{platform}.Dockerfile", tag=tag, rm=True,
                              forcerm=True, network_mode="host", decode=True,
                              buildargs={"BASE_IMAGE": base, "REVISION": _revision(),
-                                        "TRITON_VERSION": pinned_version()})
+                                        "TRITON_VERSION": triton or pinned_version()})
         tail: list[str] = []
         for chunk in stream:
             if "stream" in chunk:

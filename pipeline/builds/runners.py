@@ -66,13 +66,14 @@ def _shared_dir(path: Path) -> Path:
 
 
 def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: str,
-               profile: str = "full") -> BuildReport:
-    """Compile in the platform's image: kernels mounted read-only, no network, a non-root user; the
-    results are swapped into `out` only when every target built."""
+               profile: str = "full", triton: str | None = None) -> BuildReport:
+    """Compile in the platform's image (`triton`: one made with that version instead of the pin): kernels
+    mounted read-only, no network, a non-root user; the results are swapped into `out` only when every
+    target built."""
     import docker
 
     discover_scripts(kernels_dir)  # no kernels directory or scripts: say so before building an image
-    image = build_image(platform, log)
+    image = build_image(platform, log, triton=triton)
     c = client()
     # Docker takes bind mounts as absolute host paths only (a relative one reads as a volume name).
     kernels_dir = Path(kernels_dir).resolve()

@@ -28,6 +28,21 @@ def pinned_version(pin_file: Path = PIN_FILE) -> str:
     raise PipelineError(f"{pin_file}: no 'triton==X.Y.Z' line")
 
 
+def pin_at_revision(rev: str, root: Path | None = None) -> str:
+    """The pinned version in pins/triton.txt at git revision `rev` (a pull request's base)."""
+    import subprocess
+    import tempfile
+
+    root = root or PIN_FILE.parent.parent
+    proc = subprocess.run(["git", "show", f"{rev}:pins/triton.txt"], cwd=root, capture_output=True, text=True)
+    if proc.returncode:
+        raise PipelineError(f"no pins/triton.txt at {rev}: {proc.stderr.strip()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        pin = Path(tmp) / "triton.txt"
+        pin.write_text(proc.stdout)
+        return pinned_version(pin)
+
+
 def installed_version() -> str:
     import triton
 

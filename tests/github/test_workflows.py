@@ -18,7 +18,7 @@ from ..conftest import require_tool
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is a dev dependency")
 
-ORDER = ("ci.yml", "gpu.yml", "publish.yml")  # how the workflows follow one another
+ORDER = ("ci.yml", "gpu.yml", "publish.yml", "pin-move.yml")  # how the workflows follow one another
 GPU_TASKS = ("gpu-test", "tune", "bench")
 # Write permissions a job may hold, and why: OIDC for S3 credentials, and the provenance attestation.
 ALLOWED_WRITES = {("publish.yml", "publish"): {"id-token", "attestations"}}
@@ -136,10 +136,12 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
                  aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1").create_bucket(Bucket=bucket)
     env.update({"AWS_ACCESS_KEY_ID": s3_server["access_key"], "AWS_SECRET_ACCESS_KEY": s3_server["secret_key"],
                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3_server["endpoint"]})
-    values = {"github.ref_name": "v0.0.1", "vars.TRITONFORGE_STORE": f"s3://{bucket}/releases"}
+    values = {"github.ref_name": "v0.0.1", "vars.TRITONFORGE_STORE": f"s3://{bucket}/releases",
+              # a pin-move pull request's base: here the copy's one commit, so current and candidate pins agree
+              "github.event.pull_request.base.sha || 'HEAD~1'": "HEAD"}
     lines = invoke_lines(root, values)
     tasks = {args[0] for _, args in lines}
-    assert {"lint", "build", "merge", "gpu-test", "tune", "bench", "publish"} <= tasks
+    assert {"lint", "build", "merge", "gpu-test", "tune", "bench", "publish", "pin-move"} <= tasks
     ran, done = [], set()
     for where, args in lines:
         if tuple(args) in done:  # publish.yml repeats ci.yml's per-arch builds and merges word for word

@@ -1,0 +1,288 @@
+"""Prove a Triton pin move before it ships: the ORT profile built with the current pin and with the
+candidate, each with its own Triton (its own image on the docker runner, its own venv on the local one),
+compared kernel by kernel, and the kernels' numerics checked under both.
+
+What ORT's launch depends on, per kernel and arch: its hidden parameters, `args_size`, every parameter's
+offset (ORT packs a fixed 32- or 80-byte struct: these must not move), its dynamic shared memory and warps
+(ORT reads them from the header: reported), and whether ORT's plain launch stays valid (the build's
+`ort_launchable`: CUDA's 48 KiB of shared memory and the rest; no hidden scratch, which ORT does not pass).
+What a user cares about: registers and local memory (CUDA: cuobjdump's REG, and STACK + LOCAL bytes,
+where spills land; ROCm: the code object's VGPRs and spill counts) and the blob's size. CPU numerics: the
+interpreter check (tests/kernels/test_interpreter.py) under each Triton. The move fails when an ORT-launchable kernel's
+launch would change, a kernel goes missing, or numerics fail; everything else is reported.
+
+    invoke pin-move --candidate 3.9.0            # report in pin-move/report.md and report.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonforge.pipeline.errors import PipelineError
+
+from tritonforge.atomic import write_text
+
+ROOT = Path(__file__).resolve().parents[2]
+# What ORT's fixed launch struct (32 bytes for softmax, 80 for GroupNorm) must match: a change breaks a
+# consumer built against the old layout. The header carries shared memory and warps to ORT, so a change
+# there is reported, not a failure (as long as the launch stays within ORT's 48 KiB).
+STRUCT_FIELDS = ("args_size", "hidden", "params")
+HEADER_FIELDS = ("shared", "num_warps")
+
+
+@dataclass
+class Side:
+    version: str
+    root: Path  # holds <platform>/<arch>/ of the ORT profile
+    numerics: dict = field(default_factory=dict)  # {passed, output}
+
+
+def python_for(version: str, cache: Path, log: Callable[[str], None]) -> str:
+    """A Python with triton==version and what the compile images hold (pins/fatbin.txt, pins/image.txt):
+    this one when its Triton is that version, else a venv made once under `cache`."""
+    try:
+        import triton
+
+        if triton.__version__ == version:
+            return sys.executable
+    except ImportError:
+        pass
+    venv = cache / f"triton-{version}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        log(f"making {venv} with triton=={version}")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        proc = subprocess.run([str(python), "-m", "pip", "install", "-q", f"triton=={version}",
+                               "-r", str(ROOT / "pins" / "fatbin.txt"), "-r", str(ROOT / "pins" / "image.txt")],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise PipelineError(f"cannot install triton=={version}: {proc.stderr.strip().splitlines()[-1:]}")
+    return str(python)
+
+
+def _env(pin: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "TRITONFORGE_PIN_FILE": str(pin)}
+
+
+def build_local(version: str, kernels_dir: Path, archs: list[str], platform: str, out: Path, cache: Path,
+                compile_cache: Path, jobs: int, host: str, log) -> None:
+    """The ORT profile of `archs` under `out`, compiled by triton==version in its own Python."""
+    python = python_for(version, cache, log)
+    with tempfile.TemporaryDirectory() as tmp:
+        pin = Path(tmp) / "triton.txt"
+        pin.write_text(f"triton=={version}\n")
+        cmd = [python, "-m", "tritonforge.pipeline.compile_dist", "--platform", platform, "--arch", ",".join(archs),
+               "--kernels-dir", str(Path(kernels_dir).resolve()), "--out", str(out), "--jobs", str(jobs),
+               "--host", host, "--profile", "ort", "--cache-dir", str(compile_cache)]
+        log(f"compiling the ort profile for {', '.join(archs)} with triton {version}")
+        proc = subprocess.run(cmd, env=_env(pin), capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode:
+        raise PipelineError(f"the ort profile does not build with triton {version}:\n"
+                            + "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:]))
+
+
+def interpreter_check(python: str, version: str) -> dict:
+    """tests/kernels/test_interpreter.py under `python`: {passed, output (the last lines)}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pin = Path(tmp) / "triton.txt"
+        pin.write_text(f"triton=={version}\n")
+        proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header",
+                               "tests/kernels/test_interpreter.py"], env=_env(pin), capture_output=True, text=True,
+                              cwd=ROOT)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    return {"passed": proc.returncode == 0, "output": lines[-6:]}
+
+
+# ---- what each kernel is ----------------------------------------------------------------------------
+def _resources(blob: bytes, fmt: str, func: str) -> dict:
+    if fmt == "hsaco":
+        from tritonforge.runtime.hsaco import amdgpu_metadata
+
+        k = next(k for k in amdgpu_metadata(blob)["amdhsa.kernels"] if k[".name"] == func)
+        return {"registers": k.get(".vgpr_count"), "spills": (k.get(".vgpr_spill_count", 0) or 0)
+                + (k.get(".sgpr_spill_count", 0) or 0)}
+    from tritonforge.pipeline.package.containers import cuobjdump
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(blob)
+        f.flush()
+        out = subprocess.run([cuobjdump(), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    reg = re.search(r"REG:(\d+)", out)
+    stack = re.search(r"STACK:(\d+)", out)
+    local = re.search(r"LOCAL:(\d+)", out)
+    return {"registers": int(reg.group(1)) if reg else None,
+            "spills": (int(stack.group(1)) if stack else 0) + (int(local.group(1)) if local else 0)}
+
+
+def describe(build_dir: Path) -> dict[str, dict]:
+    """Per kernel of one arch's build: what ORT's launch depends on and what a user sees."""
+    from tritonforge.runtime.archive import read_archive_symbols
+
+    from tritonforge.artifact_format import MANIFEST_NAME, read_kernels_json
+
+    manifest = read_kernels_json(build_dir / MANIFEST_NAME)
+    blobs = read_archive_symbols(build_dir / manifest["archive"]["file"])
+    out = {}
+    for k in manifest["kernels"]:
+        hidden = [(h["name"], h["offset"], h.get("scratch_size", 0)) for h in k.get("hidden_params", [])]
+        out[k["name"]] = {
+            "args_size": k["args_size"], "shared": k["shared"], "num_warps": k["num_warps"],
+            "hidden": hidden, "params": [(p["name"], p["offset"], p["size"]) for p in k["params"]],
+            "ort_launchable": k.get("ort_launchable", True), "size": k["binary"]["size"],
+            **_resources(blobs[k["symbol"]], k["binary"]["format"], k["func_name"]),
+        }
+    return out
+
+
+# ---- the comparison ---------------------------------------------------------------------------------
+def compare(current: dict[str, dict], candidate: dict[str, dict]) -> tuple[list[dict], list[str]]:
+    """(rows, failures) for one arch: a row per kernel with both sides' values; a failure for every
+    ORT-launchable kernel whose launch changes or stops being valid, and every kernel gone or new."""
+    rows, failures = [], []
+    for name in sorted(set(current) | set(candidate)):
+        a, b = current.get(name), candidate.get(name)
+        if a is None or b is None:
+            failures.append(f"{name}: only built with {'the candidate' if a is None else 'the current pin'}")
+            continue
+        changed = [f for f in STRUCT_FIELDS if a[f] != b[f]]
+        header = [f for f in HEADER_FIELDS if a[f] != b[f]]
+        if a["ort_launchable"]:
+            why = [f"{f} {a[f]} -> {b[f]}" for f in changed]
+            if not b["ort_launchable"]:  # the build's own rule: CUDA's 48 KiB, clusters, cooperative grids, ...
+                why.append("no longer launchable by ORT")
+            if any(scratch for _, _, scratch in b["hidden"]):
+                why.append("needs hidden scratch memory ORT does not pass")
+            if why:
+                failures.append(f"{name}: ORT's launch changes: {'; '.join(why)}")
+        rows.append({"kernel": name, "ort_launchable": a["ort_launchable"], "launch_changed": changed,
+                     "header_changed": {f: [a[f], b[f]] for f in header},
+                     **{f"{k}_current": a[k] for k in ("registers", "spills", "size", "args_size")},
+                     **{f"{k}_candidate": b[k] for k in ("registers", "spills", "size", "args_size")}})
+    return rows, failures
+
+
+def report(current: Side, candidate: Side, platform: str, archs: list[str]) -> dict:
+    doc = {"schema": "tritonforge.pin-move/1", "platform": platform, "profile": "ort",
+           "current": {"triton": current.version, "numerics": current.numerics},
+           "candidate": {"triton": candidate.version, "numerics": candidate.numerics}, "archs": {}, "failures": []}
+    for side in (current, candidate):
+        if side.numerics and not side.numerics["passed"]:
+            doc["failures"].append(f"interpreter numerics fail under triton {side.version}")
+    for arch in archs:
+        rows, failures = compare(describe(current.root / platform / arch), describe(candidate.root / platform / arch))
+        doc["archs"][arch] = rows
+        doc["failures"] += [f"{arch}: {f}" for f in failures]
+    return doc
+
+
+def _summary(rows: list[dict]) -> dict:
+    def total(key):
+        return sum(r[key] or 0 for r in rows)
+
+    return {"kernels": len(rows), "ort_launchable": sum(r["ort_launchable"] for r in rows),
+            "launch_changed": sum(bool(r["launch_changed"]) for r in rows),
+            "shared_changed": sum("shared" in r["header_changed"] for r in rows),
+            "warps_changed": sum("num_warps" in r["header_changed"] for r in rows),
+            "registers_up": sum((r["registers_candidate"] or 0) > (r["registers_current"] or 0) for r in rows),
+            "registers_down": sum((r["registers_candidate"] or 0) < (r["registers_current"] or 0) for r in rows),
+            "spilling_current": sum(bool(r["spills_current"]) for r in rows),
+            "spilling_candidate": sum(bool(r["spills_candidate"]) for r in rows),
+            "bytes_current": total("size_current"), "bytes_candidate": total("size_candidate")}
+
+
+def markdown(doc: dict) -> str:
+    cur, cand = doc["current"]["triton"], doc["candidate"]["triton"]
+    lines = [f"# Triton pin move {cur} -> {cand} ({doc['platform']}, {doc['profile']} profile)", "",
+             "**verdict: " + ("the move fails" if doc["failures"] else "ORT's launch of every kernel is unchanged "
+                                                                       "and numerics pass") + "**"]
+    if doc["failures"]:
+        lines += ["", *[f"- {f}" for f in doc["failures"][:50]]]
+    if len(doc["failures"]) > 50:
+        lines.append(f"- ... and {len(doc['failures']) - 50} more (report.json)")
+    lines += ["", "| arch | kernels | ORT-launchable | ORT struct changed | shared / warps changed (header) | "
+              f"registers up / down | local memory or spills ({cur} / {cand}) | blob bytes ({cur} / {cand}) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for arch, rows in doc["archs"].items():
+        s = _summary(rows)
+        lines.append(f"| {arch} | {s['kernels']} | {s['ort_launchable']} | {s['launch_changed']} | "
+                     f"{s['shared_changed']} / {s['warps_changed']} | {s['registers_up']} / {s['registers_down']} | "
+                     f"{s['spilling_current']} / "
+                     f"{s['spilling_candidate']} | {s['bytes_current']:,} / {s['bytes_candidate']:,} |")
+    lines += ["", "CPU numerics (tests/kernels/test_interpreter.py):"]
+    for side in ("current", "candidate"):
+        n = doc[side]["numerics"]
+        lines.append(f"- triton {doc[side]['triton']}: " + ("not run" if not n else
+                                                           ("passed" if n["passed"] else "FAILED") +
+                                                           (f" ({n['output'][-1]})" if n.get("output") else "")))
+    return "\n".join(lines) + "\n"
+
+
+def write_report(doc: dict, out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    return (write_text(out / "report.json", json.dumps(doc, separators=(",", ":")) + "\n"),
+            write_text(out / "report.md", markdown(doc)))
+
+
+# ---- the two builds and their checks ------------------------------------------------------------------
+def interpreter_check_in(image: str) -> dict:
+    """The interpreter check inside a compile image (the repository mounted read-only, no network)."""
+    from tritonforge.pipeline.builds.images import client
+    from tritonforge.pipeline.builds.runners import container_user
+
+    import docker
+
+    try:
+        logs = client().containers.run(
+            image, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header", "tests/kernels/test_interpreter.py"],
+            entrypoint=["python3"], working_dir="/repo", volumes={str(ROOT): {"bind": "/repo", "mode": "ro"}},
+            environment={"PYTHONPATH": "/repo", "PYTHONDONTWRITEBYTECODE": "1"}, network_mode="none",
+            user=container_user(), remove=True, stdout=True, stderr=True)
+        passed = True
+    except docker.errors.ContainerError as exc:
+        logs, passed = exc.stderr or b"", False
+    lines = [line for line in logs.decode(errors="replace").splitlines() if line.strip()]
+    return {"passed": passed, "output": lines[-6:]}
+
+
+def run(kernels_dir: Path, platform: str, archs: list[str], current: str, candidate: str, runner: str,
+        out: Path, cache: Path, compile_cache: Path, jobs: int, host: str, numerics: bool, log) -> dict:
+    """Build both sides (one build when the versions are the same), check, compare, write the report;
+    returns it (its `failures` empty when the move is safe). `cache`: the local runner's venvs;
+    `compile_cache`: the builds' (its keys hold Triton's version)."""
+    from tritonforge.pipeline.builds.images import build_image
+    from tritonforge.pipeline.builds.runners import run_docker
+    from tritonforge.pipeline.compile.pin import pinned_version
+    from tritonforge.pipeline.compile.targets import parse_targets
+
+    targets = parse_targets(archs, platform=platform)
+    if current == candidate:  # a pull request that touched the pin file without moving the pin
+        log(f"triton {current} on both sides: one build, compared with itself; numerics are the tests' own")
+        numerics = False
+    sides = {}
+    for version in dict.fromkeys([current, candidate]):
+        side = Side(version, out / f"triton-{version}")
+        other = None if version == pinned_version() else version
+        if runner == "docker":
+            run_docker(kernels_dir, targets, side.root, compile_cache, jobs, log, host, platform, profile="ort",
+                       triton=other)
+            if numerics:
+                side.numerics = interpreter_check_in(build_image(platform, log, triton=other))
+        else:
+            build_local(version, kernels_dir, [t.arch_name for t in targets], platform, side.root, cache,
+                        compile_cache, jobs, host, log)
+            if numerics:
+                side.numerics = interpreter_check(python_for(version, cache, log), version)
+        log(f"triton {version}: built; numerics " + ("not checked" if not numerics else
+                                                     "pass" if side.numerics["passed"] else "FAIL"))
+        sides[version] = side
+    doc = report(sides[current], sides[candidate], platform, [t.arch_name for t in targets])
+    write_report(doc, out)
+    return doc

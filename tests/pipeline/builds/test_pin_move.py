@@ -1,0 +1,91 @@
+"""A pin move is proven on real builds: every kernel of the ORT profile described (launch, registers,
+spills, size) from the build's own files, and a change to what ORT's launch reads is a failure."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+
+import pytest
+
+pytest.importorskip("triton", reason="the builds are Triton's")
+
+from tritonforge.pipeline.builds import pin_move  # noqa: E402
+from tritonforge.pipeline.compile.pin import pin_at_revision, pinned_version  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def described(built_ort):
+    _, out = built_ort
+    return {d.parent.name + "/" + d.name: pin_move.describe(d) for d in sorted(out.glob("*/*"))
+            if (d / "kernels.json").is_file() and d.name != "multi"}
+
+
+def test_every_kernel_is_described_from_its_build(described, built_ort):
+    _, out = built_ort
+    for where, kernels in described.items():
+        manifest = json.loads((out / where / "kernels.json").read_text())
+        assert set(kernels) == {k["name"] for k in manifest["kernels"]}, where
+        for name, k in kernels.items():
+            assert k["registers"] and k["registers"] > 0 and k["spills"] >= 0, (where, name)
+            assert k["size"] > 0 and k["args_size"] >= 32, (where, name)
+            assert [h[0] for h in k["hidden"]] == ["global_scratch", "profile_scratch"], (where, name)
+
+
+def test_the_same_build_twice_moves_nothing(described):
+    for kernels in described.values():
+        rows, failures = pin_move.compare(kernels, copy.deepcopy(kernels))
+        assert not failures and len(rows) == len(kernels) and not any(r["launch_changed"] for r in rows)
+
+
+def test_a_change_to_what_orts_launch_reads_fails_the_move(described):
+    kernels = next(iter(described.values()))
+    ort = next(name for name, k in kernels.items() if k["ort_launchable"])
+    moved = copy.deepcopy(kernels)
+    name, offset, size = moved[ort]["params"][1]
+    moved[ort]["params"][1] = (name, offset + 8, size)
+    moved[ort]["hidden"] = [(h, off, 64 if h == "global_scratch" else s) for h, off, s in moved[ort]["hidden"]]
+    moved[ort]["registers"] += 8  # reported, not a failure
+    gone = next(n for n in kernels if n != ort)
+    del moved[gone]
+    rows, failures = pin_move.compare(kernels, moved)
+    assert any(f.startswith(f"{ort}: ORT's launch changes: params ") and "needs hidden scratch memory" in f
+               for f in failures), failures
+    assert f"{gone}: only built with the current pin" in failures and len(failures) == 2
+    row = next(r for r in rows if r["kernel"] == ort)
+    assert row["launch_changed"] == ["hidden", "params"] and row["registers_candidate"] == row["registers_current"] + 8
+
+
+def test_the_current_pin_is_read_at_a_revision(tmp_path):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    (tmp_path / "pins").mkdir()
+    (tmp_path / "pins/triton.txt").write_text("# old pin\ntriton==3.5.0\n")
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "old"]):
+        subprocess.run([*git, *argv], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "pins/triton.txt").write_text("triton==3.9.0\n")
+    assert pin_at_revision("HEAD", tmp_path) == "3.5.0"
+    with pytest.raises(Exception, match="no pins/triton.txt at nowhere"):
+        pin_at_revision("nowhere", tmp_path)
+    assert pinned_version()  # the checkout's own pin reads too
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
+    """The committed report (invoke pin-move --candidate 3.9.0 --runner local, default and today's archs)
+    covers every kernel of the ORT profile as the scripts are now, for each arch, and passes."""
+    from tritonforge.pipeline.compile.targets import parse_target
+    from tritonforge.pipeline.scripts.profiles import select
+    from tritonforge.pipeline.scripts.table import load_table
+
+    stem = root / "benchmarks" / "results" / f"pin_move_3.5.0_3.9.0_{platform}"
+    doc = json.loads(stem.with_suffix(".json").read_text())
+    assert (doc["current"]["triton"], doc["candidate"]["triton"]) == (pinned_version(), "3.9.0")
+    assert not doc["failures"] and doc["current"]["numerics"]["passed"] and doc["candidate"]["numerics"]["passed"]
+    table = select(load_table(sorted((root / "kernels").glob("*_triton.py"))), "ort")
+    assert set(doc["archs"]) >= ({"sm_80", "sm_90"} if platform == "cuda" else {"gfx90a", "gfx942"})
+    for arch, rows in doc["archs"].items():
+        target = parse_target(arch)
+        assert {r["kernel"] for r in rows} == {k.name for k in table.kernels if k.builds_for(target)}, arch
+        assert not any(r["launch_changed"] for r in rows) and all(r["ort_launchable"] for r in rows)
+    assert stem.with_suffix(".md").read_text() == pin_move.markdown(doc)
