@@ -188,7 +188,8 @@ def record(results: list[Result], device: str, path) -> None:
         common = {"shape": shape, "dtype": r.dtype}
         left = "; ".join(r.left)
         rows.append({**common, "provider": "rewrite", "metric": "max_rel_diff", "unit": "", "value": f"{r.diff:.3g}",
-                     "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")})
+                     "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")
+                     + (f" | not run: {r.error}" if r.error else "")})
         for k, ms in r.ms.items():
             rows.append({**common, "provider": k, "metric": "ms", "unit": "ms", "value": f"{ms:.3f}"})
         if r.ms:
@@ -217,6 +218,29 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
+def from_rows(path: Path, device: str | None = None) -> list[Result]:
+    """The Results that `record` wrote into a results file (for --report), in the order they were written."""
+    import csv
+
+    out: dict[tuple, Result] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["benchmark"] != "e2e" or (device and row["device"] != device):
+                continue
+            model, _, exporter = row["shape"].partition("/")
+            r = out.setdefault((row["device"], row["shape"], row["dtype"]), Result(model, exporter, row["dtype"]))
+            if row["metric"] == "ms":
+                r.ms[row["provider"]] = float(row["value"])
+            elif row["metric"] == "max_rel_diff":
+                r.diff = float(row["value"])
+                counts = re.match(r"(\d+) nodes rewritten, (\d+) left", row["extra"])
+                r.rewritten, r.left = int(counts.group(1)), [""] * int(counts.group(2))
+                r.error = row["extra"].partition(" | not run: ")[2]
+            elif row["metric"].startswith("gpu_ms:"):
+                r.breakdown.setdefault(row["provider"], {})[row["metric"][7:]] = float(row["value"])
+    return list(out.values())
+
+
 def _device(provider: str) -> str:
     if provider != "cuda":
         import platform
@@ -232,6 +256,7 @@ def main(argv=None) -> int:
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", help="comma list of benchmarks/e2e_models.py models, or all")
     what.add_argument("--onnx", type=Path, help="an ONNX model of your own to time as is and rewritten")
+    what.add_argument("--report", action="store_true", help="print the table of the e2e rows of --results")
     ap.add_argument("--exporters", default="torchscript,dynamo,ort", help="comma list of torchscript, dynamo, ort")
     ap.add_argument("--dtypes", default="fp16,fp32")
     ap.add_argument("--library", type=Path, default=None, help="default: what ortlib.register finds")
@@ -245,6 +270,10 @@ def main(argv=None) -> int:
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
+    if args.report:
+        rows = from_rows(args.results or ROOT / "benchmarks" / "results" / "results.csv")
+        print("\n".join(table(rows)))
+        return 0
     library = ortlib.library_path(args.library)
     results: list[Result] = []
     device = _device(args.provider)

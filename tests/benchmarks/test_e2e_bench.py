@@ -39,6 +39,10 @@ def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_libra
     assert float(rows[("rewrite", "max_rel_diff")]["value"]) < 2e-2
     assert rows[("rewrite", "max_rel_diff")]["extra"].startswith("14 nodes rewritten, 1 left: Softmax node ")
     assert (tmp_path / "sd15_vae_decoder_tiny.dynamo.fp16.tf.onnx.data").is_file()
+    table = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--report", "--results", str(results)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    speedup = float(rows[("tritonforge", "speedup")]["value"])
+    assert table.returncode == 0 and "| fp16 | " in table.stdout and f"| {speedup:.2f}x | 14 | 1 |" in table.stdout
 
 
 def test_outputs_are_compared_relative_to_their_largest_magnitude_and_nans_fail():

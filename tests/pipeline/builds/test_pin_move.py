@@ -78,7 +78,7 @@ def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
     from tritonforge.pipeline.scripts.profiles import select
     from tritonforge.pipeline.scripts.table import load_table
 
-    stem = root / "benchmarks" / "results" / f"pin_move_3.5.0_3.9.0_{platform}"
+    stem = root / "docs" / "pin-moves" / f"triton-3.5.0-to-3.9.0-{platform}"
     doc = json.loads(stem.with_name(stem.name + ".json").read_text())
     assert (doc["current"]["triton"], doc["candidate"]["triton"]) == (pinned_version(), "3.9.0")
     assert not doc["failures"] and doc["current"]["numerics"]["passed"] and doc["candidate"]["numerics"]["passed"]
