@@ -373,12 +373,15 @@ def _trust(c: Context, trust: str | None) -> str | None:
     "profile": "ort, full or ort,full: which builds of dist/ (ort in dist/, full in dist/full/); default: ort",
     "sign_key": "Ed25519 private key (PEM file, from `invoke keygen`) to sign the manifest with "
                 "(default: the PEM in $TRITONFORGE_SIGNING_KEY, if set)",
+    "index": "also upload the version's tritonforge_ort wheel (invoke wheel --version V) to this package index's "
+             "upload URL (credentials: TRITONFORGE_INDEX_USER / TRITONFORGE_INDEX_PASSWORD)",
 })
 @_fail_on_pipeline_error
 def publish(c: Context, version: str | None = None, store: str | None = None, dist: str | None = None,
             tune: str = "tune", endpoint_url: str | None = None, manifest_out: str | None = None,
-            profile: str | None = None, sign_key: str | None = None):
-    """Publish every built arch of the profiles (and matching tune caches) as an immutable version."""
+            profile: str | None = None, sign_key: str | None = None, index: str | None = None):
+    """Publish every built arch of the profiles (and matching tune caches, and the version's tritonforge_ort
+    wheel) as an immutable version; with --index, the wheel to a package index too."""
     import os
 
     from tritonforge.pipeline.release.publish import publish as do_publish
@@ -390,6 +393,16 @@ def publish(c: Context, version: str | None = None, store: str | None = None, di
     if do_publish(_store(c, store, endpoint_url), version, dist or _cfg(c).out, tune, print, manifest_out,
                   profiles, key) == "identical":
         print(f"{version} is already published with identical content: nothing to do")
+    if index:
+        from tritonforge.pipeline.release.index import upload
+        from tritonforge.pipeline.release.publish import WHEELS
+
+        wheels = sorted((Path(dist or _cfg(c).out) / WHEELS).glob(f"tritonforge_ort-{version}-*.whl"))
+        if not wheels:
+            raise Exit(f"error: --index: no tritonforge_ort wheel of {version} in {Path(dist or _cfg(c).out) / WHEELS} "
+                       f"(invoke wheel --version {version})", code=1)
+        for w in wheels:
+            upload(index, w)
 
 
 @task(help={
@@ -402,17 +415,27 @@ def publish(c: Context, version: str | None = None, store: str | None = None, di
     "profile": "ort (what ORT's build links) or full (every group, for the runtime); default: ort",
     "trust": "public key (PEM file) the manifest must be signed with (default: invoke.yaml trust)",
     "lock": "a lock file (`invoke lock`): fetch exactly its bytes; it names version, platform, arch, profile",
+    "wheel": "fetch the version's tritonforge_ort wheel into --dest instead of a build (no --platform, --arch)",
 })
 @_fail_on_pipeline_error
 def fetch(c: Context, dest: str | None = None, version: str | None = None, platform: str | None = None,
           arch: str | None = None, store: str | None = None, endpoint_url: str | None = None,
-          profile: str | None = None, trust: str | None = None, lock: str | None = None):
-    """Download one build of a version, verify every sha256 (and signature, lock), add a CMake file."""
+          profile: str | None = None, trust: str | None = None, lock: str | None = None, wheel: bool = False):
+    """Download one build of a version (or its wheel, --wheel), verify every sha256 (and signature, lock), add
+    a CMake file."""
     from tritonforge.pipeline.release.publish import fetch as do_fetch
     from tritonforge.pipeline.release.publish import fetch_locked, resolve_version
     from tritonforge.pipeline.scripts.profiles import check_profile
 
     _need("fetch", dest=dest)
+    if wheel:
+        from tritonforge.pipeline.release.publish import fetch_wheels
+
+        _need("fetch --wheel", version=version)
+        s = _store(c, store, endpoint_url)
+        for w in fetch_wheels(s, resolve_version(s, version), dest, print, _trust(c, trust)):
+            print(f"fetched {w}; pip install {w}")
+        return
     if lock:
         if version or platform or arch or profile:
             raise Exit("error: --lock names the version, platform, arch and profile; give none of them", code=2)
@@ -539,6 +562,26 @@ def ortlib(c: Context, dist: str | None = None, out: str | None = None, tune: st
 
 
 @task(help={
+    "dist": "the CUDA build whose library goes in (default: dist/full/cuda/multi, every GPU of the full profile)",
+    "version": "the wheel's version (default: the project's)",
+    "out": "where the wheel goes (default: dist/wheels)",
+})
+@_fail_on_pipeline_error
+def wheel(c: Context, dist: str | None = None, version: str | None = None, out: str = "dist/wheels"):
+    """The custom-op library as a wheel onnxruntime-gpu users pip install (tritonforge_ort: the library,
+    get_library_path / register / info, the rewrite and tritonforge-rewrite); audited for its manylinux tag."""
+    from tritonforge.pipeline.package.wheel import build_wheel
+    from tritonforge.pipeline.scripts.profiles import root
+
+    from tritonforge import __version__
+    from tritonforge.artifact_format import LIBRARY_NAME
+
+    d = Path(dist) if dist else root(_cfg(c).out, "full") / "cuda" / "multi"
+    path = build_wheel(d / LIBRARY_NAME, out, version or __version__)
+    print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB")
+
+
+@task(help={
     "model": "the ONNX model to read",
     "out": "where the rewritten model goes (default: <model>.tf.onnx beside it)",
     "library": "the library whose CUDA kernels decide what is rewritten (default: the one ortlib.register finds)",
@@ -551,12 +594,7 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
             any_dtype: bool = False, all_softmax: bool = False):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm) and last-axis softmaxes into the library's ops; any size (external data)."""
-    from tritonforge.runtime.ortlib.rewrite import rewrite_file
+    from tritonforge.runtime.ortlib.cli import rewrite_and_say
 
     _need("rewrite", model=model)
-    src = Path(model)
-    dst = Path(out) if out else src.with_name(src.name.removesuffix(".onnx") + ".tf.onnx")
-    report = rewrite_file(src, dst, library, use_library=not any_dtype, softmax_min_cols=0 if all_softmax else None)
-    for line in report.lines():
-        print(line)
-    print(f"wrote {' and '.join(report.wrote)}")
+    rewrite_and_say(model, out, library, any_dtype, all_softmax)

@@ -74,3 +74,17 @@ def readme_lines(marker: str, repo: Path | None = None) -> list[str]:
     if repo is not None and not (repo / ".venv" / "bin" / "python").exists():
         lines = [line.replace(".venv/bin/python", shlex.quote(sys.executable)) for line in lines]
     return lines
+
+
+def fresh_venv(dest: Path) -> Path:
+    """A new venv (its python returned) that sees this one's third-party packages (onnx, onnxruntime, numpy)
+    through a .pth line, but not tritonforge: an editable install's hook is a .pth of its own, which a path
+    added that way does not run, and no checkout is on its path."""
+    subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True, capture_output=True)
+    python = dest / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    ours = subprocess.run([sys.executable, "-c", "import onnx, os; print(os.path.dirname(os.path.dirname("
+                           "onnx.__file__)))"], check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "third_party.pth").write_text(ours + "\n")
+    return python

@@ -126,6 +126,38 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def index_server(tmp_path_factory):
+    """A real package index (pypiserver) on loopback that takes uploads and never overwrites a file:
+    {"url" (the upload endpoint), "simple" (pip's --index-url), "dir"}. Missing pypiserver is a failure in
+    CI, a skip elsewhere."""
+    import subprocess
+    import time
+    import urllib.request
+
+    server = require_tool("pypi-server", "package index for the wheel tests (pip install pypiserver)")
+    base = tmp_path_factory.mktemp("pypiserver")
+    port = _free_port()
+    proc = subprocess.Popen([server, "run", "-i", "127.0.0.1", "-p", str(port), "-a", ".", "-P", ".",
+                             "--disable-fallback", "--log-stream", "none", str(base)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url + "simple/", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("pypi-server did not start") from None
+                time.sleep(0.2)
+        yield {"url": url, "simple": url + "simple/", "dir": base}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """A real S3 server (SeaweedFS `weed mini`) on loopback with SigV4 auth; stopped by PID at the end.
 

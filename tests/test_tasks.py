@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from .cli import ROOT, invoke, readme_lines, seed_cache, user_repo
+from .cli import ROOT, fresh_venv, invoke, readme_lines, seed_cache, user_repo
 
 pytest.importorskip("invoke", reason="the tasks need invoke (scripts/setup installs it)")
 
@@ -380,9 +380,23 @@ print("rows sum to", float(y.sum(-1).mean()))
 """
 
 
-def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dist):
+RUN_WHEEL = """
+import numpy as np, onnxruntime as ort, tritonforge_ort
+so = ort.SessionOptions()
+tritonforge_ort.register(so)
+ours = ort.InferenceSession("vae_decoder.tf.onnx", so, providers=["CPUExecutionProvider"])
+theirs = ort.InferenceSession("vae_decoder.onnx", providers=["CPUExecutionProvider"])
+x = np.random.default_rng(0).standard_normal(theirs.get_inputs()[0].shape).astype(np.float16)
+a, b = (s.run(None, {"latent": x})[0].astype(np.float64) for s in (ours, theirs))
+print(float(np.abs(a - b).max() / np.abs(b).max()))
+"""
+
+
+def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dist, index_server):
     """The README's three lines for ONNX Runtime users (build the library, rewrite, run), then the library
-    published and fetched with its build."""
+    published and fetched with its build, and as a wheel: in the release (fetched and verified) and on a
+    package index, from which a fresh venv (no checkout, no tritonforge) installs it, rewrites an export
+    with `tritonforge-rewrite` and runs it on onnxruntime's CPU EP as the export runs."""
     import subprocess
     import sys
 
@@ -440,10 +454,37 @@ def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dis
                        (["ortlib", "--dist", "nowhere"], "nowhere/kernels.json: missing")):
         proc = invoke(repo, *args, env=env)
         assert proc.returncode == 1 and says in proc.stdout and "Traceback" not in proc.stdout, proc.stdout
-    proc = invoke(repo, "publish", "--version", "5.0.0", "--profile", "full", env=env)
+    proc = invoke(repo, "wheel", "--version", "5.0.0", env=env)  # default: dist/full/cuda/multi's library
     assert proc.returncode == 0, proc.stdout
+    built_wheel = next((repo / "dist/wheels").glob("tritonforge_ort-5.0.0-py3-none-manylinux_2_*_x86_64.whl"))
+    proc = invoke(repo, "publish", "--version", "5.0.0", "--profile", "full", "--index", index_server["url"], env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert f"uploaded {built_wheel.name}" in proc.stdout
     proc = invoke(repo, "fetch", "--version", "5.0.0", "--platform", "cuda", "--arch", "multi", "--profile", "full",
                   "--dest", "got", env=env)
     assert proc.returncode == 0, proc.stdout
     assert (repo / "got/libtritonforge_ort.so").read_bytes() == lib.read_bytes()
     assert (repo / "got/libtritonforge_ort.tune").read_bytes() == tuned.read_bytes()
+    proc = invoke(repo, "fetch", "--version", "5.0.0", "--wheel", "--dest", "wheels", env=env)
+    assert proc.returncode == 0 and (repo / "wheels" / built_wheel.name).read_bytes() == built_wheel.read_bytes()
+    # a user's machine: a fresh venv, the wheel from the index, an export rewritten and run
+    user = repo.parent / "user"
+    user.mkdir()
+    python = fresh_venv(user / "venv")
+    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url", index_server["simple"],
+                          "tritonforge_ort==5.0.0"], capture_output=True, text=True, cwd=user)
+    assert pip.returncode == 0, pip.stderr
+    export = onnx.load(str(ROOT / "tests/runtime/ortlib/rewrite/exports/sd15_vae_decoder_tiny.dynamo.fp16.onnx"))
+    onnx.save(export, str(user / "vae_decoder.onnx"), save_as_external_data=True, location="vae_decoder.onnx.data")
+    probe = subprocess.run([str(python), "-c", "import sys, time; t = time.perf_counter(); import tritonforge_ort; "
+                            "print(time.perf_counter() - t, *sorted(m for m in ('onnxruntime', 'numpy', 'onnx', "
+                            "'tritonforge') if m in sys.modules))"], capture_output=True, text=True, cwd=user)
+    assert probe.returncode == 0 and float(probe.stdout.split()[0]) < 0.2 and len(probe.stdout.split()) == 1, probe
+    proc = subprocess.run([str(user / "venv/bin/tritonforge-rewrite"), "vae_decoder.onnx"], capture_output=True,
+                          text=True, cwd=user)
+    assert proc.returncode == 0 and "from 14 InstanceNormalization pattern" in proc.stdout, proc.stderr
+    assert "wrote vae_decoder.tf.onnx.data and vae_decoder.tf.onnx" in proc.stdout
+    run = subprocess.run([str(python), "-c", RUN_WHEEL], capture_output=True, text=True, cwd=user, timeout=120)
+    assert run.returncode == 0 and float(run.stdout) < 2e-2, run.stderr[-2000:]
+    proc = invoke(repo, "publish", "--version", "5.0.0", "--profile", "full", "--index", index_server["url"], env=env)
+    assert proc.returncode == 0 and "already there, identical" in proc.stdout, proc.stdout

@@ -45,6 +45,7 @@ from tritonforge.artifact_format import (
 from tritonforge.atomic import replace_dir
 
 SCHEMA = "tritonforge.release/1"
+WHEELS = "wheels"  # <dist>/wheels/ (invoke wheel) and a version's wheels/ in the store
 ARTIFACT_FILES = FILES
 CMAKE_FILE = "tritonforge-kernels.cmake"
 
@@ -76,9 +77,11 @@ def _read_build_manifest(path: Path) -> dict:
         raise PipelineError(str(exc)) from None
 
 
-def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str, bytes], dict]:
+def collect(dist: Path, tune: Path | None, profiles=("ort",), version: str | None = None) -> tuple[dict[str, bytes],
+                                                                                                   dict]:
     """{store path: bytes} for every built platform/arch of each profile (checked against its kernels.json),
-    the tune caches made for those archives, and the build info (profile, images) per build."""
+    the tune caches made for those archives, the `tritonforge_ort` wheels of `version` under
+    `<dist>/wheels/` (invoke wheel), and the build info (profile, images) per build."""
     files: dict[str, bytes] = {}
     builds: dict[str, dict] = {}
     for profile in profiles:
@@ -112,6 +115,8 @@ def collect(dist: Path, tune: Path | None, profiles=("ort",)) -> tuple[dict[str,
         where = " or ".join(f"{root(dist, p)}/<platform>/<arch>/{MANIFEST_NAME}" for p in profiles)
         raise PipelineError(f"nothing to publish (expected {where})")
     files.update(_tune_caches(tune, builds))
+    for wheel in sorted((dist / WHEELS).glob(f"tritonforge_ort-{version}-*.whl")) if version else []:
+        files[f"{WHEELS}/{wheel.name}"] = wheel.read_bytes()
     return files, builds
 
 
@@ -161,7 +166,7 @@ def _publish(store, version: str, dist: Path | str, tune: Path | str | None, log
     from tritonforge.pipeline.release.signing import sign, signature_key
 
     key = manifest_key(version)
-    files, builds = collect(Path(dist), Path(tune) if tune else None, profiles)
+    files, builds = collect(Path(dist), Path(tune) if tune else None, profiles, version)
     entries = [{"path": p, "size": len(b), "sha256": _sha(b)} for p, b in sorted(files.items())]
     triton = sorted({b["triton_version"] for b in builds.values()})
     manifest = {"schema": SCHEMA, "version": version, "git_commit": _git_commit(), "triton_version": triton[0]
@@ -376,6 +381,29 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
         shutil.rmtree(staging, ignore_errors=True)
     return dest
 
+
+
+def fetch_wheels(store, version: str, dest: Path | str, log=print, trust: str | None = None) -> list[Path]:
+    """The version's `tritonforge_ort` wheels into dest (a directory; files added beside what is there),
+    each verified against the manifest (and, with `trust`, the manifest's signature) before it is written."""
+    from tritonforge.atomic import write_bytes
+
+    doc, _ = read_verified(store, version, trust, log)
+    wanted = [e for e in doc["files"] if e["path"].startswith(f"{WHEELS}/")]
+    if not wanted:
+        raise PipelineError(f"version {version} has no wheel (publish it after `invoke wheel --version {version}`)")
+    blobs = {}
+    for e in wanted:  # every one checked before any is written
+        data = store.get(f"blobs/sha256/{e['sha256']}")
+        if data is None or len(data) != e["size"] or _sha(data) != e["sha256"]:
+            raise PipelineError(f"{store.url}: {e['path']} of {version} is missing or does not match its manifest "
+                                "sha256; refusing it")
+        blobs[e["path"]] = data
+    out = []
+    for path, data in blobs.items():
+        out.append(write_bytes(Path(dest) / Path(path).name, data))
+        log(f"verified {path} ({len(data)} B)")
+    return out
 
 
 def lock_build(store, version: str, platform: str, arch: str, profile: str, out: Path | str,

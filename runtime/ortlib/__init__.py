@@ -19,10 +19,10 @@ import json
 import os
 from pathlib import Path
 
-from tritonforge.artifact_format import LIBRARY_NAME
-from tritonforge.errors import TritonforgeError
+from .errors import TritonforgeError
 
 DOMAIN = "tritonforge"
+LIBRARY_NAME = "libtritonforge_ort.so"  # tritonforge.artifact_format's name for it (a test keeps them equal)
 DEFAULT_PLACES = (Path("dist") / "full" / "cuda" / "multi", Path("dist") / "cuda" / "multi")
 
 
@@ -31,10 +31,12 @@ class LibraryNotFound(TritonforgeError, FileNotFoundError):
 
 
 def library_path(path: str | os.PathLike | None = None) -> Path:
-    """The library to load: `path`, else $TRITONFORGE_ORT_LIBRARY, else the first under ./dist."""
+    """The library to load: `path`, else $TRITONFORGE_ORT_LIBRARY, else the one beside this package (the
+    tritonforge_ort wheel's), else the first under ./dist."""
+    places = (Path(__file__).resolve().parent, *DEFAULT_PLACES)
     if path is None:
         path = os.environ.get("TRITONFORGE_ORT_LIBRARY") or next(
-            (str(d / LIBRARY_NAME) for d in DEFAULT_PLACES if (d / LIBRARY_NAME).is_file()), None)
+            (str(d / LIBRARY_NAME) for d in places if (d / LIBRARY_NAME).is_file()), None)
     if path is None:
         raise LibraryNotFound(f"no {LIBRARY_NAME} under {' or '.join(str(d) for d in DEFAULT_PLACES)}: build it "
                               "(invoke build --platform cuda) or name it (TRITONFORGE_ORT_LIBRARY)")
@@ -42,6 +44,11 @@ def library_path(path: str | os.PathLike | None = None) -> Path:
     if not p.is_file():
         raise LibraryNotFound(f"{p}: no such library")
     return p.resolve()
+
+
+def get_library_path() -> str:
+    """The library's path as onnxruntime-extensions names it: for `SessionOptions.register_custom_ops_library`."""
+    return str(library_path())
 
 
 def register(session_options, path: str | os.PathLike | None = None) -> Path:

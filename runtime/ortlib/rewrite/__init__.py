@@ -24,9 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritonforge.errors import TritonforgeError
-
 from .. import DOMAIN, info
+from ..errors import TritonforgeError
 from .files import ModelFileError, read, tensors, write
 from .graph import FLOAT_TYPES, Graph, domain_of
 from .patterns import PATTERNS, Left, Rewriter

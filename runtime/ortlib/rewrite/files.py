@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tritonforge.errors import TritonforgeError
+from ..errors import TritonforgeError
 
 _PROTO_LIMIT = 2**31 - 2**26  # protobuf's 2 GiB, less room for the graph itself
 _EXTERNAL_FROM = 1024  # bytes: tensors this size and up go to the data file, as onnx's own writer does

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tritonforge.errors import TritonforgeError
-
 from .. import DOMAIN
+from ..errors import TritonforgeError
 from .graph import FLOAT_TYPES, MS, Graph, attrs, domain_of, fresh
 
 _ALL = ("fp16", "fp32", "bf16", "fp64")  # what ONNX's float ops admit; the library has no fp64 kernels
@@ -309,10 +308,10 @@ class LastAxisSoftmax:
         cols = dims[-1]
         if shortest and not isinstance(cols, int):
             raise Left(f"the last axis' length is not fixed by the model; ORT's own kernel is faster on rows under "
-                       f"{shortest} ({dtype}); softmax_min_cols=0 (invoke rewrite --all-softmax) rewrites it anyway")
+                       f"{shortest} ({dtype}); softmax_min_cols=0 (--all-softmax) rewrites it anyway")
         if shortest and cols < shortest:
             raise Left(f"rows of {cols}: ORT's own kernel measured faster under {shortest} columns ({dtype}); "
-                       "softmax_min_cols=0 (invoke rewrite --all-softmax) rewrites it anyway")
+                       "softmax_min_cols=0 (--all-softmax) rewrites it anyway")
         new = helper.make_node(node.op_type, [x], list(node.output), name=node.name, domain=DOMAIN)
         return Match([node], new, self.source)
 

@@ -1,0 +1,53 @@
+"""`tritonforge-rewrite MODEL [-o OUT]`: a model's GroupNorms and softmaxes put into the library's ops,
+from the command line. It is the `tritonforge_ort` wheel's console script; in a checkout, `invoke
+rewrite` and `python -m tritonforge.runtime.ortlib.cli` run the same code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import TritonforgeError
+
+
+def output_for(model: str | Path) -> Path:
+    """Where the rewrite of `model` goes by default: `<name>.tf.onnx` beside it."""
+    src = Path(model)
+    return src.with_name(src.name.removesuffix(".onnx") + ".tf.onnx")
+
+
+def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: str | None = None,
+                    any_dtype: bool = False, all_softmax: bool = False, say=print) -> list[str]:
+    """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
+    Returns the files written."""
+    from .rewrite import rewrite_file
+
+    report = rewrite_file(model, out or output_for(model), library, use_library=not any_dtype,
+                          softmax_min_cols=0 if all_softmax else None)
+    for line in report.lines():
+        say(line)
+    say(f"wrote {' and '.join(report.wrote)}")
+    return report.wrote
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="tritonforge-rewrite", description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="the ONNX model to read (external data beside it is read where it lies)")
+    ap.add_argument("-o", "--out", help="where the rewrite goes (default: <model>.tf.onnx beside it)")
+    ap.add_argument("--library", help="the library whose CUDA kernels decide what is rewritten (default: the "
+                                      "one register() finds)")
+    ap.add_argument("--any-dtype", action="store_true", help="rewrite whatever the library's CUDA kernels serve")
+    ap.add_argument("--all-softmax", action="store_true",
+                    help="also softmax rows shorter than where the library beats ORT's own kernel")
+    args = ap.parse_args(argv)
+    try:
+        rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax)
+    except TritonforgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
