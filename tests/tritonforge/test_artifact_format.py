@@ -42,3 +42,12 @@ def test_anything_else_is_named(tmp_path, text, says):
 def test_a_missing_file_is_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         fmt.read_kernels_json(tmp_path)
+
+
+def test_the_library_is_named_alike_in_the_format_and_in_its_own_package():
+    """runtime/ortlib ships alone (the tritonforge_ort wheel) and names its library itself."""
+    from tritonforge.runtime import ortlib
+
+    from tritonforge import artifact_format
+
+    assert ortlib.LIBRARY_NAME == artifact_format.LIBRARY_NAME
