@@ -394,10 +394,11 @@ def publish(c: Context, version: str | None = None, store: str | None = None, di
                   profiles, key) == "identical":
         print(f"{version} is already published with identical content: nothing to do")
     if index:
+        from tritonforge.pipeline.package.wheel import wheel_version
         from tritonforge.pipeline.release.index import upload
         from tritonforge.pipeline.release.publish import WHEELS
 
-        wheels = sorted((Path(dist or _cfg(c).out) / WHEELS).glob(f"tritonforge_ort-{version}-*.whl"))
+        wheels = sorted((Path(dist or _cfg(c).out) / WHEELS).glob(f"tritonforge_ort-{wheel_version(version)}-*.whl"))
         if not wheels:
             raise Exit(f"error: --index: no tritonforge_ort wheel of {version} in {Path(dist or _cfg(c).out) / WHEELS} "
                        f"(invoke wheel --version {version})", code=1)

@@ -38,6 +38,14 @@ REQUIRES = ["onnx>=1.16", "numpy>=1.26"]
 EXTRAS = {"gpu": ["onnxruntime-gpu"]}
 
 
+def wheel_version(version: str) -> str:
+    """A release version as a wheel's (a tag's `v1.4.0` is 1.4.0); refuses what pip would not read."""
+    v = version[1:] if re.match(r"v\d", version) else version
+    if not re.fullmatch(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?", v):
+        raise PipelineError(f"version '{version}' is not a version pip reads (like 1.4.0, 1.4.0rc1)")
+    return v
+
+
 def audit(lib: Path) -> tuple[str, list[str]]:
     """(the manylinux platform tag the library meets, its NEEDED libraries); refuses anything else."""
     dyn = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True)
@@ -82,6 +90,7 @@ def build_wheel(lib: Path | str, out_dir: Path | str, version: str) -> Path:
     lib = Path(lib)
     if not lib.is_file():
         raise PipelineError(f"{lib}: no library to put in the wheel (invoke build --platform cuda --profile full)")
+    version = wheel_version(version)
     tag, _ = audit(lib)
     files = package_files()
     files[f"{NAME}/{artifact_format.LIBRARY_NAME}"] = lib.read_bytes()

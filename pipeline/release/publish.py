@@ -115,7 +115,13 @@ def collect(dist: Path, tune: Path | None, profiles=("ort",), version: str | Non
         where = " or ".join(f"{root(dist, p)}/<platform>/<arch>/{MANIFEST_NAME}" for p in profiles)
         raise PipelineError(f"nothing to publish (expected {where})")
     files.update(_tune_caches(tune, builds))
-    for wheel in sorted((dist / WHEELS).glob(f"tritonforge_ort-{version}-*.whl")) if version else []:
+    from tritonforge.pipeline.package.wheel import wheel_version
+
+    try:
+        named = wheel_version(version) if version else None
+    except PipelineError:  # a version pip cannot read has no wheel
+        named = None
+    for wheel in sorted((dist / WHEELS).glob(f"tritonforge_ort-{named}-*.whl")) if named else []:
         files[f"{WHEELS}/{wheel.name}"] = wheel.read_bytes()
     return files, builds
 

@@ -58,3 +58,9 @@ def test_the_same_inputs_make_the_same_wheel_and_other_bytes_never_replace_it(bu
     assert built_wheel.read_bytes() == before and len(list(built_wheel.parent.iterdir())) == 1
     with pytest.raises(PipelineError, match="no library to put in the wheel"):
         wheel.build_wheel(tmp_path / "missing.so", tmp_path, "0.9.0")
+
+
+def test_a_tags_version_is_the_wheels_and_an_unreadable_one_is_refused():
+    assert wheel.wheel_version("v1.4.0") == "1.4.0" and wheel.wheel_version("1.4.0rc1") == "1.4.0rc1"
+    with pytest.raises(PipelineError, match="'nightly' is not a version pip reads"):
+        wheel.wheel_version("nightly")
