@@ -65,7 +65,7 @@ def export(cache: dict, manifest: dict, platform: str, ops: dict[str, str], offs
     missing = sorted(set(ops) - set(offsets))
     if missing:
         raise ExportError(f"no id offset for {missing}: pass the number of implementations ORT registers "
-                          "before its Triton kernels in that op (README: TuningResults for ORT)")
+                          "before its Triton kernels in that op (docs/runtime-and-tuning.md: TuningResults for ORT)")
     results: dict[str, dict[str, int]] = {}
     for op_key, signature in ops.items():
         groups = registered_groups(op_key)

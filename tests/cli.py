@@ -67,10 +67,13 @@ def user_repo(dest: Path, kernels: Path, root: Path = ROOT) -> tuple[Path, dict]
 
 
 def readme_lines(marker: str, repo: Path | None = None) -> list[str]:
-    """The commands of the README's indented block that holds `marker`, comments dropped; in `repo` without
-    a .venv, its python is this one (as invoke_argv does for invoke)."""
-    block = next(b for b in (ROOT / "README.md").read_text().split("\n\n") if marker in b)
-    lines = [re.sub(r"\s+#.*$", "", line.strip()) for line in block.splitlines() if line.strip().startswith(".venv/")]
+    """The commands of the indented block of the README (or a docs/ page) that holds `marker`, comments
+    dropped; in `repo` without a .venv, its python is this one (as invoke_argv does for invoke)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [b for page in pages for b in page.read_text().split("\n\n")]
+    indented = [b for b in blocks if all(line.startswith("    ") for line in b.strip("\n").splitlines())]
+    block = next(b for b in indented if marker in b)
+    lines = [re.sub(r"\s+#.*$", "", line.strip()) for line in block.splitlines() if line.strip()]
     if repo is not None and not (repo / ".venv" / "bin" / "python").exists():
         lines = [line.replace(".venv/bin/python", shlex.quote(sys.executable)) for line in lines]
     return lines

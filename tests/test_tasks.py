@@ -5,6 +5,7 @@ set (tests/kernel_subset.py) named through INVOKE_TRITONFORGE_KERNELS_DIR."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 
@@ -467,23 +468,26 @@ def test_ortlib_rewrite_run_and_publish_the_library_through_invoke(repo_with_dis
     assert (repo / "got/libtritonforge_ort.tune").read_bytes() == tuned.read_bytes()
     proc = invoke(repo, "fetch", "--version", "5.0.0", "--wheel", "--dest", "wheels", env=env)
     assert proc.returncode == 0 and (repo / "wheels" / built_wheel.name).read_bytes() == built_wheel.read_bytes()
-    # a user's machine: a fresh venv, the wheel from the index, an export rewritten and run
+    # a user's machine: a fresh venv, then the README's first three lines as typed (the wheel from the index,
+    # an export rewritten, a session on it); its dependencies (onnx, numpy) are already there
     user = repo.parent / "user"
     user.mkdir()
     python = fresh_venv(user / "venv")
-    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url", index_server["simple"],
-                          "tritonforge_ort==5.0.0"], capture_output=True, text=True, cwd=user)
-    assert pip.returncode == 0, pip.stderr
     export = onnx.load(str(ROOT / "tests/runtime/ortlib/rewrite/exports/sd15_vae_decoder_tiny.dynamo.fp16.onnx"))
     onnx.save(export, str(user / "vae_decoder.onnx"), save_as_external_data=True, location="vae_decoder.onnx.data")
+    user_env = {**os.environ, "PATH": f"{user / 'venv/bin'}:{os.environ['PATH']}", "TRITONFORGE_INDEX":
+                index_server["simple"]}
+    said = []
+    for line in readme_lines("tritonforge-rewrite vae_decoder.onnx"):
+        step = subprocess.run(line, shell=True, cwd=user, env=user_env, capture_output=True, text=True, timeout=300)
+        assert step.returncode == 0, (line, step.stdout, step.stderr[-2000:])
+        said.append(step.stdout)
+    assert "from 14 InstanceNormalization pattern" in said[1]
+    assert "wrote vae_decoder.tf.onnx.data and vae_decoder.tf.onnx" in said[1]
     probe = subprocess.run([str(python), "-c", "import sys, time; t = time.perf_counter(); import tritonforge_ort; "
                             "print(time.perf_counter() - t, *sorted(m for m in ('onnxruntime', 'numpy', 'onnx', "
                             "'tritonforge') if m in sys.modules))"], capture_output=True, text=True, cwd=user)
     assert probe.returncode == 0 and float(probe.stdout.split()[0]) < 0.2 and len(probe.stdout.split()) == 1, probe
-    proc = subprocess.run([str(user / "venv/bin/tritonforge-rewrite"), "vae_decoder.onnx"], capture_output=True,
-                          text=True, cwd=user)
-    assert proc.returncode == 0 and "from 14 InstanceNormalization pattern" in proc.stdout, proc.stderr
-    assert "wrote vae_decoder.tf.onnx.data and vae_decoder.tf.onnx" in proc.stdout
     run = subprocess.run([str(python), "-c", RUN_WHEEL], capture_output=True, text=True, cwd=user, timeout=120)
     assert run.returncode == 0 and float(run.stdout) < 2e-2, run.stderr[-2000:]
     proc = invoke(repo, "publish", "--version", "5.0.0", "--profile", "full", "--index", index_server["url"], env=env)
