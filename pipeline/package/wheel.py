@@ -34,7 +34,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib"
 # What a manylinux library may need (PEP 600's system libraries): the C and C++ runtimes and the loader.
 ALLOWED = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libgcc_s.so.1",
            "libstdc++.so.6", "ld-linux-x86-64.so.2"}
-REQUIRES = ["onnx>=1.16", "numpy>=1.26"]
+REQUIRES = ["onnx>=1.16"]  # the rewrite reads and writes models (numpy comes with it)
 EXTRAS = {"gpu": ["onnxruntime-gpu"]}
 
 
