@@ -572,12 +572,11 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
     """The custom-op library as a wheel onnxruntime-gpu users pip install (tritonforge_ort: the library,
     get_library_path / register / info, the rewrite and tritonforge-rewrite); audited for its manylinux tag."""
     from tritonforge.pipeline.package.wheel import build_wheel
-    from tritonforge.pipeline.scripts.profiles import root
 
     from tritonforge import __version__
     from tritonforge.artifact_format import LIBRARY_NAME
 
-    d = Path(dist) if dist else root(_cfg(c).out, "full") / "cuda" / "multi"
+    d = Path(dist) if dist else _full_dist(c, None) / "cuda" / "multi"
     path = build_wheel(d / LIBRARY_NAME, out, version or __version__)
     print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from .. import DOMAIN, info
 from ..errors import TritonforgeError
 from .files import ModelFileError, read, tensors, write
-from .graph import FLOAT_TYPES, Graph, domain_of
+from .graph import FLOAT_TYPES, Graph, domain_of, subgraphs
 from .patterns import PATTERNS, Left, Rewriter
 
 # The shortest last axis from which the library's softmax measured at least as fast as ORT's own on the
@@ -140,7 +140,7 @@ def _splice(model, graph: Graph, taken: dict, initializers: list) -> None:
     kept = [placed.get(i, n) for i, n in enumerate(graph.nodes) if i in placed or i not in taken]
     # producers whose every reader went: the constants and shapes feeding the replaced nodes
     readers = Counter(i for n in kept for i in dict.fromkeys(n.input) if i)
-    readers.update(sub_inputs(kept))
+    readers.update(_sub_inputs(kept))
     dropped = [n for i, n in enumerate(graph.nodes) if i in taken]
     while True:
         dead = {id(graph.producer[i]) for n in dropped for i in n.input if i in graph.producer}
@@ -162,13 +162,11 @@ def _splice(model, graph: Graph, taken: dict, initializers: list) -> None:
         model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
 
 
-def sub_inputs(nodes) -> list[str]:
+def _sub_inputs(nodes) -> list[str]:
     """The outer values subgraphs of `nodes` read (If, Loop, Scan bodies)."""
     out = []
-    for n in nodes:
-        for a in n.attribute:
-            for sub in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
-                out += [i for m in sub.node for i in m.input if i] + sub_inputs(sub.node)
+    for sub in subgraphs(nodes):
+        out += [i for m in sub.node for i in m.input if i] + _sub_inputs(sub.node)
     return out
 
 

@@ -42,12 +42,12 @@ def _first_line(exc: BaseException) -> str:
 
 def tensors(model):
     """Every initializer of the model, subgraphs' included."""
+    from .graph import subgraphs
+
     def walk(graph):
         yield from graph.initializer
-        for node in graph.node:
-            for a in node.attribute:
-                for sub in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
-                    yield from walk(sub)
+        for sub in subgraphs(graph.node):
+            yield from walk(sub)
 
     yield from walk(model.graph)
 

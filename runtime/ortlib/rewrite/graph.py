@@ -22,6 +22,8 @@ FLOAT_TYPES = {1: "fp32", 10: "fp16", 16: "bf16"}  # onnx.TensorProto FLOAT, FLO
 _SMALL = 4096  # initializers up to this many elements are folded and kept in the inference probe
 _FOLD_LIMIT = 1 << 16  # constants folded up to this many elements (weights and biases per channel)
 
+# What Graph.const folds through: what exporters put in front of weights and shapes.
+_FOLDS = {"Constant", "Shape", "Identity", "Cast", "CastLike", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Concat"}
 # Ops whose outputs have their first input's type and shape (for the inference probe), by (domain, op).
 _SAME_AS_X = {("", "GroupNormalization"), (MS, "GroupNorm"), (MS, "SkipGroupNorm"), (MS, "BiasAdd"),
               (MS, "SkipLayerNormalization"), (MS, "FastGelu"), (MS, "BiasGelu"), (MS, "QuickGelu")}
@@ -42,6 +44,13 @@ def fresh(base: str, taken: set) -> str:
         name, k = f"{base}_{k}", k + 1
     taken.add(name)
     return name
+
+
+def subgraphs(nodes):
+    """The graphs held in `nodes`' attributes (If, Loop, Scan bodies), one level down."""
+    for node in nodes:
+        for a in node.attribute:
+            yield from ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else [])
 
 
 def domain_of(node) -> str:
@@ -123,7 +132,9 @@ class Graph:
         if node is None or domain_of(node) != "":
             return None
         op, a = node.op_type, attrs(node)
-        ins = [self.const(i) if i else None for i in node.input]
+        if op not in _FOLDS:  # no walk up through ops that are never constant here (the whole graph, else)
+            return None
+        ins = [self.const(i) if i else None for i in node.input] if op not in ("Constant", "Shape") else []
         if op == "Constant":
             if "value" in a:
                 return numpy_helper.to_array(a["value"])
@@ -145,9 +156,8 @@ class Graph:
         if op == "Cast":
             return x.astype(helper.tensor_dtype_to_np_dtype(a["to"]))
         if op == "CastLike":
-            like = ins[1] if ins[1] is not None else None
-            elem = self.elem(node.input[1]) if like is None else 0
-            dt = like.dtype if like is not None else (helper.tensor_dtype_to_np_dtype(elem) if elem else None)
+            elem = self.elem(node.input[1])
+            dt = ins[1].dtype if ins[1] is not None else helper.tensor_dtype_to_np_dtype(elem) if elem else None
             return x.astype(dt) if dt is not None else None
         if op in ("Unsqueeze", "Squeeze"):
             axes = a.get("axes") if self.opset < 13 else (ins[1].tolist() if len(ins) > 1 and ins[1] is not None
