@@ -40,11 +40,11 @@ def _full_dist(c: Context, dist: str | None) -> Path:
     return Path(dist) if dist else root(_cfg(c).out, "full")
 
 
-def _settings(c: Context):
+def _settings(c: Context, triton: str | None = None):
     from tritonforge.pipeline.builds.sequence import Settings
 
     cfg = _cfg(c)
-    return Settings(cfg.kernels_dir, cfg.cache_dir, cfg.jobs, cfg.host)
+    return Settings(cfg.kernels_dir, cfg.cache_dir, cfg.jobs, cfg.host, triton=triton or cfg.get("triton") or None)
 
 
 def _log(quiet: bool = False):
@@ -95,18 +95,20 @@ def _fail_on_pipeline_error(fn):
     "allow_unpinned_triton": "build even if the running triton is not the one in pins/triton.txt",
     "quiet": "no progress bar or summary table",
     "profile": "ort (the groups ORT's ops launch) or full (every group, for the runtime); default: ort",
+    "triton": "build with this Triton release (3.5.0 to 3.9.0), not pins/triton.txt's (default: invoke.yaml triton)",
 })
 @_fail_on_pipeline_error
 def compile(c: Context, platform: str = "cuda", arch: str | None = None, out: str | None = None,
-            jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False, profile: str | None = None):
+            jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False, profile: str | None = None,
+            triton: str | None = None):
     """Compile the kernels of kernels/ for each arch into ORT's archive + header + kernels.json."""
     from tritonforge.pipeline.builds.sequence import compile_here
     from tritonforge.pipeline.report import compile_progress, print_summary
 
     profile, root = _profile_out(c, profile, out)
     with compile_progress(not quiet) as progress:
-        report = compile_here(_settings(c), _targets(c, platform, arch), root, profile, jobs, allow_unpinned_triton,
-                              progress)
+        report = compile_here(_settings(c, triton), _targets(c, platform, arch), root, profile, jobs,
+                              allow_unpinned_triton, progress)
     if not quiet:
         print_summary(report)
 
@@ -120,19 +122,20 @@ def compile(c: Context, platform: str = "cuda", arch: str | None = None, out: st
     "allow_unpinned_triton": "local runner: build even if the running triton is not the pinned one",
     "quiet": "no progress bar or summary table",
     "profile": "ort (the groups ORT's ops launch; in <out>) or full (every group, in <out>/full); default: ort",
+    "triton": "build with this Triton release (3.5.0 to 3.9.0), not pins/triton.txt's (default: invoke.yaml triton)",
 })
 @_fail_on_pipeline_error
 def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: str = "auto",
           out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False,
-          profile: str | None = None):
+          profile: str | None = None, triton: str | None = None):
     """Build the platform's image and compile the kernels in it (or locally), then run the consumer check."""
     from tritonforge.pipeline.builds.sequence import check_build, compile_targets
     from tritonforge.pipeline.report import compile_progress, print_summary
 
     targets = _targets(c, platform, arch)
     profile, root = _profile_out(c, profile, out)
-    _, report = compile_targets(_settings(c), targets, root, platform, profile, runner, jobs, allow_unpinned_triton,
-                                _log(quiet), lambda: compile_progress(not quiet))
+    _, report = compile_targets(_settings(c, triton), targets, root, platform, profile, runner, jobs,
+                                allow_unpinned_triton, _log(quiet), lambda: compile_progress(not quiet))
     if not quiet:
         print_summary(report)
     check_build(_settings(c), report, _log())  # the checks' results are printed even when quiet
@@ -158,13 +161,14 @@ def merge(c: Context, platform: str = "cuda", arch: str | None = None, parts: st
     do_merge(_settings(c), roots, platform, [t.arch_name for t in targets], root, _log())
 
 
-@task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists"})
+@task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists",
+            "triton": "an image with this Triton release (3.5.0 to 3.9.0), not the pin (default: invoke.yaml triton)"})
 @_fail_on_pipeline_error
-def image(c: Context, platform: str = "cuda", force: bool = False):
+def image(c: Context, platform: str = "cuda", force: bool = False, triton: str | None = None):
     """Build the compile image for a platform (tag = content hash of its inputs; skipped when present)."""
     from tritonforge.pipeline.builds.images import build_image
 
-    print(build_image(platform, force=force))
+    print(build_image(platform, force=force, triton=_settings(c, triton).other_triton))
 
 
 @task(name="base-image")
@@ -186,11 +190,12 @@ def base_image(c: Context):
     "out": "where both builds and report.md / report.json go (default: pin-move)",
     "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
     "numerics": "the interpreter check under both Tritons (--no-numerics skips it)",
+    "gpu": "on a CUDA GPU runner: also the zoo bench under both (full profile for this GPU; ratio per shape)",
 })
 @_fail_on_pipeline_error
 def pin_move(c: Context, candidate: str | None = None, current: str | None = None, current_ref: str | None = None,
              platform: str = "cuda", arch: str | None = None, runner: str = "auto", out: str = "pin-move",
-             jobs: int = 0, numerics: bool = True):
+             jobs: int = 0, numerics: bool = True, gpu: bool = False):
     """Prove a Triton pin move: the ORT profile built with the current pin and the candidate, every kernel's
     launch, registers, spills and size compared, numerics checked under both; fails when ORT's launch of a
     kernel would change or numerics fail."""
@@ -199,11 +204,17 @@ def pin_move(c: Context, candidate: str | None = None, current: str | None = Non
     from tritonforge.pipeline.compile.pin import pin_at_revision, pinned_version
 
     targets = _targets(c, platform, arch)
+    if gpu:
+        _require_gpu(platform, "pin-move --gpu")
     now = current or (pin_at_revision(current_ref) if current_ref else pinned_version())
     cand = candidate or pinned_version()
-    doc = pm.run(Path(_cfg(c).kernels_dir), platform, [t.arch_name for t in targets], now, cand,
-                 choose_runner(runner, print), Path(out), Path(_cfg(c).cache_dir).parent / "pin-move",
-                 Path(_cfg(c).cache_dir), jobs or _cfg(c).jobs, _cfg(c).host, numerics, print)
+    used = choose_runner(runner, print)
+    venvs, cache = Path(_cfg(c).cache_dir).parent / "pin-move", Path(_cfg(c).cache_dir)
+    doc = pm.run(Path(_cfg(c).kernels_dir), platform, [t.arch_name for t in targets], now, cand, used, Path(out),
+                 venvs, cache, jobs or _cfg(c).jobs, _cfg(c).host, numerics, print)
+    if gpu and not doc["failures"]:
+        doc = pm.gpu_bench(doc, Path(_cfg(c).kernels_dir), used, Path(out), venvs, cache, jobs or _cfg(c).jobs,
+                           _cfg(c).host, print)
     print(f"{out}/report.md: triton {now} -> {cand}, {len(doc['failures'])} problem(s)")
     if doc["failures"]:
         raise Exit(f"error: the pin move to triton {cand} fails: " + "; ".join(doc["failures"][:5]), code=1)

@@ -46,6 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--jobs", type=int, default=0, help="parallel compile processes (default: one per CPU)")
     p.add_argument("--allow_unpinned_triton", action="store_true",
                    help="build with a Triton other than the pinned one")
+    p.add_argument("--triton", default=os.environ.get("TRITONFORGE_TRITON") or None,
+                   help="the supported Triton release (3.5.0 to 3.9.0) expected instead of the pin, e.g. 3.5.0 to "
+                        "match ORT's own CI (default: TRITONFORGE_TRITON)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.add_argument("--store", default=os.environ.get("TRITONFORGE_STORE"),
                    help="fetch mode: file://DIR or s3://bucket/prefix (default: TRITONFORGE_STORE)")
@@ -130,7 +133,8 @@ def compile_into(args) -> None:
         raise PipelineError("--script_files names no kernel script (or set TRITONFORGE_VERSION to fetch a build)")
     with compile_progress(not args.quiet) as progress:
         report = build_ort(args.script_files, target, args.header, args.obj_file, cache_dir=args.cache_dir,
-                           jobs=args.jobs, allow_unpinned=args.allow_unpinned_triton, progress=progress)
+                           jobs=args.jobs, allow_unpinned=args.allow_unpinned_triton, progress=progress,
+                           triton=args.triton)
     if not args.quiet:
         print_summary(report)
 

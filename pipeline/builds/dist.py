@@ -207,8 +207,8 @@ def write_artifacts(table: KernelTable, target: Target, compiled: list, out_dir:
         header=header_file, host=host, profile=profile))
 
 
-def _prepare(scripts, targets, allow_unpinned: bool, profile: str = "full"):
-    version = check_pin(allow_unpinned)
+def _prepare(scripts, targets, allow_unpinned: bool, profile: str = "full", triton: str | None = None):
+    version = check_pin(allow_unpinned, triton)
     if not targets:
         raise PipelineError("no target given")
     return version, select(load_table(scripts), profile)
@@ -216,12 +216,12 @@ def _prepare(scripts, targets, allow_unpinned: bool, profile: str = "full"):
 
 def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cache_dir=None, jobs: int = 0,
                allow_unpinned: bool = False, progress: Progress | None = None,
-               host: str = "x86_64", profile: str = "full") -> BuildReport:
+               host: str = "x86_64", profile: str = "full", triton: str | None = None) -> BuildReport:
     """Build `<out>/<platform>/<arch>/{archive, header, kernels.json}` for each target and
     `<out>/<platform>/multi/` from all of a platform's targets, all or nothing, from the kernels of
-    `profile` (pipeline/scripts/profiles.py)."""
+    `profile` (pipeline/scripts/profiles.py), with the pinned Triton (or `triton`, when it is running)."""
     t0 = time.perf_counter()
-    version, table = _prepare(scripts, targets, allow_unpinned, profile)
+    version, table = _prepare(scripts, targets, allow_unpinned, profile, triton)
     results, reports = compile_table(table, targets, CompileCache(cache_dir), version, jobs, progress)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -264,10 +264,10 @@ def install_targets(staged_root: Path, targets: list[Target], out: Path, reports
 
 def build_ort(scripts: list[Path], target: Target, header_path: Path | str, obj_file: Path | str,
               cache_dir=None, jobs: int = 0, allow_unpinned: bool = False,
-              progress: Progress | None = None, host: str = "x86_64") -> BuildReport:
+              progress: Progress | None = None, host: str = "x86_64", triton: str | None = None) -> BuildReport:
     """ORT's layout: the archive and header where the flags say, kernels.json beside the archive."""
     t0 = time.perf_counter()
-    version, table = _prepare(scripts, [target], allow_unpinned)
+    version, table = _prepare(scripts, [target], allow_unpinned, triton=triton)
     results, reports = compile_table(table, [target], CompileCache(cache_dir), version, jobs, progress)
     obj_file, header_path = Path(obj_file), Path(header_path)
     dests = {"archive": obj_file, "header": header_path, "manifest": obj_file.parent / MANIFEST_NAME}

@@ -39,10 +39,12 @@ def choose_runner(runner: str, log) -> str:
 
 
 def run_local(kernels_dir, targets, out, cache_dir, jobs, host, progress=None,
-              allow_unpinned: bool = False, profile: str = "full") -> BuildReport:
-    """Compile in this Python; no image built these bytes, so a stale record of one is dropped."""
+              allow_unpinned: bool = False, profile: str = "full", triton: str | None = None) -> BuildReport:
+    """Compile in this Python (its Triton must be the pin, or `triton`); no image built these bytes, so a
+    stale record of one is dropped."""
     report = build_dist(discover_scripts(kernels_dir), targets, out, cache_dir=cache_dir, jobs=jobs,
-                        allow_unpinned=allow_unpinned, progress=progress, host=host, profile=profile)
+                        allow_unpinned=allow_unpinned, progress=progress, host=host, profile=profile,
+                        triton=triton)
     for platform, name in built_dirs(targets):
         image_record(Path(out), platform, name).unlink(missing_ok=True)
     return report

@@ -29,6 +29,14 @@ class Settings:
     jobs: int
     host: str
     tools_dir: str | None = None
+    triton: str | None = None  # build with this supported release instead of pins/triton.txt's
+
+    @property
+    def other_triton(self) -> str | None:
+        """The `triton` setting when it names another release than the pin (None: the pin)."""
+        from tritonforge.pipeline.compile.pin import check_supported, pinned_version
+
+        return check_supported(self.triton) if self.triton and self.triton != pinned_version() else None
 
     @property
     def tools_cache(self) -> Path:
@@ -40,7 +48,7 @@ def compile_here(settings: Settings, targets, out: Path, profile: str, jobs: int
                  allow_unpinned_triton: bool = False, progress=None) -> BuildReport:
     """Compile in this Python (progress gets the compile events)."""
     return run_local(settings.kernels_dir, targets, out, settings.cache_dir, jobs or settings.jobs, settings.host,
-                     progress, allow_unpinned_triton, profile)
+                     progress, allow_unpinned_triton, profile, settings.other_triton)
 
 
 def compile_targets(settings: Settings, targets, out: Path, platform: str, profile: str, runner: str = "auto",
@@ -55,7 +63,7 @@ def compile_targets(settings: Settings, targets, out: Path, platform: str, profi
     if allow_unpinned_triton:
         raise PipelineError("--allow-unpinned-triton is for the local runner: the image holds the pinned triton")
     return used, run_docker(settings.kernels_dir, targets, out, settings.cache_dir, jobs or settings.jobs, log,
-                            settings.host, platform, profile)
+                            settings.host, platform, profile, triton=settings.other_triton)
 
 
 def consumer_check(name: str, path: Path, log=print) -> None:

@@ -43,17 +43,37 @@ def pin_at_revision(rev: str, root: Path | None = None) -> str:
         return pinned_version(pin)
 
 
+# The Triton releases the compiler supports (pipeline/compile/triton_api.py keeps their differences): the
+# pin, or another one of these through the `triton` setting (invoke.yaml, `--triton`).
+OLDEST, NEWEST = "3.5.0", "3.9.0"
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def check_supported(version: str) -> str:
+    """`version` when the compiler supports it, else a PipelineError that names the range."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version or ""):
+        raise PipelineError(f"triton {version!r}: expected a release such as {NEWEST}")
+    if not _key(OLDEST) <= _key(version) <= _key(NEWEST):
+        raise PipelineError(f"triton {version} is not supported: choose a release from {OLDEST} to {NEWEST}")
+    return version
+
+
 def installed_version() -> str:
     import triton
 
     return triton.__version__
 
 
-def check_pin(allow_unpinned: bool = False) -> str:
-    """Return the running Triton version; refuse one that is not the pinned one unless allowed."""
-    want, have = pinned_version(), installed_version()
+def check_pin(allow_unpinned: bool = False, triton: str | None = None) -> str:
+    """Return the running Triton version; refuse one that is not the pinned one (or `triton`, the setting
+    that builds with another supported release) unless allowed."""
+    want, have = (check_supported(triton) if triton else pinned_version()), installed_version()
     if have != want and not allow_unpinned:
+        where = "the triton setting asks for" if triton else f"{PIN_FILE.name} pins"
         raise PipelineError(
-            f"running triton {have}, but {PIN_FILE.name} pins {want}; install the pin "
-            f"(pip install -r pins/triton.txt) or pass --allow-unpinned-triton to build anyway")
+            f"running triton {have}, but {where} {want}; install it (pip install triton=={want}) "
+            f"or pass --allow-unpinned-triton to build anyway")
     return have

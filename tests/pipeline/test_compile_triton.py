@@ -116,3 +116,12 @@ def test_ort_drop_in_cli(root, tmp_path, built, small_scripts):
     assert read(tmp_path / "inc/triton_kernel_infos.h") == read(out / "cuda/sm_90/triton_kernel_infos.h")
     assert (tmp_path / "lib/kernels.json").is_file()
     assert sorted(p.name for p in (tmp_path / "lib").iterdir()) == ["kernels.json", "triton_kernel_infos.a"]
+    # TRITONFORGE_TRITON names the release ORT's CI expects: another one running is refused, nothing written
+    for want, message in (("3.5.0", "running triton 3.9.0, but the triton setting asks for 3.5.0"),
+                          ("3.4.1", "triton 3.4.1 is not supported: choose a release from 3.5.0 to 3.9.0")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tritonforge.pipeline.compile_triton", "--script_files", *scripts,
+             "--obj_file", "other/triton_kernel_infos.a", "--header", "other/h.h", "--target", "cuda:90", "--quiet"],
+            cwd=tmp_path, env={**env, "TRITONFORGE_TRITON": want}, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+        assert not (tmp_path / "other").exists()
