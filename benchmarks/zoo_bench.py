@@ -6,7 +6,8 @@
 For every shape of the model, at each batch it lists, in one run on this GPU:
 - ORT's group: the best candidate of ORT's own group (`GroupNormTriton_{Silu,Pass}_<dt>`,
   `softmax_<dt>`), launched exactly as ORT launches it (its struct, grid and candidate rules): what
-  ORT's TunableOp can pick;
+  ORT's TunableOp can pick; for GroupNorm also the other activation's group on the same shape (Pass
+  beside SiLU and back: they differ only in the activation, so their bests should match);
 - runtime best: the best candidate of every family the runtime knows (clusters, cooperative teams);
   tuned: the tuner's pick (ORT TunableOp's method), beside it;
 - ORT's own: onnxruntime-gpu's CUDA kernel for the op (`com.microsoft.GroupNorm`, `Softmax`;
@@ -143,6 +144,7 @@ class Bench:
         p = GroupNormProblem(dtype, n, hw, c, groups, silu, s.eps)
         res, nbytes = self.measured(GroupNormSetup(self.registry, self.timer, p, self.rng),
                                     f"group_norm {'silu' if silu else 'pass'} {label}")
+        res.update(self.other_group(p))
         xs = torch_inputs((n, c, s.side, s.side), dtype, nbytes)
         weight = torch.randn(c, device="cuda", dtype=torch_dtype(dtype))
         bias = torch.randn(c, device="cuda", dtype=torch_dtype(dtype))
@@ -160,6 +162,18 @@ class Bench:
             n, s.side, s.side, c, groups, dtype, silu, s.eps, self.l2, self.rng))
         res["_on_chip"] = hw * (c // groups) <= zoo_report.ON_CHIP_VALUES
         return res
+
+    def other_group(self, p: GroupNormProblem) -> dict:
+        """ORT's group of the other activation on the same shape (`ort_group_pass` beside a SiLU shape, and
+        the reverse): the two groups differ only in the activation, so their bests should match."""
+        other = GroupNormProblem(p.dtype, p.n, p.hw, p.c, p.groups, not p.silu, p.eps)
+        setup = GroupNormSetup(self.registry, self.timer, other, self.rng)
+        try:
+            found = tune_problem(setup)
+        finally:
+            setup.free()
+        key = f"ort_group_{'silu' if other.silu else 'pass'}"
+        return {key: (found.ort_ms * 1e3, found.ort_best)} if found.ort_best else {}
 
     def softmax(self, model, s, batch: int, dtype: str) -> dict:
         import torch
@@ -192,14 +206,15 @@ class Bench:
 def line(bench: Bench, what: str, res: dict) -> str:
     own, ref = res.get("ort_own", (None,))[0], res["torch"][0]
     parts = []
-    for key, tag in (("ort_group", "ORT's group"), ("best", "runtime best"), ("tuned", "tuned"),
+    for key, tag in (("ort_group", "ORT's group"), ("ort_group_pass", "ORT's Pass group"),
+                     ("ort_group_silu", "ORT's Silu group"), ("best", "runtime best"), ("tuned", "tuned"),
                      ("ort_own", "ORT's own"), ("torch", "torch"), ("copy", "copy"), ("grid_copy", "grid copy"),
                      ("grid_copy2", "grid copy x2")):
         if key not in res:
             continue
         us, name = res[key]
         ratios = ""
-        if key in ("ort_group", "best", "tuned"):
+        if key in ("ort_group", "best", "tuned", "ort_group_pass", "ort_group_silu"):
             ratios = (f", {own / us:.2f}x own" if own else "") + f", {ref / us:.2f}x torch"
         parts.append(f"{tag} {us:.2f} us ({bench.pct(res['_bytes'], us):.1f}% copy{ratios}; {name})")
     return f"{what}: " + " | ".join(parts) + f" -> {bench.verdict(res)}"

@@ -12,6 +12,7 @@ interpreter check (tests/kernels/test_interpreter.py) under each Triton. The mov
 launch would change, a kernel goes missing, or numerics fail; everything else is reported.
 
     invoke pin-move --candidate 3.9.0            # report in pin-move/report.md and report.json
+    invoke pin-move --candidate 3.9.0 --gpu      # on a CUDA GPU runner: and the zoo bench under both
 """
 
 from __future__ import annotations
@@ -73,19 +74,19 @@ def _env(pin: Path) -> dict:
 
 
 def build_local(version: str, kernels_dir: Path, archs: list[str], platform: str, out: Path, cache: Path,
-                compile_cache: Path, jobs: int, host: str, log) -> None:
-    """The ORT profile of `archs` under `out`, compiled by triton==version in its own Python."""
+                compile_cache: Path, jobs: int, host: str, log, profile: str = "ort") -> None:
+    """The `profile` of `archs` under `out`, compiled by triton==version in its own Python."""
     python = python_for(version, cache, log)
     with tempfile.TemporaryDirectory() as tmp:
         pin = Path(tmp) / "triton.txt"
         pin.write_text(f"triton=={version}\n")
         cmd = [python, "-m", "tritonforge.pipeline.compile_dist", "--platform", platform, "--arch", ",".join(archs),
                "--kernels-dir", str(Path(kernels_dir).resolve()), "--out", str(out), "--jobs", str(jobs),
-               "--host", host, "--profile", "ort", "--cache-dir", str(compile_cache)]
-        log(f"compiling the ort profile for {', '.join(archs)} with triton {version}")
+               "--host", host, "--profile", profile, "--cache-dir", str(compile_cache)]
+        log(f"compiling the {profile} profile for {', '.join(archs)} with triton {version}")
         proc = subprocess.run(cmd, env=_env(pin), capture_output=True, text=True, cwd=ROOT)
     if proc.returncode:
-        raise PipelineError(f"the ort profile does not build with triton {version}:\n"
+        raise PipelineError(f"the {profile} profile does not build with triton {version}:\n"
                             + "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:]))
 
 
@@ -216,6 +217,17 @@ def markdown(doc: dict) -> str:
                      f"{s['shared_changed']} / {s['warps_changed']} | {s['registers_up']} / {s['registers_down']} | "
                      f"{s['spilling_current']} / "
                      f"{s['spilling_candidate']} | {s['bytes_current']:,} / {s['bytes_candidate']:,} |")
+    gpu = doc.get("gpu")
+    if gpu:
+        lines += ["", f"Speed on {gpu['device']} (benchmarks/pin_bench.py: every zoo shape, both builds tuned and "
+                      f"timed in one process; ratio = time with {cand} / time with {cur}, above 1 is slower):", "",
+                  "| kernels | shapes | median | worst | over 1.03x |", "| --- | --- | --- | --- | --- |"]
+        for kind, s in gpu["summary"].items():
+            over = s["slower_than_target"]
+            name = "runtime best" if kind == "best" else "ORT group"
+            lines.append(f"| {name} | {s['shapes']} | {s['median']:.3f}x | {s['worst'][1]:.3f}x ({s['worst'][0]}) | "
+                         f"{len(over)}"
+                         + (f": {', '.join(over[:8])}" + (" ..." if len(over) > 8 else "") if over else "") + " |")
     lines += ["", "CPU numerics (tests/kernels/test_interpreter.py):"]
     for side in ("current", "candidate"):
         n = doc[side]["numerics"]
@@ -284,5 +296,39 @@ def run(kernels_dir: Path, platform: str, archs: list[str], current: str, candid
                                                      "pass" if side.numerics["passed"] else "FAIL"))
         sides[version] = side
     doc = report(sides[current], sides[candidate], platform, [t.arch_name for t in targets])
+    write_report(doc, out)
+    return doc
+
+
+def gpu_bench(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, compile_cache: Path, jobs: int,
+              host: str, log, bench_args: tuple[str, ...] = ()) -> dict:
+    """The zoo bench under both Tritons on this CUDA GPU: the full profile for its arch built with each
+    (the runtime's every family, ORT's groups among them), then benchmarks/pin_bench.py on the pair; its
+    summary joins the report (speed is reported, not a failure)."""
+    from tritonforge.pipeline.builds.runners import run_docker
+    from tritonforge.pipeline.compile.pin import pinned_version
+    from tritonforge.pipeline.compile.targets import parse_targets
+    from tritonforge.runtime.cuda import CudaBackend
+
+    if doc["platform"] != "cuda":
+        raise PipelineError("the GPU half of a pin move runs on a CUDA GPU (no ROCm runtime bench yet)")
+    arch = f"sm_{CudaBackend(0).arch}"
+    roots = {}
+    for side in ("current", "candidate"):
+        version = doc[side]["triton"]
+        roots[side] = root = out / "full" / f"triton-{version}"
+        if runner == "docker":
+            run_docker(kernels_dir, parse_targets([arch], platform="cuda"), root, compile_cache, jobs, log, host,
+                       "cuda", profile="full", triton=None if version == pinned_version() else version)
+        else:
+            build_local(version, kernels_dir, [arch], "cuda", root, cache, compile_cache, jobs, host, log, "full")
+    result = out / "gpu.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "pin_bench.py"), "--current", str(roots["current"]),
+           "--candidate", str(roots["candidate"]), "--out", str(result), *bench_args]
+    log("zoo bench under both: " + " ".join(cmd[1:]))
+    if subprocess.run(cmd, cwd=ROOT).returncode:
+        raise PipelineError(f"the zoo bench under both Tritons failed ({' '.join(cmd[1:])})")
+    bench = json.loads(result.read_text())
+    doc["gpu"] = {k: bench[k] for k in ("device", "summary")}
     write_report(doc, out)
     return doc

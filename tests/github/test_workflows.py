@@ -147,28 +147,28 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
         if tuple(args) in done:  # publish.yml repeats ci.yml's per-arch builds and merges word for word
             ran.append(args[0])
             continue
-        needs_gpu = args[0] in GPU_TASKS
+        needs_gpu = args[0] in GPU_TASKS or "--gpu" in args  # pin-move --gpu: the move's zoo bench
         if needs_gpu and not gpu_unavailable("cuda" if "rocm" not in args else "rocm"):
             continue  # a GPU runner: gpu.yml runs these itself
         proc = invoke(repo, *args, env=env)
         said = f"{where}: invoke {' '.join(args)} (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
         assert "Traceback" not in proc.stdout, said
         if needs_gpu:
-            assert proc.returncode == 1 and f"invoke {args[0]} runs on a GPU runner: this machine has no" in \
-                proc.stdout, said
+            assert proc.returncode == 1 and f"invoke {args[0]}{' --gpu' if '--gpu' in args else ''} runs on a GPU " \
+                "runner: this machine has no" in proc.stdout, said
         else:
             assert proc.returncode == 0, said
             done.add(tuple(args))
         ran.append(args[0])
-    assert ran.count("build") == 16 and ran.count("merge") == 8 and "publish" in ran  # 4 archs x 2 profiles, twice
+    assert ran.count("build") == 28 and ran.count("merge") == 8 and "publish" in ran  # 7 archs x 2 profiles, twice
     manifest = json.loads((repo / "release-manifest.json").read_text())
-    archs = ["gfx90a", "gfx942", "multi", "multi", "sm_80", "sm_90"]
-    builds = [f"{p}/{a}" for p, a in (("rocm", "gfx90a"), ("rocm", "gfx942"), ("cuda", "multi"), ("rocm", "multi"),
-                                       ("cuda", "sm_80"), ("cuda", "sm_90"))]
+    per_platform = {"cuda": ["sm_80", "sm_90", "sm_100", "sm_120"], "rocm": ["gfx90a", "gfx942", "gfx950"]}
+    archs = sorted([a for names in per_platform.values() for a in names] + ["multi", "multi"])
+    builds = [f"{p}/{a}" for p, names in per_platform.items() for a in [*names, "multi"]]
     assert sorted(manifest["builds"]) == sorted(f"{prefix}{b}" for prefix in ("", "full/") for b in builds)
     assert sorted(p.name for p in (repo / "dist").glob("*/*") if p.is_dir() and p.parent.name != "full") == archs
     assert sorted(p.name for p in (repo / "dist/full").glob("*/*") if p.is_dir()) == archs
     for prefix in ("dist", "dist/full"):  # merged from the per-arch jobs' builds: every arch inside
-        for platform, merged in (("cuda", ["sm_80", "sm_90"]), ("rocm", ["gfx90a", "gfx942"])):
+        for platform, merged in per_platform.items():
             doc = json.loads((repo / prefix / platform / "multi/kernels.json").read_text())
             assert doc["target"]["archs"] == merged, (prefix, platform)
