@@ -244,22 +244,51 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     headers = ensure_headers(cache_dir)
     include = cuda_include()
     out = Path(out) if out else build_dir / LIBRARY_NAME
+    flags = [*CXXFLAGS, f"-I{SOURCE_DIR}", f"-I{headers}", f"-I{include}"]
+    objects = _source_objects(cxx, flags, Path(cache_dir) / "ortlib-objects", build_dir)
     with tempfile.TemporaryDirectory(prefix="tritonforge-ortlib-") as tmp:
         tmp = Path(tmp)
         (tmp / "kernel_table.cc").write_text(table)
         (tmp / "exports.map").write_text("{ global: " + " ".join(f"{e};" for e in EXPORTS) + " local: *; };\n")
         lib = tmp / LIBRARY_NAME
-        cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-Wall", "-Wno-unused-function",
-               f"-I{SOURCE_DIR}", f"-I{headers}", f"-I{include}",
-               *[str(SOURCE_DIR / s) for s in SOURCES], str(tmp / "kernel_table.cc"),
+        cmd = [cxx, *flags, "-shared", *map(str, objects), str(tmp / "kernel_table.cc"),
                "-Wl,--whole-archive", str(archive.resolve()), "-Wl,--no-whole-archive",
                f"-Wl,--version-script={tmp / 'exports.map'}", "-static-libstdc++", "-static-libgcc", "-ldl",
                "-o", str(lib)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise PipelineError(f"{build_dir}: compiling {LIBRARY_NAME} failed:\n{proc.stderr[-4000:]}")
+        _run_cxx(cmd, build_dir)
         write_bytes(out, lib.read_bytes())
     return out
+
+
+CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-Wall", "-Wno-unused-function")
+
+
+def _run_cxx(cmd: list[str], build_dir: Path) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PipelineError(f"{build_dir}: compiling {LIBRARY_NAME} failed:\n{proc.stderr[-4000:]}")
+
+
+def _source_objects(cxx: str, flags: list[str], cache: Path, build_dir: Path) -> list[Path]:
+    """The library's own sources compiled once per compiler, flags and source text (they do not depend on
+    the build: only kernel_table.cc does), kept under `cache` by that key."""
+    import hashlib
+
+    h = hashlib.sha256(subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.encode())
+    h.update("\0".join(flags).encode())
+    for f in sorted(SOURCE_DIR.iterdir()):
+        if f.suffix in (".cc", ".h"):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    key = h.hexdigest()[:24]
+    objects = [cache / f"{Path(s).stem}-{key}.o" for s in SOURCES]
+    for source, obj in zip(SOURCES, objects):
+        if not obj.is_file():
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache, prefix=".cxx-") as tmp:
+                staged = Path(tmp) / obj.name
+                _run_cxx([cxx, *flags, "-c", str(SOURCE_DIR / source), "-o", str(staged)], build_dir)
+                staged.replace(obj)  # atomic: a concurrent build sees the whole object or none
+    return objects
 
 
 def default_build() -> Path:
