@@ -59,7 +59,12 @@ OPS = {"softmax": 0, "log_softmax": 1}
 # values per thread (16-bit: packed words). Each dtype's shapes cover 16K to 256K columns; the larger
 # clusters of smaller pieces are the fastest for a few long rows (more SMs per row).
 WIDE = [(8192, 4, 80, 2), (8192, 4, 80, 4), (8192, 4, 80, 8), (8192, 4, 80, 16), (16384, 8, 80, 8),
-        (16384, 8, 80, 16), (32768, 8, 128, 4), (32768, 8, 128, 8)]
+        (16384, 8, 80, 16), (32768, 8, 128, 4), (32768, 8, 128, 8),
+        (8192, 4, 112, 2), (8192, 4, 112, 4), (8192, 4, 112, 8), (8192, 4, 112, 16), (16384, 8, 112, 8),
+        (16384, 8, 112, 16), (32768, 8, 192, 4), (32768, 8, 192, 8)]
+# The first register budget of each piece, the one it was sized for, names it plainly; a larger one
+# (what Triton 3.9's code for the packed 16-bit pieces needs not to spill) adds _r<maxnreg>.
+PLAIN = {(b, w): r for b, w, r, _ in reversed(WIDE)}
 MEMBERS = {
     "fp16": WIDE,
     "bf16": WIDE,
@@ -73,7 +78,8 @@ def get_function_table():
         for dtype, members in MEMBERS.items():
             for block, warps, maxnreg, split in members:
                 table.append({
-                    "name": f"{op}_cluster_{dtype}_b{block}_s{split}_w{warps}",
+                    "name": f"{op}_cluster_{dtype}_b{block}_s{split}_w{warps}"
+                            + ("" if dtype == "fp32" or PLAIN[block, warps] == maxnreg else f"_r{maxnreg}"),
                     "group": f"{op}_cluster_{dtype}",
                     "func": softmax_cluster_kernel,
                     "sig": f"*{dtype}:16,*{dtype}:16,i32:16,i32:16,i32:16",

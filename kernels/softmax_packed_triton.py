@@ -3,8 +3,10 @@
 A row of up to 64K fp16 / bf16 columns stays in registers as it was loaded, two values per 32-bit
 word (kernels/_packed16.py), and each of the three passes (max, sum of exp, output) unpacks it again.
 Half the registers of an fp32 copy: rows up to 32K fit in 64 registers per thread (`maxnreg`), so two
-programs share an SM and one loads while the other reduces. Traffic is the minimum, one read and one
-write: 2 * batch * n_cols * 2 bytes.
+programs share an SM and one loads while the other reduces. Triton 3.9's code for these rows needs
+more registers than that budget (it spills there), so the 16K and 32K pieces also come with a larger
+one (`_r96`: one program per SM at 32K) and the tuner takes whichever is faster. Traffic is the
+minimum, one read and one write: 2 * batch * n_cols * 2 bytes.
 
 The packed path runs when n_cols and both strides are multiples of 16 (16-byte words and vectors);
 any other row takes the plain path of kernels/_softmax_row.py, so the softmax kernels keep ORT's
@@ -43,7 +45,8 @@ DTYPES = ("fp16", "bf16")
 OPS = {"softmax": 0, "log_softmax": 1}
 # (BLOCK_SIZE, num_warps, maxnreg): 64 values per thread in 64 registers up to 32K columns (two programs
 # per SM); a 64K row takes an SM's registers alone.
-CONFIGS = [(16384, 8, 64), (32768, 16, 64), (65536, 16, 128)]
+CONFIGS = [(16384, 8, 64), (32768, 16, 64), (65536, 16, 128), (16384, 8, 96), (32768, 16, 96)]
+PLAIN = {(b, w): r for b, w, r in reversed(CONFIGS)}  # a larger budget than the first adds _r<maxnreg>
 
 
 def get_function_table():
@@ -52,7 +55,8 @@ def get_function_table():
         for dtype in DTYPES:
             for block, warps, maxnreg in CONFIGS:
                 table.append({
-                    "name": f"{op}_packed_{dtype}_b{block}_w{warps}",
+                    "name": f"{op}_packed_{dtype}_b{block}_w{warps}"
+                            + ("" if PLAIN[block, warps] == maxnreg else f"_r{maxnreg}"),
                     "group": f"{op}_{dtype}",  # ORT's groups: the contract is softmax_triton.py's
                     "func": softmax_packed_kernel,
                     "sig": f"*{dtype}:16,*{dtype}:16,i32,i32,i32",

@@ -26,8 +26,13 @@ def test_cuda_only_sixteen_bit_and_register_capped(table):
         # Each thread holds whole 16-byte vectors of the row.
         assert k.constants["BLOCK_SIZE"] % (2 * 8 * 32 * k.num_warps) == 0, k.name
         # Two programs per SM up to 32K columns (one loads while the other reduces); a 64K row fills one.
-        programs = 2 if k.constants["BLOCK_SIZE"] <= 32768 else 1
+        # A larger budget (_r<maxnreg>: Triton 3.9's code spills at the plain one) still fits one program.
+        larger = k.name.endswith(f"_r{k.options['maxnreg']}")
+        programs = 2 if k.constants["BLOCK_SIZE"] <= 32768 and not larger else 1
         assert k.options["maxnreg"] * 32 * k.num_warps * programs <= 65536, k.name
+        if larger:
+            plain = next(p for p in table.kernels if p.name == k.name.rsplit("_r", 1)[0])
+            assert plain.options["maxnreg"] < k.options["maxnreg"] and plain.constants == k.constants
 
 
 def test_any_row_up_to_the_block_as_ort_launches(with_orts):

@@ -63,3 +63,25 @@ def test_container_build_of_everything_matches_local(platform, docker_engine, fu
         sub = f"{platform}/{arch}"
         for name in FILES:
             assert (repo / "dist/full" / sub / name).read_bytes() == (out / sub / name).read_bytes(), f"{sub}/{name}"
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_the_oldest_supported_triton_still_builds_everything(platform, docker_engine, default_archs, kernel_scripts,
+                                                            root, tmp_path):
+    """`--triton 3.5.0` (what ORT's own CI pins): an image made with that Triton builds both profiles for
+    every default arch, the consumer checks pass, and every kernels.json says which Triton built it."""
+    import json
+
+    from tritonforge.pipeline.compile.pin import OLDEST
+
+    repo, _ = user_repo(tmp_path / "repo", root / "kernels")
+    for profile in ("ort", "full"):
+        proc = invoke(repo, "build", "--platform", platform, "--profile", profile, "--triton", OLDEST, timeout=3600)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert f"consumer check {platform}/multi" in proc.stdout
+    table = load_table(kernel_scripts)
+    for arch in default_archs[platform]:
+        target = parse_targets([arch])[0]
+        doc = json.loads((repo / "dist/full" / platform / arch / "kernels.json").read_text())
+        assert doc["triton_version"] == OLDEST
+        assert len(doc["kernels"]) == sum(k.builds_for(target) for k in table.kernels), arch

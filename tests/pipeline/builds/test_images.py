@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 from tritonforge.pipeline.builds import images
+from tritonforge.pipeline.compile.pin import pinned_version
 from tritonforge.pipeline.compile.targets import parse_targets
 from tritonforge.pipeline.errors import PipelineError
 
@@ -60,7 +61,7 @@ def test_images_build_once_and_carry_labels(docker_engine, built_images):
         assert any("build skipped" in line for line in again)
         img = docker_engine.images.get(tag)
         labels = img.labels
-        assert labels["io.tritonforge.triton-version"] == "3.5.0"
+        assert labels["io.tritonforge.triton-version"] == pinned_version()
         assert labels["io.tritonforge.platform"] == platform
         assert len(labels["org.opencontainers.image.revision"]) in (40, len("unknown"))
         assert img.attrs["Config"]["User"] not in ("", "0", "root")
@@ -73,7 +74,7 @@ def test_host_certificates_do_not_stay_in_the_image(docker_engine, built_images)
                                                 "python3 -c 'import triton; print(triton.__version__)'"])
     text = out.decode()
     assert "tritonforge" not in text.split("\n")[0]
-    assert "\n10001\n" in f"\n{text}" and text.strip().endswith("3.5.0")
+    assert "\n10001\n" in f"\n{text}" and text.strip().endswith(pinned_version())
 
 
 def test_container_compile_error_names_kernel_and_leaves_dist(root, built_images, tmp_path):

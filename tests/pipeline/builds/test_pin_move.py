@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("triton", reason="the builds are Triton's")
 
 from tritonforge.pipeline.builds import pin_move  # noqa: E402
-from tritonforge.pipeline.compile.pin import pin_at_revision, pinned_version  # noqa: E402
+from tritonforge.pipeline.compile.pin import OLDEST, pin_at_revision, pinned_version  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_the_current_pin_is_read_at_a_revision(tmp_path):
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
 def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
-    """The committed report (invoke pin-move --candidate 3.9.0 --runner local, default and today's archs)
+    """The committed report (invoke pin-move --current 3.5.0 --candidate 3.9.0 --runner local, default archs)
     covers every kernel of the ORT profile as the scripts are now, for each arch, and passes."""
     from tritonforge.pipeline.compile.targets import parse_target
     from tritonforge.pipeline.scripts.profiles import select
@@ -80,7 +80,7 @@ def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
 
     stem = root / "docs" / "pin-moves" / f"triton-3.5.0-to-3.9.0-{platform}"
     doc = json.loads(stem.with_name(stem.name + ".json").read_text())
-    assert (doc["current"]["triton"], doc["candidate"]["triton"]) == (pinned_version(), "3.9.0")
+    assert (doc["current"]["triton"], doc["candidate"]["triton"]) == (OLDEST, pinned_version())
     assert not doc["failures"] and doc["current"]["numerics"]["passed"] and doc["candidate"]["numerics"]["passed"]
     table = select(load_table(sorted((root / "kernels").glob("*_triton.py"))), "ort")
     assert set(doc["archs"]) >= ({"sm_80", "sm_90"} if platform == "cuda" else {"gfx90a", "gfx942"})

@@ -110,8 +110,8 @@ def test_invoke_merge_of_per_arch_builds_is_the_single_build(tmp_path, small_ker
         proc = invoke(repo, "compile", "--platform", "cuda", "--arch", arch, "--out", f"part-{arch}",
                       "--profile", "full", "--quiet", env=env)
         assert proc.returncode == 0, proc.stdout[-3000:]
-    proc = invoke(repo, "merge", "--platform", "cuda", "--parts", "part-sm_80,part-sm_90", "--profile", "full",
-                  env=env)
+    proc = invoke(repo, "merge", "--platform", "cuda", "--arch", "sm_80,sm_90", "--parts", "part-sm_80,part-sm_90",
+                  "--profile", "full", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "consumer check cuda/multi: " in proc.stdout and "archs inside each blob match" in proc.stdout
     left = manifest(built[1] / "cuda/multi")["left_out"]
@@ -123,7 +123,8 @@ def test_invoke_merge_of_per_arch_builds_is_the_single_build(tmp_path, small_ker
         assert files == sorted(p.relative_to(merged / d) for p in (merged / d).rglob("*")
                                if p.is_file() and p.name != LIBRARY_NAME)
         assert all((single / d / f).read_bytes() == (merged / d / f).read_bytes() for f in files), d
-    proc = invoke(repo, "merge", "--platform", "cuda", "--parts", "part-sm_80", "--profile", "full", env=env)
+    proc = invoke(repo, "merge", "--platform", "cuda", "--arch", "sm_80,sm_90", "--parts", "part-sm_80", "--profile",
+                  "full", env=env)
     assert proc.returncode == 1 and "no cuda/sm_90 build in part-sm_80/full" in proc.stdout
     assert "Traceback" not in proc.stdout
 
