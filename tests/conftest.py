@@ -101,17 +101,22 @@ def docker_engine():
 
 
 @pytest.fixture(scope="session")
-def docker_builds(docker_engine, small_kernels, tmp_path_factory):
+def docker_builds(docker_engine, small_kernels, built, tmp_path_factory):
     """The README's main command as typed, in a fresh copy, with a Docker engine up (so `auto` picks
     docker): `invoke build --platform cuda` (the ORT profile, default archs, out and cache, all relative),
-    then ci.yml's full-profile builds `invoke build --platform cuda|rocm --runner docker --profile full`.
-    Every kernel of the small set is compiled cold in the images.
+    every kernel compiled cold in the image; then ci.yml's full-profile builds `invoke build --platform
+    cuda|rocm --runner docker --profile full`, their cache holding what the local build (`built`) compiled
+    for TEST_TARGETS, as a runner's restored cache would (the other default archs compile in the images).
 
     Returns {"repo", "env", "cuda", "cuda_full", "rocm_full"} (the last three: the finished processes)."""
     from .cli import invoke, user_repo
 
     repo, env = user_repo(tmp_path_factory.mktemp("docker") / "repo", small_kernels)
     cuda = invoke(repo, "build", "--platform", "cuda", env=env)
+    docker_cache = repo / ".cache/tritonforge/compile-docker"
+    shutil.copytree(built[2], docker_cache, dirs_exist_ok=True)
+    for d in [docker_cache, *(p for p in docker_cache.rglob("*") if p.is_dir())]:
+        os.chmod(d, 0o777)  # the container's user adds entries beside the copied ones
     cuda_full = invoke(repo, "build", "--platform", "cuda", "--runner", "docker", "--profile", "full", env=env)
     rocm_full = invoke(repo, "build", "--platform", "rocm", "--runner", "docker", "--profile", "full", env=env)
     return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full}

@@ -78,14 +78,19 @@ def test_readme_main_command_builds_in_docker_with_default_paths(docker_builds, 
     assert (repo / ".cache/tritonforge/compile-docker").is_dir()  # relative cache dir, the container's own
 
 
-@pytest.mark.parametrize("platform, archs", [("cuda", ("sm_80", "sm_90")), ("rocm", ("gfx90a", "gfx942"))])
+@pytest.mark.parametrize("platform, archs", [("cuda", ("sm_80", "sm_90", "sm_100", "sm_120")),
+                                             ("rocm", ("gfx90a", "gfx942", "gfx950"))])
 def test_docker_runner_full_profile_matches_local_bytes(docker_builds, built, platform, archs):
-    """Every kernel of the small set, compiled in the platform's image, gives the local build's bytes."""
+    """ci.yml's full-profile build in the platform's image, for every default arch (the ones the local build
+    did not compile, compiled in the image): the archs both made are the local build's bytes."""
     proc = docker_builds[f"{platform}_full"]
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "runner:" not in proc.stdout  # asked for docker by name
+    rows = summary_rows(proc.stdout)
     for arch in archs:  # invoke.yaml's default archs, under dist/full/
         assert f"consumer check {arch}: " in proc.stdout
+        kernels, compiled, cached, _ = rows[f"{platform}/{arch}"]
+        assert compiled + cached == kernels > 0 and (cached == kernels) == (built[1] / platform / arch).is_dir()
     for arch in [a for a in archs if (built[1] / platform / a).is_dir()]:
         assert not same_bytes(docker_builds["repo"] / "dist/full" / platform / arch, built[1] / platform / arch)
         assert json.loads((built[1] / platform / arch / "kernels.json").read_text())["profile"] == "full"
