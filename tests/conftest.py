@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -117,8 +118,12 @@ def docker_builds(docker_engine, small_kernels, built, tmp_path_factory):
     shutil.copytree(built[2], docker_cache, dirs_exist_ok=True)
     for d in [docker_cache, *(p for p in docker_cache.rglob("*") if p.is_dir())]:
         os.chmod(d, 0o777)  # the container's user adds entries beside the copied ones
-    cuda_full = invoke(repo, "build", "--platform", "cuda", "--runner", "docker", "--profile", "full", env=env)
-    rocm_full = invoke(repo, "build", "--platform", "rocm", "--runner", "docker", "--profile", "full", env=env)
+    # ci.yml runs the two on runners of their own: side by side here too (one image builds while the
+    # other compiles; they write different platforms' directories)
+    with ThreadPoolExecutor(2) as pool:
+        cuda_full, rocm_full = pool.map(lambda platform: invoke(repo, "build", "--platform", platform, "--runner",
+                                                                "docker", "--profile", "full", env=env),
+                                        ("cuda", "rocm"))
     return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full}
 
 

@@ -10,6 +10,7 @@ import json
 import re
 import shlex
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -143,13 +144,10 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
     tasks = {args[0] for _, args in lines}
     assert {"lint", "build", "merge", "gpu-test", "tune", "bench", "publish", "pin-move"} <= tasks
     ran, done = [], set()
-    for where, args in lines:
-        if tuple(args) in done:  # publish.yml repeats ci.yml's per-arch builds and merges word for word
-            ran.append(args[0])
-            continue
+    def run(where, args):
         needs_gpu = args[0] in GPU_TASKS or "--gpu" in args  # pin-move --gpu: the move's zoo bench
         if needs_gpu and not gpu_unavailable("cuda" if "rocm" not in args else "rocm"):
-            continue  # a GPU runner: gpu.yml runs these itself
+            return  # a GPU runner: gpu.yml runs these itself
         proc = invoke(repo, *args, env=env)
         said = f"{where}: invoke {' '.join(args)} (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
         assert "Traceback" not in proc.stdout, said
@@ -160,6 +158,29 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
             assert proc.returncode == 0, said
             done.add(tuple(args))
         ran.append(args[0])
+
+    # A matrix's per-arch jobs run side by side on runners of their own: here the CUDA and the ROCm ones of
+    # each run of build lines go at once (they write different platforms' directories), each in order.
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and lines[j][1][0] == "build" and tuple(lines[j][1]) not in done:
+            j += 1
+        if j - i > 1:
+            by_platform = {}
+            for where, args in lines[i:j]:
+                by_platform.setdefault("rocm" if "rocm" in args else "cuda", []).append((where, args))
+            with ThreadPoolExecutor(len(by_platform)) as pool:
+                for f in [pool.submit(lambda jobs: [run(*job) for job in jobs], jobs) for jobs in by_platform.values()]:
+                    f.result()
+            i = j
+            continue
+        where, args = lines[i]
+        if tuple(args) in done:  # publish.yml repeats ci.yml's per-arch builds and merges word for word
+            ran.append(args[0])
+        else:
+            run(where, args)
+        i += 1
     assert ran.count("build") == 28 and ran.count("merge") == 8 and "publish" in ran  # 7 archs x 2 profiles, twice
     manifest = json.loads((repo / "release-manifest.json").read_text())
     per_platform = {"cuda": ["sm_80", "sm_90", "sm_100", "sm_120"], "rocm": ["gfx90a", "gfx942", "gfx950"]}

@@ -115,13 +115,16 @@ def test_gc_races_eight_publishers_on_seaweedfs(s3, dist_copy, tmp_path):  # noq
     assert sorted(versions(s3)) == sorted(f"7.{i}.0" for i in range(8))
 
 
+LEASE_S = 6  # the killed gc's lease: long enough to see it held, short enough to wait out
+
+
 def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_path):  # noqa: F811
     publish(s3, "8.0.0", dist_copy, None, QUIET, profiles=FULL)
     orphans(s3, 400, "many")
     env = {**os.environ, "PYTHONPATH": str(root), **s3.env}
     code = ("import sys; from tritonforge.pipeline.release.gc import collect_garbage; "
             "from tritonforge.pipeline.release.stores import open_store; "
-            "collect_garbage(open_store(sys.argv[1]), grace_s=0, lease_s=15)")
+            f"collect_garbage(open_store(sys.argv[1]), grace_s=0, lease_s={LEASE_S})")
     proc = subprocess.Popen([sys.executable, "-u", "-c", code, f"s3://{s3.bucket}/{s3.prefix}"], cwd=root, env=env,
                             stdout=subprocess.PIPE, text=True)
     kill_when(proc, "deleted ")
@@ -131,6 +134,6 @@ def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_pat
     with pytest.raises(PipelineError, match="another gc holds"):
         collect_garbage(s3, grace_s=0, log=QUIET)  # its lease has not run out yet
     fetch_all(s3, tmp_path)
-    time.sleep(max(0.0, killed + 16 - time.monotonic()))
+    time.sleep(max(0.0, killed + LEASE_S + 1 - time.monotonic()))
     assert collect_garbage(s3, grace_s=0, log=QUIET)["deleted"] == len(left)  # lease over: taken over
     fetch_all(s3, tmp_path / "again")
