@@ -9,7 +9,7 @@ from pathlib import Path
 from tritonforge.atomic import write_bytes
 
 # Bump when what the compiler step records changes, so old entries are not reused.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: CUDA records keep Triton's PTX (made portable when merged)
 
 
 def compile_key(*, source_key: str, sig: str, constants: dict, options: dict, target: str,

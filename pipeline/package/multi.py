@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +124,22 @@ def _ptx(part: _Part, entry: dict) -> tuple[str, str] | None:
     return info["target"], text
 
 
+def _portable(newest: _Part, names: list[str]) -> dict[str, tuple[tuple[str, str] | None, str]]:
+    """{kernel: ((target, PTX) a newer GPU can JIT-compile or None, why none)} from the newest arch's build:
+    Triton's sm_90a-and-up PTX retargeted where ptxas still takes it (one ptxas run a kernel, in parallel)."""
+    from tritonforge.pipeline.compile.compiler import portable_ptx
+
+    def one(name):
+        raw = _ptx(newest, newest.by_name[name])
+        if raw is None:
+            return None, newest.by_name[name].get("ptx_note") or f"no PTX in the {newest.arch} build"
+        text, target, note = portable_ptx(raw[1], name)
+        return ((target, text) if text is not None else None), note
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        return dict(zip(names, pool.map(one, names)))
+
+
 def _content(kind: str, arch: str, data: bytes) -> dict:
     return {"kind": kind, "arch": arch, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
@@ -157,12 +174,13 @@ def write_multi(part_dirs: list[Path], out_dir: Path) -> MultiReport:
 
     ext = CONTAINER_EXT[backend]
     kernels, blobs, contracts = [], [], {}
+    portable = _portable(newest, common) if backend == "cuda" else {}
     for index, name in enumerate(common):
         entries = [(p.arch, p.by_name[name]) for p in parts]
         _check_launch(name, entries)
         if backend == "cuda":
             cubins = [(e["binary"]["arch"], p.blobs[name]) for p, (_, e) in zip(parts, entries)]
-            ptx = _ptx(newest, newest.by_name[name])
+            ptx, ptx_note = portable[name]
             blob = fatbin(name, cubins, ptx)
             contents = [_content("cubin", a, b) for a, b in cubins]
             contents += [_content("ptx", ptx[0], ptx[1].encode())] if ptx else []
@@ -182,7 +200,7 @@ def write_multi(part_dirs: list[Path], out_dir: Path) -> MultiReport:
                     contents=contents, shared=max(e["shared"] for _, e in entries), hidden_params=hidden,
                     ort_launchable=not notes, ort_notes=notes)
         if backend == "cuda" and not ptx:
-            base["ptx_note"] = newest.by_name[name].get("ptx_note") or f"no PTX in the {newest.arch} build"
+            base["ptx_note"] = ptx_note
         kernels.append(base)
         blobs.append((name, ext, blob))
         group = base["group"]
