@@ -16,8 +16,14 @@ import inspect
 
 
 def ptxas(arch: int) -> str:
-    """The ptxas Triton itself would run for sm_<arch>."""
-    from triton.backends.nvidia.compiler import get_ptxas
+    """The ptxas Triton itself would run for sm_<arch> (a CUDA merge checks the PTX it ships with it)."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+    except ImportError:
+        from tritonforge.pipeline.errors import PipelineError
+
+        raise PipelineError("checking CUDA PTX needs the ptxas the pinned triton ships: pip install -r "
+                            "pins/triton.txt (scripts/setup does)") from None
 
     takes_arch = bool(inspect.signature(get_ptxas).parameters)
     return (get_ptxas(arch) if takes_arch else get_ptxas()).path
