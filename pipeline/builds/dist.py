@@ -234,7 +234,7 @@ def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cach
         multi = []
         for platform in dict.fromkeys(t.platform for t in targets):
             parts = [staging / t.platform / t.arch_name for t in targets if t.platform == platform]
-            multi.append(write_multi(parts, staging / platform / MULTI))
+            multi.append(write_multi(parts, staging / platform / MULTI, Path(cache_dir) / "ptx" if cache_dir else None))
         # Everything is built: now swap each target directory into place.
         install_targets(staging, targets, out, [reports[t] for t in targets], multi)
     finally:

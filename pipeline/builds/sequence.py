@@ -95,7 +95,7 @@ def check_build(settings: Settings, report: BuildReport, log=print) -> None:
 def merge(settings: Settings, roots: list[Path], platform: str, archs: list[str], out: Path,
           log=print) -> MultiReport:
     """Merge per-arch builds into <out>/<platform>/multi/, then check it as a build's multi is checked."""
-    report = merge_builds(roots, platform, archs, out)
+    report = merge_builds(roots, platform, archs, out, Path(settings.cache_dir) / "ptx")
     log(f"{platform}/multi ({'+'.join(report.archs)}): {report.kernels} kernels, "
         f"{report.archive_bytes:,} B archive: {report.paths['archive'].parent}")
     for line in report.warnings():

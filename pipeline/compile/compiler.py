@@ -21,6 +21,8 @@ from tritonforge.pipeline.compile.targets import parse_target
 from tritonforge.pipeline.errors import PipelineError
 from tritonforge.pipeline.scripts import abi
 
+from tritonforge.atomic import write_text
+
 _MODULES: dict[str, object] = {}  # per worker process: script path -> loaded module
 
 
@@ -63,10 +65,13 @@ def _spec_for(job: CompileJob):
 PTX_TARGET = re.compile(r"^(\.target\s+)sm_(\d+)(a?)\b", re.M)
 
 
-def portable_ptx(ptx: str, where: str) -> tuple[str | None, str, str]:
+def portable_ptx(ptx: str, where: str, checks: Path | None = None) -> tuple[str | None, str, str]:
     """(PTX a newer GPU can JIT-compile, its target, why not when None). Triton writes `.target sm_90a` for
     sm_90+, PTX no other GPU may load; retargeted to `sm_90` it is kept only if ptxas still assembles it
-    (no sm_90a-only instruction in it)."""
+    (no sm_90a-only instruction in it). `checks`: a directory keeping ptxas's verdict per PTX text and
+    ptxas, so the same kernel merged again is not assembled again."""
+    import json
+
     m = PTX_TARGET.search(ptx)
     if m is None:
         return None, "", f"{where}: no .target line in Triton's PTX"
@@ -74,15 +79,30 @@ def portable_ptx(ptx: str, where: str) -> tuple[str | None, str, str]:
     if not m.group(3):
         return ptx, target, ""  # already portable, and ptxas just made the cubin from it
     text = PTX_TARGET.sub(lambda mm: f"{mm.group(1)}sm_{mm.group(2)}", ptx, count=1)
+    tool = triton_api.ptxas(int(m.group(2)))
+    entry = None
+    if checks is not None:
+        entry = Path(checks) / (hashlib.sha256(f"{tool}\0{target}\0{text}".encode()).hexdigest() + ".json")
+        try:
+            why = json.loads(entry.read_text())["why"]
+            return (None if why else text), target, why
+        except (OSError, ValueError, KeyError):
+            pass
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(text)
         f.flush()
-        proc = subprocess.run([triton_api.ptxas(int(m.group(2))), "--gpu-name", target, f.name, "-o", "/dev/null"],
-                              capture_output=True, text=True)
+        proc = subprocess.run([tool, "--gpu-name", target, f.name, "-o", "/dev/null"], capture_output=True, text=True)
+    why = ""
     if proc.returncode:
-        why = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no message"]
-        return None, target, f"the PTX needs {target}a: ptxas for {target} says: {why[0]}"
-    return text, target, ""
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no message"]
+        why = f"the PTX needs {target}a: ptxas for {target} says: {last[0]}"
+    if entry is not None:
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            write_text(entry, json.dumps({"why": why}))
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+    return (None if why else text), target, why
 
 
 class _TargetDriver:

@@ -124,7 +124,7 @@ def _ptx(part: _Part, entry: dict) -> tuple[str, str] | None:
     return info["target"], text
 
 
-def _portable(newest: _Part, names: list[str]) -> dict[str, tuple[tuple[str, str] | None, str]]:
+def _portable(newest: _Part, names: list[str], checks: Path | None) -> dict[str, tuple[tuple[str, str] | None, str]]:
     """{kernel: ((target, PTX) a newer GPU can JIT-compile or None, why none)} from the newest arch's build:
     Triton's sm_90a-and-up PTX retargeted where ptxas still takes it (one ptxas run a kernel, in parallel)."""
     from tritonforge.pipeline.compile.compiler import portable_ptx
@@ -133,7 +133,7 @@ def _portable(newest: _Part, names: list[str]) -> dict[str, tuple[tuple[str, str
         raw = _ptx(newest, newest.by_name[name])
         if raw is None:
             return None, newest.by_name[name].get("ptx_note") or f"no PTX in the {newest.arch} build"
-        text, target, note = portable_ptx(raw[1], name)
+        text, target, note = portable_ptx(raw[1], name, checks)
         return ((target, text) if text is not None else None), note
 
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
@@ -144,8 +144,9 @@ def _content(kind: str, arch: str, data: bytes) -> dict:
     return {"kind": kind, "arch": arch, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def write_multi(part_dirs: list[Path], out_dir: Path) -> MultiReport:
-    """Merge per-arch build directories of one platform and profile into out_dir (a staging directory)."""
+def write_multi(part_dirs: list[Path], out_dir: Path, ptx_checks: Path | None = None) -> MultiReport:
+    """Merge per-arch build directories of one platform and profile into out_dir (a staging directory);
+    `ptx_checks` keeps the verdicts of the PTX portability checks (compiler.portable_ptx)."""
     if not part_dirs:
         raise PipelineError("no per-arch build to merge")
     parts = sorted((_read_part(Path(d)) for d in part_dirs), key=lambda p: arch_key(p.arch))
@@ -174,7 +175,7 @@ def write_multi(part_dirs: list[Path], out_dir: Path) -> MultiReport:
 
     ext = CONTAINER_EXT[backend]
     kernels, blobs, contracts = [], [], {}
-    portable = _portable(newest, common) if backend == "cuda" else {}
+    portable = _portable(newest, common, ptx_checks) if backend == "cuda" else {}
     for index, name in enumerate(common):
         entries = [(p.arch, p.by_name[name]) for p in parts]
         _check_launch(name, entries)
@@ -218,7 +219,8 @@ def write_multi(part_dirs: list[Path], out_dir: Path) -> MultiReport:
     return report
 
 
-def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_root: Path) -> MultiReport:
+def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_root: Path,
+                 ptx_checks: Path | None = None) -> MultiReport:
     """`<out_root>/<platform>/multi/` from `<root>/<platform>/<arch>/` of each arch, found in one of
     part_roots (per-arch builds from other machines); arch builds found elsewhere are copied into
     out_root beside it. All or nothing: everything is staged, then renamed into place."""
@@ -234,7 +236,7 @@ def merge_builds(part_roots: list[Path], platform: str, archs: list[str], out_ro
     (out_root / platform).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".merge-", dir=out_root / platform))
     try:
-        report = write_multi(list(sources.values()), staging / MULTI)
+        report = write_multi(list(sources.values()), staging / MULTI, ptx_checks)
         moves = [(staging / MULTI, out_root / platform / MULTI)]
         for arch, src in sources.items():
             dest = out_root / platform / arch

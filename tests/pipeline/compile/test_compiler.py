@@ -31,3 +31,24 @@ def test_a_kernel_that_does_not_compile_is_named(softmax_entry):
     with pytest.raises(PipelineError, match="triton failed to compile") as err:
         compile_spec(broken, parse_target("sm_90"))
     assert softmax_entry.name in str(err.value) and "sm_90" in str(err.value)
+
+
+def test_the_shipped_ptx_is_checked_once_and_made_portable(softmax_entry, tmp_path, monkeypatch):
+    """A build keeps Triton's sm_90a PTX; made portable it targets sm_90 once ptxas took it, and the verdict
+    kept in `checks` answers the next merge of the same PTX without running ptxas again."""
+    import re
+
+    from tritonforge.pipeline.compile import compiler
+
+    _, record = compile_spec(softmax_entry, parse_target("sm_90"))
+    assert record["ptx_target"] == "sm_90a" and re.search(r"^\.target sm_90a$", record["ptx"], re.M)
+    text, target, why = compiler.portable_ptx(record["ptx"], softmax_entry.name, tmp_path)
+    assert (target, why) == ("sm_90", "") and re.search(r"^\.target sm_90$", text, re.M)
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    def no_ptxas(*args, **kwargs):
+        raise AssertionError("ptxas ran")
+
+    monkeypatch.setattr(compiler.subprocess, "run", no_ptxas)
+    assert compiler.portable_ptx(record["ptx"], softmax_entry.name, tmp_path) == (text, "sm_90", "")
+    with pytest.raises(AssertionError, match="ptxas ran"):  # no verdict kept there: ptxas runs
+        compiler.portable_ptx(record["ptx"], softmax_entry.name, tmp_path / "elsewhere")
