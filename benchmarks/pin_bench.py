@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import time
@@ -25,12 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from tritonforge.runtime import zoo  # noqa: E402
 from tritonforge.runtime.ops.group_norm import GroupNormProblem, GroupNormSetup  # noqa: E402
 from tritonforge.runtime.ops.softmax import SoftmaxProblem, SoftmaxSetup  # noqa: E402
 from tritonforge.runtime.tune import tune_problem  # noqa: E402
 
-from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from benchmarks.results import write_rows  # noqa: E402
+from benchmarks.zoo_bench import add_selection, selected_models  # noqa: E402
 from tritonforge.atomic import write_text  # noqa: E402
 
 ROUNDS = 3
@@ -129,20 +128,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--current", required=True, help="root of the build with the current pin (cuda/sm_XX/)")
     ap.add_argument("--candidate", required=True, help="root of the build with the candidate Triton")
-    ap.add_argument("--model", default="all", help=f"all, or a comma list of: {', '.join(zoo.MODELS)}")
-    ap.add_argument("--where", help="only the shapes whose label matches this regular expression")
-    ap.add_argument("--dtypes", default="fp16,fp32")
-    ap.add_argument("--ops", default="group_norm,softmax")
-    ap.add_argument("--results", default=str(RESULTS))
+    add_selection(ap, "only the shapes whose label matches this regular expression ('softmax 1x50257 fp16')")
     ap.add_argument("--out", help="write the per-shape ratios and their summary here (JSON)")
     args = ap.parse_args(argv)
-    try:
-        models = [m for name in args.model.split(",") for m in zoo.models(name)]
-        where = re.compile(args.where) if args.where else None
-    except KeyError as exc:
-        raise SystemExit(f"error: {exc.args[0]}") from None
-    except re.error as exc:
-        raise SystemExit(f"error: --where {args.where!r}: {exc}") from None
+    models, where = selected_models(args)
     ops, dtypes = args.ops.split(","), args.dtypes.split(",")
     if not set(ops) <= {"group_norm", "softmax"} or not set(dtypes) <= {"fp16", "fp32"}:
         raise SystemExit("error: --ops takes group_norm,softmax and --dtypes fp16,fp32")

@@ -237,25 +237,35 @@ def rows_for(res: dict, shape: str, dtype: str, model: str, count: int, bench: B
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_selection(ap: argparse.ArgumentParser, where_help: str) -> None:
+    """The flags that pick zoo shapes (what this bench and pin_bench.py share)."""
     ap.add_argument("--model", default="all", help=f"all, or a comma list of: {', '.join(zoo.MODELS)}")
-    ap.add_argument("--where", help="only the shapes whose label matches this regular expression "
-                                    "(labels: '2x64x64x320', '65536x77')")
-    ap.add_argument("--dist", default=str(ROOT / "dist" / "full"))
+    ap.add_argument("--where", help=where_help)
     ap.add_argument("--dtypes", default="fp16,fp32")
     ap.add_argument("--ops", default="group_norm,softmax")
-    ap.add_argument("--batches", help="comma list (default: each model's own)")
     ap.add_argument("--results", default=str(RESULTS))
-    ap.add_argument("--candidates-out", help="also write every candidate's time per problem (JSON)")
-    args = ap.parse_args(argv)
+
+
+def selected_models(args) -> tuple[list, re.Pattern | None]:
+    """(models, compiled --where) of add_selection's flags; a bad one exits with the reason."""
     try:
-        models = [m for name in args.model.split(",") for m in zoo.models(name)]
-        where = re.compile(args.where) if args.where else None
+        return ([m for name in args.model.split(",") for m in zoo.models(name)],
+                re.compile(args.where) if args.where else None)
     except KeyError as exc:
         raise SystemExit(f"error: {exc.args[0]}") from None
     except re.error as exc:
         raise SystemExit(f"error: --where {args.where!r}: {exc}") from None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_selection(ap, "only the shapes whose label matches this regular expression (labels: '2x64x64x320', "
+                      "'65536x77')")
+    ap.add_argument("--dist", default=str(ROOT / "dist" / "full"))
+    ap.add_argument("--batches", help="comma list (default: each model's own)")
+    ap.add_argument("--candidates-out", help="also write every candidate's time per problem (JSON)")
+    args = ap.parse_args(argv)
+    models, where = selected_models(args)
     ops = args.ops.split(",")
     if not set(ops) <= {"group_norm", "softmax"}:
         raise SystemExit(f"error: --ops takes group_norm and softmax, not {args.ops!r}")
