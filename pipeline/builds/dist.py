@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritonforge.pipeline.compile.cache import CompileCache, compile_key
+from tritonforge.pipeline.compile.cache import CompileCache, compile_key, ptx_checks
 from tritonforge.pipeline.compile.compiler import CompileJob, compile_job, compile_spec
 from tritonforge.pipeline.compile.pin import check_pin
 from tritonforge.pipeline.compile.targets import Target
@@ -234,7 +234,7 @@ def build_dist(scripts: list[Path], targets: list[Target], out: Path | str, cach
         multi = []
         for platform in dict.fromkeys(t.platform for t in targets):
             parts = [staging / t.platform / t.arch_name for t in targets if t.platform == platform]
-            multi.append(write_multi(parts, staging / platform / MULTI, Path(cache_dir) / "ptx" if cache_dir else None))
+            multi.append(write_multi(parts, staging / platform / MULTI, ptx_checks(cache_dir)))
         # Everything is built: now swap each target directory into place.
         install_targets(staging, targets, out, [reports[t] for t in targets], multi)
     finally:

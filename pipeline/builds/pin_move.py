@@ -271,7 +271,6 @@ def run(kernels_dir: Path, platform: str, archs: list[str], current: str, candid
     `compile_cache`: the builds' (its keys hold Triton's version)."""
     from tritonforge.pipeline.builds.images import build_image
     from tritonforge.pipeline.builds.runners import run_docker
-    from tritonforge.pipeline.compile.pin import pinned_version
     from tritonforge.pipeline.compile.targets import parse_targets
 
     targets = parse_targets(archs, platform=platform)
@@ -281,7 +280,7 @@ def run(kernels_dir: Path, platform: str, archs: list[str], current: str, candid
     sides = {}
     for version in dict.fromkeys([current, candidate]):
         side = Side(version, out / f"triton-{version}")
-        other = None if version == pinned_version() else version
+        other = _image_triton(version)
         if runner == "docker":
             run_docker(kernels_dir, targets, side.root, compile_cache, jobs, log, host, platform, profile="ort",
                        triton=other)
@@ -300,13 +299,19 @@ def run(kernels_dir: Path, platform: str, archs: list[str], current: str, candid
     return doc
 
 
+def _image_triton(version: str) -> str | None:
+    """What run_docker takes for `version`: None for the pin's own image, else the version."""
+    from tritonforge.pipeline.compile.pin import pinned_version
+
+    return None if version == pinned_version() else version
+
+
 def gpu_bench(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, compile_cache: Path, jobs: int,
-              host: str, log, bench_args: tuple[str, ...] = ()) -> dict:
+              host: str, log) -> dict:
     """The zoo bench under both Tritons on this CUDA GPU: the full profile for its arch built with each
     (the runtime's every family, ORT's groups among them), then benchmarks/pin_bench.py on the pair; its
     summary joins the report (speed is reported, not a failure)."""
     from tritonforge.pipeline.builds.runners import run_docker
-    from tritonforge.pipeline.compile.pin import pinned_version
     from tritonforge.pipeline.compile.targets import parse_targets
     from tritonforge.runtime.cuda import CudaBackend
 
@@ -319,12 +324,12 @@ def gpu_bench(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path,
         roots[side] = root = out / "full" / f"triton-{version}"
         if runner == "docker":
             run_docker(kernels_dir, parse_targets([arch], platform="cuda"), root, compile_cache, jobs, log, host,
-                       "cuda", profile="full", triton=None if version == pinned_version() else version)
+                       "cuda", profile="full", triton=_image_triton(version))
         else:
             build_local(version, kernels_dir, [arch], "cuda", root, cache, compile_cache, jobs, host, log, "full")
     result = out / "gpu.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "pin_bench.py"), "--current", str(roots["current"]),
-           "--candidate", str(roots["candidate"]), "--out", str(result), *bench_args]
+           "--candidate", str(roots["candidate"]), "--out", str(result)]
     log("zoo bench under both: " + " ".join(cmd[1:]))
     if subprocess.run(cmd, cwd=ROOT).returncode:
         raise PipelineError(f"the zoo bench under both Tritons failed ({' '.join(cmd[1:])})")

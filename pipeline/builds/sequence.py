@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tritonforge.pipeline.builds.dist import BuildReport
 from tritonforge.pipeline.builds.runners import choose_runner, run_docker, run_local
+from tritonforge.pipeline.compile.cache import ptx_checks
 from tritonforge.pipeline.errors import PipelineError
 from tritonforge.pipeline.package.consumer_check import check_artifacts
 from tritonforge.pipeline.package.multi import MultiReport, merge_builds
@@ -95,7 +96,7 @@ def check_build(settings: Settings, report: BuildReport, log=print) -> None:
 def merge(settings: Settings, roots: list[Path], platform: str, archs: list[str], out: Path,
           log=print) -> MultiReport:
     """Merge per-arch builds into <out>/<platform>/multi/, then check it as a build's multi is checked."""
-    report = merge_builds(roots, platform, archs, out, Path(settings.cache_dir) / "ptx")
+    report = merge_builds(roots, platform, archs, out, ptx_checks(settings.cache_dir))
     log(f"{platform}/multi ({'+'.join(report.archs)}): {report.kernels} kernels, "
         f"{report.archive_bytes:,} B archive: {report.paths['archive'].parent}")
     for line in report.warnings():

@@ -21,6 +21,11 @@ def compile_key(*, source_key: str, sig: str, constants: dict, options: dict, ta
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def ptx_checks(cache_dir: Path | str | None) -> Path | None:
+    """Where the PTX portability verdicts (compiler.portable_ptx) live beside a compile cache."""
+    return Path(cache_dir) / "ptx" if cache_dir else None
+
+
 class CompileCache:
     def __init__(self, root: Path | str | None):
         self.root = Path(root) if root else None

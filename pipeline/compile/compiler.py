@@ -162,9 +162,12 @@ def compile_spec(spec, target) -> tuple[bytes, dict]:
         m = PTX_TARGET.search(kernel.asm["ptx"])
         # The PTX as Triton wrote it (sm_90a and up: arch-specific); a multi-arch merge makes the newest
         # arch's portable (portable_ptx), so only the PTX that ships pays for the ptxas check.
-        ptx = {"binary_arch": f"sm_{m.group(2)}{m.group(3)}" if m else target.arch_name,
-               "ptx": kernel.asm["ptx"] if m else None, "ptx_target": f"sm_{m.group(2)}{m.group(3)}" if m else "",
-               "ptx_note": "" if m else f"{spec.name}: no .target line in Triton's PTX"}
+        if m:
+            arch = f"sm_{m.group(2)}{m.group(3)}"
+            ptx = {"binary_arch": arch, "ptx": kernel.asm["ptx"], "ptx_target": arch, "ptx_note": ""}
+        else:
+            ptx = {"binary_arch": target.arch_name, "ptx": None, "ptx_target": "",
+                   "ptx_note": f"{spec.name}: no .target line in Triton's PTX"}
     else:
         declared, _ = abi.amdgpu_arg_slots(kernel.asm["amdgcn"], md.name)
     try:

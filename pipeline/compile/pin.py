@@ -48,15 +48,14 @@ def pin_at_revision(rev: str, root: Path | None = None) -> str:
 OLDEST, NEWEST = "3.5.0", "3.9.0"
 
 
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
-
-
 def check_supported(version: str) -> str:
     """`version` when the compiler supports it, else a PipelineError that names the range."""
     if not re.fullmatch(r"\d+\.\d+\.\d+", version or ""):
         raise PipelineError(f"triton {version!r}: expected a release such as {NEWEST}")
-    if not _key(OLDEST) <= _key(version) <= _key(NEWEST):
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(map(int, v.split(".")))
+
+    if not key(OLDEST) <= key(version) <= key(NEWEST):
         raise PipelineError(f"triton {version} is not supported: choose a release from {OLDEST} to {NEWEST}")
     return version
 
