@@ -61,9 +61,12 @@ class Result:
     diff: float = float("nan")
     breakdown: dict = field(default_factory=dict)  # session -> {kind: ms per run}
     error: str = ""  # what stopped the measurement
+    recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
 
     @property
     def speedup(self) -> float:
+        if self.recorded_speedup is not None:
+            return self.recorded_speedup
         return self.ms["ort"] / self.ms["tritonforge"]
 
     @property
@@ -231,6 +234,8 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
             r = out.setdefault((row["device"], row["shape"], row["dtype"]), Result(model, exporter, row["dtype"]))
             if row["metric"] == "ms":
                 r.ms[row["provider"]] = float(row["value"])
+            elif row["metric"] == "speedup":
+                r.recorded_speedup = float(row["value"])
             elif row["metric"] == "max_rel_diff":
                 r.diff = float(row["value"])
                 counts = re.match(r"(\d+) nodes rewritten, (\d+) left", row["extra"])
