@@ -3,6 +3,8 @@
 ARG BASE_IMAGE=rocm/dev-ubuntu-24.04:6.4.1
 
 FROM ${BASE_IMAGE} AS build
+# Kept line for line as cuda.Dockerfile but for CUDA's nvfatbin and the labels: where both images
+# start from one base (the local Debian one), the second reuses the first's layers up to those lines.
 ARG DEBIAN_FRONTEND=noninteractive
 # certs/ is generated in the build context from the host's CA store (pip behind TLS-intercepting
 # proxies); only this stage sees it, the final image copies the venv alone.
@@ -25,6 +27,11 @@ RUN touch /src/README.md && /opt/tritonforge/bin/pip install --no-deps /src
 
 FROM ${BASE_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 binutils \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 --user-group forge
+COPY --from=build /opt/tritonforge /opt/tritonforge
 ARG REVISION=unknown
 ARG TRITON_VERSION=unknown
 LABEL org.opencontainers.image.title="tritonforge-rocm" \
@@ -32,11 +39,6 @@ LABEL org.opencontainers.image.title="tritonforge-rocm" \
       org.opencontainers.image.revision="${REVISION}" \
       io.tritonforge.triton-version="${TRITON_VERSION}" \
       io.tritonforge.platform="rocm"
-RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 binutils \
- && rm -rf /var/lib/apt/lists/* \
- && useradd --create-home --uid 10001 --user-group forge
-COPY --from=build /opt/tritonforge /opt/tritonforge
 ENV PATH=/opt/tritonforge/bin:$PATH TRITON_DISABLE_LINE_INFO=1 \
     TRITONFORGE_PIN_FILE=/opt/tritonforge/pins/triton.txt
 USER 10001:10001
