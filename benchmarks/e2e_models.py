@@ -132,30 +132,49 @@ def _build(m: E2EModel, dtype: str, device: str, tiny: bool):
     return Step(net), tuple(inputs), names
 
 
+def dynamic_axes(m: E2EModel) -> dict[str, dict[int, str]]:
+    """The axes an Optimum-style export leaves symbolic, by input name: batch and the latent's height and
+    width (a UNet's timestep and text embeddings follow the batch). One file then serves every resolution."""
+    spatial = {0: "batch", 2: "height", 3: "width"}
+    if m.kind == "vae_decoder":
+        return {"latent": spatial}
+    axes = {"sample": spatial, "timestep": {0: "batch"}, "encoder_hidden_states": {0: "batch"}}
+    if m.text_embeds:
+        axes.update(text_embeds={0: "batch"}, time_ids={0: "batch"})
+    return axes
+
+
 def export(m: E2EModel, exporter: str, dtype: str, work: Path, device: str = "cuda", tiny: bool = False,
-           log=print) -> Path:
+           log=print, dynamic: bool = False) -> Path:
     """The model exported by `exporter` in `dtype`, in a directory of its own under `work` (made once;
     external data beside it when large). `ort` is ORT's transformers optimizer on the TorchScript fp32
     export (it refuses fp16 initializers), converted to fp16 after fusing as ORT's Stable Diffusion
-    pipeline script does."""
-    stem = f"{m.name}{'_tiny' if tiny else ''}.{exporter}.{dtype}"
+    pipeline script does. `dynamic`: batch, height and width symbolic (`dynamic_axes` for TorchScript,
+    `dynamic_shapes` for dynamo), as Optimum and most pipelines export."""
+    stem = f"{m.name}{'_tiny' if tiny else ''}.{exporter}{'.dynamic' if dynamic else ''}.{dtype}"
     path = work / stem / f"{stem}.onnx"  # a directory each: TorchScript names external files by tensor
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     if exporter == "ort":
-        return _ort_optimized(m, dtype, export(m, "torchscript", "fp32", work, device, tiny, log), path)
+        return _ort_optimized(m, dtype, export(m, "torchscript", "fp32", work, device, tiny, log, dynamic), path)
     import torch
 
     module, inputs, names = _build(m, dtype, device, tiny)
-    log(f"  exporting {m.name} {dtype} with torch.onnx ({exporter}) ...")
+    axes = dynamic_axes(m) if dynamic else {}
+    log(f"  exporting {m.name} {dtype} with torch.onnx ({exporter}{', dynamic axes' if dynamic else ''}) ...")
     with torch.no_grad():
         if exporter == "torchscript":
             torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=17, input_names=names,
-                              output_names=["out"])
+                              output_names=["out"], dynamic_axes=axes or None)
         elif exporter == "dynamo":
+            shapes = None
+            if axes:
+                dims = {}  # one Dim per name: the batch is shared by every input that has it
+                shapes = tuple({i: dims.setdefault(d, torch.export.Dim.AUTO) for i, d in axes.get(n, {}).items()}
+                               or None for n in names)
             torch.onnx.export(module, inputs, str(path), dynamo=True, input_names=names, output_names=["out"],
-                              external_data=True)
+                              external_data=True, dynamic_shapes=shapes)
         else:
             raise ValueError(f"unknown exporter '{exporter}' (one of {', '.join(EXPORTERS)})")
     del module

@@ -177,7 +177,7 @@ class InstanceNormGroupNorm:
         if not _is(post, "Reshape"):
             raise Left("its output is not reshaped back to X's shape (or is read by other nodes too)")
         shape_of_x = g.producer.get(post.input[1])
-        if _is(shape_of_x, "Shape") and shape_of_x.input[0] == x and not attrs(shape_of_x):
+        if _whole_shape_of(shape_of_x, x, rank):
             chain = [pre, norm, post] + ([shape_of_x] if g.only_reader(post.input[1]) is post else [])
         else:
             back = g.const(post.input[1])
@@ -215,6 +215,14 @@ class InstanceNormGroupNorm:
         new = _group_normalization(r, name, x, out, weight, bias, groups, float(attrs(norm).get("epsilon", 1e-5)),
                                    silu)
         return Match([*chain, *(silu or ())], new, self.source, bool(silu))
+
+
+def _whole_shape_of(node, x: str, rank: int) -> bool:
+    """`node` is Shape(x) of every axis (TorchScript writes no attributes, dynamo start=0)."""
+    if not _is(node, "Shape") or node.input[0] != x:
+        return False
+    a = attrs(node)
+    return a.get("start", 0) in (0, -rank) and a.get("end", rank) >= rank
 
 
 def _regroups(shape, allowzero: int, groups: int, dims: list) -> str | None:

@@ -8,6 +8,7 @@
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -434,17 +435,54 @@ class SoftmaxLast : public KernelBase {
 };
 
 // ---- op declarations --------------------------------------------------------------------------
+// X's type and shape as ORT is told it: a dim the model leaves unknown (no value, no name) comes back
+// from ORT as -1, and ORT would write -1 back as a fixed size that every reader's inference then
+// checks against; it goes back as a name of its own, which claims nothing but "some size".
+OrtStatusPtr shape_of_x(OrtShapeInferContext* ctx, OrtTensorTypeAndShapeInfo** out) {
+  static std::atomic<uint64_t> unknown{0};
+  const OrtApi& api = Ort::GetApi();
+  OrtTensorTypeAndShapeInfo* x = nullptr;  // belongs to the context
+  if (OrtStatusPtr s = api.ShapeInferContext_GetInputTypeShape(ctx, 0, &x)) return s;
+  size_t rank = 0;
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  if (OrtStatusPtr s = api.GetDimensionsCount(x, &rank)) return s;
+  if (OrtStatusPtr s = api.GetTensorElementType(x, &type)) return s;
+  std::vector<int64_t> dims(rank);
+  std::vector<const char*> given(rank, nullptr);
+  if (rank) {
+    if (OrtStatusPtr s = api.GetDimensions(x, dims.data(), rank)) return s;
+    if (OrtStatusPtr s = api.GetSymbolicDimensions(x, given.data(), rank)) return s;
+  }
+  std::vector<std::string> names(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    if (given[i] && *given[i]) names[i] = given[i];
+    else if (dims[i] < 0) names[i] = "tritonforge_unk_" + std::to_string(unknown++);
+  }
+  std::vector<const char*> params(rank);
+  for (size_t i = 0; i < rank; ++i) params[i] = names[i].c_str();
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  if (OrtStatusPtr s = api.CreateTensorTypeAndShapeInfo(&info)) return s;
+  OrtStatusPtr s = api.SetTensorElementType(info, type);
+  if (!s) s = api.SetDimensions(info, dims.data(), rank);
+  if (!s) s = api.SetSymbolicDimensions(info, params.data(), rank);
+  if (s) {
+    api.ReleaseTensorTypeAndShapeInfo(info);
+    return s;
+  }
+  *out = info;
+  return nullptr;
+}
+
 // Every output has X's type and shape (ORT needs this said when more than one input is typed by the
 // model, as SkipGroupNorm's X, skip and bias are).
 OrtStatusPtr same_as_x(const OrtCustomOp* op, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   OrtTensorTypeAndShapeInfo* info = nullptr;
-  if (OrtStatusPtr s = api.ShapeInferContext_GetInputTypeShape(ctx, 0, &info)) return s;
+  if (OrtStatusPtr s = shape_of_x(ctx, &info)) return s;
   size_t rank = 0;
-  if (OrtStatusPtr s = api.GetDimensionsCount(info, &rank)) return s;
-  if (rank == 0) return nullptr;  // X's shape unknown to the model (no scalar is valid input): say nothing
-  OrtStatusPtr status = nullptr;
-  size_t outputs = op->GetOutputTypeCount(op);
+  OrtStatusPtr status = api.GetDimensionsCount(info, &rank);
+  // rank 0: X's shape unknown to the model (no scalar is valid input): say nothing
+  size_t outputs = status || rank == 0 ? 0 : op->GetOutputTypeCount(op);
   for (size_t i = 0; i < outputs && !status; ++i) {
     status = api.ShapeInferContext_SetOutputTypeShape(ctx, i, info);
     if (status && i > 0) {  // an optional output the node leaves out
@@ -453,7 +491,7 @@ OrtStatusPtr same_as_x(const OrtCustomOp* op, OrtShapeInferContext* ctx) {
       break;
     }
   }
-  // `info` belongs to the context
+  api.ReleaseTensorTypeAndShapeInfo(info);  // ORT copied what it needed into the graph
   return status;
 }
 

@@ -1,8 +1,9 @@
 """Remake the exports beside this file: tiny diffusers models (benchmarks/e2e_models.py's `tiny` configs of the
-same classes, GroupNorm affine drawn at random) exported as users export them, for the CPU tests of the
-rewrite. Needs torch, diffusers, onnxscript and onnxruntime (its transformers optimizer); the tests don't.
+same classes, GroupNorm affine drawn at random) exported as users export them, with static shapes and with
+dynamic axes (batch, height and width symbolic), for the CPU tests of the rewrite. Needs torch, diffusers,
+onnxscript and onnxruntime (its transformers optimizer); the tests don't.
 
-    python tests/runtime/ortlib/rewrite/exports/make.py
+    python tests/runtime/ortlib/rewrite/exports/make.py [NAME ...]     # NAME: a part of the file names to remake
 """
 
 from __future__ import annotations
@@ -19,16 +20,23 @@ import onnx  # noqa: E402
 
 from benchmarks import e2e_models  # noqa: E402
 
-# (model, exporter, dtype): both exporters, both dtypes, a UNet and a VAE, and ORT's optimizer's output
-EXPORTS = (("sd15_vae_decoder", "torchscript", "fp32"), ("sd15_vae_decoder", "dynamo", "fp16"),
-           ("sd15_unet", "torchscript", "fp16"), ("sd15_unet", "dynamo", "fp32"),
-           ("sdxl_unet", "torchscript", "fp16"), ("sd15_vae_decoder", "ort", "fp16"))
+# (model, exporter, dtype, dynamic axes): both exporters, both dtypes, a UNet and a VAE, ORT's optimizer's output,
+# and each model from each exporter with dynamic axes
+EXPORTS = (("sd15_vae_decoder", "torchscript", "fp32", False), ("sd15_vae_decoder", "dynamo", "fp16", False),
+           ("sd15_unet", "torchscript", "fp16", False), ("sd15_unet", "dynamo", "fp32", False),
+           ("sdxl_unet", "torchscript", "fp16", False), ("sd15_vae_decoder", "ort", "fp16", False),
+           ("sd15_vae_decoder", "torchscript", "fp16", True), ("sd15_vae_decoder", "dynamo", "fp32", True),
+           ("sd15_unet", "torchscript", "fp32", True), ("sd15_unet", "dynamo", "fp16", True))
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
     with tempfile.TemporaryDirectory() as work:
-        for name, exporter, dtype in EXPORTS:
-            path = e2e_models.export(e2e_models.MODELS[name], exporter, dtype, Path(work), "cpu", tiny=True)
+        for name, exporter, dtype, dynamic in EXPORTS:
+            stem = f"{name}_tiny.{exporter}{'.dynamic' if dynamic else ''}.{dtype}"
+            if only and not any(o in stem for o in only):
+                continue
+            path = e2e_models.export(e2e_models.MODELS[name], exporter, dtype, Path(work), "cpu", tiny=True,
+                                     dynamic=dynamic)
             model = onnx.load(str(path), load_external_data=False)
             _strip(model.graph)  # debug text only (stack traces, source names): the graph is as exported
             onnx.save(model, str(HERE / path.name))
@@ -47,4 +55,4 @@ def _strip(graph) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
