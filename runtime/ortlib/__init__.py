@@ -30,6 +30,10 @@ class LibraryNotFound(TritonforgeError, FileNotFoundError):
     pass
 
 
+class LibraryError(TritonforgeError, OSError):
+    """The library is there but does not load (a C library older than it needs, a damaged file)."""
+
+
 def library_path(path: str | os.PathLike | None = None) -> Path:
     """The library to load: `path`, else $TRITONFORGE_ORT_LIBRARY, else the one beside this package (the
     tritonforge_ort wheel's), else the first under ./dist."""
@@ -59,7 +63,11 @@ def register(session_options, path: str | os.PathLike | None = None) -> Path:
 
 
 def _call(path, name: str) -> str:
-    lib = ctypes.CDLL(str(library_path(path)))  # the same handle ORT's dlopen got, so the same state
+    found = library_path(path)
+    try:
+        lib = ctypes.CDLL(str(found))  # the same handle ORT's dlopen got, so the same state
+    except OSError as exc:
+        raise LibraryError(f"{found}: the library does not load here: {exc}") from None
     fn = getattr(lib, name)
     fn.restype = ctypes.c_char_p
     return fn().decode()

@@ -23,10 +23,17 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
     Returns the files written."""
     from .rewrite import rewrite_file
 
-    report = rewrite_file(model, out or output_for(model), library, use_library=not any_dtype,
-                          softmax_min_cols=0 if all_softmax else None)
+    try:
+        report = rewrite_file(model, out or output_for(model), library, use_library=not any_dtype,
+                              softmax_min_cols=0 if all_softmax else None)
+    except TritonforgeError:
+        raise
+    except Exception as exc:  # anything else (a library that does not load, a full disk) is one line too
+        text = " ".join(str(exc).split()) or "no message"
+        raise TritonforgeError(f"{model}: the rewrite failed: {type(exc).__name__}: {text}") from None
     for line in report.lines():
         say(line)
+    say(f"checked: it {report.loads}" if report.loads.startswith("loads") else f"note: {report.loads}")
     say(f"wrote {' and '.join(report.wrote)}")
     return report.wrote
 

@@ -12,9 +12,12 @@ library's kernel beats ORT's own (SOFTMAX_MIN_COLS: on shorter rows, attention o
 ViT's 197, ORT's kernel measured faster; `softmax_min_cols=0` takes them too). Types and shapes come
 from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is almost one of these
 forms but not quite is left as it is, and the report names it and says why; so is one whose dtype the
-library (`library=`) has no CUDA kernel for. Models of any size are read and written with their external
-data (files.py). A model that passes onnx.checker still does after; node names and outputs are kept,
-nodes only the replaced ones read are dropped, and the domain is added to the model's opsets.
+library (`library=`) has no CUDA kernel for. The forms are found inside If branches and Loop and Scan
+bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims (dynamic batch,
+resolution) are kept symbolic. Models of any size are read and written with their external data
+(files.py). A model that passes onnx.checker still does after; node names and outputs are kept, nodes only
+the replaced ones read are dropped, and the domain is added to the model's opsets. `rewrite_file` writes
+only a model that onnxruntime loads with the library registered (loads.py).
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import DOMAIN, info
+from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
 from .files import ModelFileError, read, tensors, write
-from .graph import FLOAT_TYPES, Graph, domain_of, subgraphs
+from .graph import FLOAT_TYPES, Graph, domain_of, named_subgraphs, outer_reads
+from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
 
 # The shortest last axis from which the library's softmax measured at least as fast as ORT's own on the
@@ -49,6 +53,7 @@ class Report:
     fused_silu: int = 0
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
+    loads: str = ""  # what rewrite_file checked before writing: "loads in onnxruntime 1.31.1 (...)"
 
     def lines(self) -> list[str]:
         out = []
@@ -62,7 +67,7 @@ class Report:
 
     def as_dict(self) -> dict:
         return {"rewritten": dict(self.rewritten), "fused_silu": self.fused_silu, "left": list(self.left),
-                "wrote": list(self.wrote)}
+                "wrote": list(self.wrote), "loads": self.loads}
 
 
 def _check(model, what: str) -> bool:
@@ -93,13 +98,33 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     if check is None:
         check = not any(t.data_location == t.EXTERNAL for t in tensors(model))
     valid = check and _check(model, "before")
-    graph = Graph(model, base_dir)
-    r = Rewriter(graph, cuda, min_cols)
     report = Report()
+    _rewrite_scope(Graph(model, base_dir), cuda, min_cols, report)
+    if report.rewritten and not any(o.domain == DOMAIN for o in model.opset_import):
+        from onnx import helper
+
+        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+    if valid:
+        _check(model, "after")
+    return report
+
+
+def _matchers() -> dict:
     by_anchor = {}
     for p in PATTERNS:
         for anchor in p.anchors:
             by_anchor.setdefault(anchor, []).append(p)
+    return by_anchor
+
+
+def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict, report: Report) -> None:
+    """One scope's matches spliced in, its subgraphs' first (If branches, Loop and Scan bodies, at any depth)."""
+    for node in graph.nodes:
+        for attr, sub in named_subgraphs(node):
+            where = f" in the {attr} of {node.op_type} node '{node.name}'{graph.where}"
+            _rewrite_scope(Graph(graph.model, graph.base_dir, sub, graph, where), cuda, min_cols, report)
+    r = Rewriter(graph, cuda, min_cols)
+    by_anchor = _matchers()
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: dict[int, object] = {}  # node index -> the match that replaces it
     for node in graph.nodes:
@@ -109,12 +134,12 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
             try:
                 m = p.match(r, node)
             except Left as why:
-                report.left.append(f"{node.op_type} node '{node.name}': {why}")
+                report.left.append(f"{node.op_type} node '{node.name}'{graph.where}: {why}")
                 break
             if m is None:
                 continue
             if any(index[id(n)] in taken for n in m.remove):
-                report.left.append(f"{node.op_type} node '{node.name}': overlaps a rewrite already made")
+                report.left.append(f"{node.op_type} node '{node.name}'{graph.where}: overlaps a rewrite already made")
                 break
             taken.update((index[id(n)], m) for n in m.remove)
             report.rewritten[m.node.op_type] += 1
@@ -122,25 +147,19 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
             report.fused_silu += m.silu
             break
     if taken:
-        _splice(model, graph, taken, r.initializers)
-    if valid:
-        _check(model, "after")
-    return report
+        _splice(graph, taken, r.initializers)
 
 
-def _splice(model, graph: Graph, taken: dict, initializers: list) -> None:
+def _splice(graph: Graph, taken: dict, initializers: list) -> None:
     """Each match's node where its first replaced node was; the replaced nodes, and the nodes and
-    initializers only they read, dropped."""
-    from onnx import helper
-
+    initializers only they read, dropped. A value a subgraph reads from this scope counts as read."""
     first = {}
     for i, m in sorted(taken.items()):
         first.setdefault(id(m), i)
     placed = {i: m.node for i, m in taken.items() if first[id(m)] == i}
     kept = [placed.get(i, n) for i, n in enumerate(graph.nodes) if i in placed or i not in taken]
     # producers whose every reader went: the constants and shapes feeding the replaced nodes
-    readers = Counter(i for n in kept for i in dict.fromkeys(n.input) if i)
-    readers.update(_sub_inputs(kept))
+    readers = Counter(i for n in kept for i in dict.fromkeys([*n.input, *outer_reads(n)]) if i)
     dropped = [n for i, n in enumerate(graph.nodes) if i in taken]
     while True:
         dead = {id(graph.producer[i]) for n in dropped for i in n.input if i in graph.producer}
@@ -149,36 +168,31 @@ def _splice(model, graph: Graph, taken: dict, initializers: list) -> None:
             break
         kept = [n for n in kept if n not in dead]
         for n in dead:
-            readers.subtract(i for i in dict.fromkeys(n.input) if i)
+            readers.subtract(i for i in dict.fromkeys([*n.input, *outer_reads(n)]) if i)
         dropped = dead
-    gone = ({i for n in graph.nodes for i in n.input} - set(readers.elements()) - {i.name for i in model.graph.input}
-            - graph.outputs)
-    inits = [t for t in model.graph.initializer if t.name not in gone] + initializers
-    del model.graph.node[:]
-    model.graph.node.extend(kept)
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(inits)
-    if not any(o.domain == DOMAIN for o in model.opset_import):
-        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
-
-
-def _sub_inputs(nodes) -> list[str]:
-    """The outer values subgraphs of `nodes` read (If, Loop, Scan bodies)."""
-    out = []
-    for sub in subgraphs(nodes):
-        out += [i for m in sub.node for i in m.input if i] + _sub_inputs(sub.node)
-    return out
+    scope = graph.scope
+    gone = ({i for n in graph.nodes for i in n.input} - {i for i, k in readers.items() if k > 0}
+            - {i.name for i in scope.input} - graph.outputs)
+    inits = [t for t in scope.initializer if t.name not in gone] + initializers
+    del scope.node[:]
+    scope.node.extend(kept)
+    del scope.initializer[:]
+    scope.initializer.extend(inits)
 
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
                  use_library: bool = True, softmax_min_cols: dict | int | None = None) -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
-    model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them."""
+    model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
+    model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one
+    that onnxruntime refuses is not written, and the RewriteError names the node and onnxruntime's message
+    (`report.loads` says what was checked)."""
     import onnx
 
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
         raise RewriteError(f"{dst}: would overwrite the model being read; write the rewrite elsewhere")
+    lib = library_path(library)
     try:
         model, base = read(src)
     except ModelFileError as exc:
@@ -188,9 +202,13 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
         valid = True
     except onnx.checker.ValidationError:
         valid = False
-    report = rewrite(model, library, use_library, softmax_min_cols, base_dir=base, check=False)
+    report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False)
+
+    def loads(path: Path) -> None:
+        report.loads = check_loads(path, lib, dst)
+
     try:
-        report.wrote = [str(p) for p in write(model, dst, base, check=valid)]
+        report.wrote = [str(p) for p in write(model, dst, base, check=valid, verify=loads)]
     except ModelFileError as exc:
         raise RewriteError(str(exc)) from None
     return report

@@ -6,7 +6,8 @@ matchers read the few small tensors they need through the model's directory. `wr
 `dst` and, when the source kept external data (or the result would not fit one protobuf), every tensor
 over 1 KiB into one file beside it, `<dst name>.data`, copying the weights' bytes as they are. Both files
 are written in a scratch directory beside `dst` and renamed into place only after the written model
-passes onnx.checker (path-based, which reads models of any size), the data file first.
+passes onnx.checker (path-based, which reads models of any size) and the caller's own check (the rewrite:
+onnxruntime loads it), the data file first.
 """
 
 from __future__ import annotations
@@ -74,9 +75,11 @@ def read(src: str | os.PathLike):
     return model, base
 
 
-def write(model, dst: str | os.PathLike, base_dir: str | os.PathLike | None, check: bool = True) -> list[Path]:
+def write(model, dst: str | os.PathLike, base_dir: str | os.PathLike | None, check: bool = True,
+          verify=None) -> list[Path]:
     """Write `model` to `dst` (and `<dst>.data` where it needs one); returns the files written. The
-    model's tensors are changed in place to point into the data file."""
+    model's tensors are changed in place to point into the data file. `verify(path)`, when given, is called
+    on the written model in its scratch directory and raises to keep it from being renamed into place."""
     dst = Path(dst)
     every = list(tensors(model))
     external = any(_external(t) is not None for t in every) or model.ByteSize() > _PROTO_LIMIT
@@ -92,6 +95,8 @@ def write(model, dst: str | os.PathLike, base_dir: str | os.PathLike | None, che
         (scratch / dst.name).write_bytes(model.SerializeToString())
         if check:
             _check(scratch / dst.name, dst)
+        if verify is not None:
+            verify(scratch / dst.name)
         for f in files:
             os.replace(scratch / f.name, f)
     finally:

@@ -1,5 +1,8 @@
 """One read-only view of a model's graph for the matchers: who makes and who reads each value, the
 constants (folded through the few ops exporters put in front of them), and every value's type and shape.
+A subgraph (an If branch, a Loop or Scan body) is a view of its own, one scope down: its nodes are its
+own, its constants and types reach into the scopes around it, and a value a subgraph reads from outside
+counts as read by the node that holds the subgraph, so no matcher removes it.
 
 Types and shapes come from ONNX's shape inference with data propagation (so `Reshape(x, Shape(y))` keeps
 its shape) run on a probe of the graph: ops ONNX has no schema for (ORT's contrib ops, this library's)
@@ -49,8 +52,15 @@ def fresh(base: str, taken: set) -> str:
 def subgraphs(nodes):
     """The graphs held in `nodes`' attributes (If, Loop, Scan bodies), one level down."""
     for node in nodes:
-        for a in node.attribute:
-            yield from ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else [])
+        for _, g in named_subgraphs(node):
+            yield g
+
+
+def named_subgraphs(node):
+    """(attribute name, graph) of each graph `node` holds: If's then_branch and else_branch, Loop's body."""
+    for a in node.attribute:
+        yield from ([(a.name, a.g)] if a.type == a.GRAPH else [(a.name, g) for g in a.graphs] if a.type == a.GRAPHS
+                    else [])
 
 
 def domain_of(node) -> str:
@@ -63,28 +73,43 @@ def attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
+def outer_reads(node) -> list[str]:
+    """The values of the enclosing scopes that `node`'s subgraphs read (at any depth)."""
+    out = []
+    for sub in subgraphs([node]):
+        made = {i.name for i in sub.input} | {t.name for t in sub.initializer} | {o for n in sub.node for o in n.output}
+        out += [i for n in sub.node for i in [*n.input, *outer_reads(n)] if i and i not in made]
+    return list(dict.fromkeys(out))
+
+
 class Graph:
     """`nodes` in order, `producer[value]`, `consumers[value]`, `inits[name]`, `outputs` (the graph's),
-    `opset` (the default domain's); `const(name)`, `elem(name)`, `dims(name)`."""
+    `opset` (the default domain's); `const(name)`, `elem(name)`, `dims(name)`. `scope`: a subgraph of the
+    model to view (default: the main graph); `outer`: the view of the scope around it; `where`: how the
+    report names the scope (" in the then_branch of If node 'cond'")."""
 
-    def __init__(self, model, base_dir: str | Path | None = None):
-        g = model.graph
-        self.model = model
+    def __init__(self, model, base_dir: str | Path | None = None, scope=None, outer: Graph | None = None,
+                 where: str = ""):
+        g = model.graph if scope is None else scope
+        self.model, self.scope, self.outer, self.where = model, g, outer, where
         self.base_dir = str(base_dir) if base_dir else None
         self.nodes = list(g.node)
         self.producer = {o: n for n in self.nodes for o in n.output if o}
         self.consumers: dict[str, list] = {}
         for n in self.nodes:
-            for i in dict.fromkeys(n.input):
+            for i in dict.fromkeys([*n.input, *outer_reads(n)]):
                 if i:
                     self.consumers.setdefault(i, []).append(n)
         self.inits = {t.name: t for t in g.initializer}
         self.outputs = {o.name for o in g.output}
         self.opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 0)
         self._consts: dict[str, np.ndarray | None] = {}
-        self.types = _infer(model, self)
-        self.node_names = {n.name for n in self.nodes if n.name}
-        self.names = set(self.types) | set(self.producer) | set(self.inits) | {i for n in self.nodes for i in n.input}
+        if outer is None:
+            self.types = _infer(model, self)
+            self.node_names = {n.name for n in _every_node(g) if n.name}
+            self.names = set(self.types) | _every_name(g)
+        else:  # one model: types, names and node names are shared by every scope
+            self.types, self.node_names, self.names = outer.types, outer.node_names, outer.names
 
     # ---- values ------------------------------------------------------------------------------------
     def elem(self, name: str) -> int:
@@ -113,6 +138,8 @@ class Graph:
         """The value of `name` when the model fixes it: an initializer or a Constant, seen through Identity,
         Cast, CastLike, Unsqueeze, Squeeze, Reshape, Expand, Concat and Shape of a fixed shape (small
         tensors only: weights per channel, shapes)."""
+        if name not in self.inits and name not in self.producer and self.outer is not None:
+            return self.outer.const(name)  # made in a scope around this one
         if name not in self._consts:
             self._consts[name] = None  # a cycle (invalid model) folds to nothing
             try:
@@ -189,6 +216,29 @@ class Graph:
         return None
 
 
+def _every_node(g):
+    for n in g.node:
+        yield n
+        for sub in subgraphs([n]):
+            yield from _every_node(sub)
+
+
+def _every_subgraph(g):
+    for n in g.node:
+        for sub in subgraphs([n]):
+            yield sub
+            yield from _every_subgraph(sub)
+
+
+def _every_name(g) -> set:
+    names = {i.name for i in [*g.input, *g.output, *g.value_info]} | {t.name for t in g.initializer}
+    for n in g.node:
+        names.update(v for v in [*n.input, *n.output] if v)
+        for sub in subgraphs([n]):
+            names |= _every_name(sub)
+    return names
+
+
 # ---- types and shapes ------------------------------------------------------------------------------
 def _stand_in(node, graph: Graph, probe_inputs: list) -> list | None:
     """ONNX nodes with the outputs `node` has, for the inference probe; None to keep `node`."""
@@ -249,14 +299,17 @@ def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
     except Exception:  # a graph inference cannot read still has the types it declares
         inferred = pg
     types: dict[str, tuple[int, list | None]] = {}
-    for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
-        t = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] if t.HasField("shape") else None
-        if t.elem_type or dims is not None:
-            types[vi.name] = (t.elem_type, dims)
-    for t in g.initializer:
-        types[t.name] = (t.data_type, list(t.dims))
-    for n in g.node:  # element types past what inference reached
+    for scope in (inferred, *_every_subgraph(inferred)):  # names are unique across scopes (ONNX IR 4+)
+        for vi in [*scope.input, *scope.value_info, *scope.output]:
+            t = vi.type.tensor_type
+            dims = ([d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] if t.HasField("shape")
+                    else None)
+            if (t.elem_type or dims is not None) and vi.name not in types:
+                types[vi.name] = (t.elem_type, dims)
+    for scope in (g, *_every_subgraph(g)):
+        for t in scope.initializer:
+            types[t.name] = (t.data_type, list(t.dims))
+    for n in _every_node(g):  # element types past what inference reached
         if n.op_type in _KEEPS_TYPE and n.input and n.output and n.output[0] and not types.get(n.output[0], (0,))[0]:
             elem = types.get(n.input[0], (0, None))[0]
             if elem:

@@ -307,3 +307,82 @@ def test_a_rewritten_export_runs_on_the_cuda_ep_as_the_export_does(ort_cuda, lib
         sess = ort_cuda.InferenceSession(str(path), so, providers=["CUDAExecutionProvider"])
         outs.append(sess.run(None, _feeds(sess))[0])
     assert _rel(*outs) < TOL[name.split(".")[-2]]
+
+
+# ---- subgraphs: If branches (a Loop or Scan body is the same walk) ----------------------------------
+def _pattern(prefix: str, outer_weights: bool = False):
+    """test_patterns.decomposed()'s GroupNorm + SiLU on the outer value x, every other name prefixed:
+    (nodes, its own initializers, the weights it reads from the scope around it)."""
+    from .test_patterns import decomposed
+
+    m = decomposed()
+
+    def ren(v):
+        return v if v in ("x", "") else prefix + v
+
+    nodes = []
+    for k, n in enumerate(m.graph.node):
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        c.input[:] = [ren(i) for i in n.input]
+        c.output[:] = [ren(o) for o in n.output]
+        c.name = prefix + (n.name or f"{n.op_type}_{k}")
+        nodes.append(c)
+    inits = [numpy_helper.from_array(numpy_helper.to_array(t), ren(t.name)) for t in m.graph.initializer]
+    outer = [t for t in inits if outer_weights and t.name in (prefix + "Mul_w", prefix + "Add_w")]
+    return nodes, [t for t in inits if t not in outer], outer
+
+
+def _branchy_model():
+    """x -> GroupNorm pattern `b/` at the top, whose InstanceNormalization output the If node `peek` reads in
+    a branch; If node `branchy`, whose then_branch holds GroupNorm pattern `a/` on the outer x (its weights
+    outer initializers, as exporters keep them) and whose else_branch is Sigmoid(x)."""
+    f, shape = TensorProto.FLOAT, [2, 8, 5, 6]
+    a_nodes, a_inits, a_outer = _pattern("a/", outer_weights=True)
+    b_nodes, b_inits, _ = _pattern("b/")
+    then_a = helper.make_graph(a_nodes, "then_a", [], [helper.make_tensor_value_info("a/out", f, shape)], a_inits)
+    else_a = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["e_out"])], "else_a", [],
+                               [helper.make_tensor_value_info("e_out", f, shape)])
+    then_p = helper.make_graph([helper.make_node("ReduceSum", ["b/n"], ["p_t"], keepdims=0)], "then_p", [],
+                               [helper.make_tensor_value_info("p_t", f, [])])
+    else_p = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["p_e"], keepdims=0)], "else_p", [],
+                               [helper.make_tensor_value_info("p_e", f, [])])
+    nodes = [*b_nodes,
+             helper.make_node("If", ["cond"], ["branchy_out"], then_branch=then_a, else_branch=else_a, name="branchy"),
+             helper.make_node("If", ["cond"], ["peek_out"], then_branch=then_p, else_branch=else_p, name="peek")]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", f, shape),
+                                       helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info(o, f, s) for o, s in (("b/out", shape), ("branchy_out", shape),
+                                                                                ("peek_out", []))],
+                          [*b_inits, *a_outer])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_patterns_in_if_branches_are_rewritten_and_values_a_branch_reads_stay(ort_library):
+    m = _branchy_model()
+    onnx.checker.check_model(m)
+    x = (np.random.default_rng(5).standard_normal((2, 8, 5, 6)) * 2 + 1).astype(np.float32)
+    want = {c: run(m, {"x": x, "cond": np.array(c)}) for c in (True, False)}
+    report = rewrite(m, ort_library)
+    assert report.rewritten == {"GroupNormalization": 1} and report.fused_silu == 1, report.lines()
+    then_a = next(a.g for a in m.graph.node[-2].attribute if a.name == "then_branch")
+    assert [(n.domain, n.op_type) for n in then_a.node] == [("tritonforge", "GroupNormalization")]
+    assert report.left == ["InstanceNormalization node 'b/norm/InstanceNormalization': its output is not reshaped "
+                           "back to X's shape (or is read by other nodes too)"]
+    assert "b/n" in {o for n in m.graph.node for o in n.output}  # what `peek` reads is still made
+    onnx.checker.check_model(m)
+    for c in (True, False):
+        for got, w in zip(run(m, {"x": x, "cond": np.array(c)}, ort_library), want[c]):
+            np.testing.assert_allclose(got, w, atol=2e-5, rtol=1e-4)
+
+
+def test_a_left_pattern_in_a_branch_names_where_it_is(ort_library):
+    m = _branchy_model()
+    then_a = next(a.g for a in m.graph.node[-2].attribute if a.name == "then_branch")
+    then_a.output.append(helper.make_tensor_value_info("a/n", TensorProto.FLOAT, None))  # an intermediate leaves
+    report = rewrite(m, ort_library)
+    assert not report.rewritten
+    assert ("InstanceNormalization node 'a/norm/InstanceNormalization' in the then_branch of If node 'branchy': "
+            "its output is not reshaped back") in report.left[0]

@@ -1,0 +1,48 @@
+"""`tritonforge-rewrite` (python -m tritonforge.runtime.ortlib.cli): what it says, and every failure as one
+line on stderr with a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the rewrite edits ONNX models")
+pytest.importorskip("onnxruntime", reason="the rewrite loads what it writes in onnxruntime")
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "tritonforge.runtime.ortlib.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_it_says_what_it_rewrote_checked_and_wrote(ort_library, tmp_path):
+    from .rewrite.test_rewrite import sd_block
+
+    onnx.save(sd_block(21), str(tmp_path / "block.onnx"))
+    proc = _cli("block.onnx", "--library", ort_library, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "GroupNormalization: 1 node(s) -> tritonforge.GroupNormalization (from 1 ONNX GroupNormalization)"
+    assert lines[-2].startswith("checked: it loads in onnxruntime ") and lines[-1] == "wrote block.tf.onnx"
+
+
+@pytest.mark.parametrize("case", ["no model", "not a model", "a library that does not load", "no library"])
+def test_every_failure_is_one_line_on_stderr(ort_library, tmp_path, case):
+    from .rewrite.test_rewrite import sd_block
+
+    onnx.save(sd_block(21), str(tmp_path / "block.onnx"))
+    (tmp_path / "junk.onnx").write_bytes(b"\x08junk")
+    (tmp_path / "libbroken.so").write_bytes(b"\x7fELF not really")
+    args, says = {
+        "no model": (["gone.onnx", "--library", ort_library], "gone.onnx: cannot read an ONNX model: no such file"),
+        "not a model": (["junk.onnx", "--library", ort_library], "junk.onnx: cannot read an ONNX model"),
+        "a library that does not load": (["block.onnx", "--library", "libbroken.so"],
+                                         "libbroken.so: the library does not load here"),
+        "no library": (["block.onnx", "--library", "nowhere.so"], "nowhere.so: no such library"),
+    }[case]
+    proc = _cli(*args, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["block.onnx", "junk.onnx", "libbroken.so"]
