@@ -24,7 +24,8 @@ def test_it_says_what_it_rewrote_checked_and_wrote(ort_library, tmp_path):
     proc = _cli("block.onnx", "--library", ort_library, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "GroupNormalization: 1 node(s) -> tritonforge.GroupNormalization (from 1 ONNX GroupNormalization)"
+    assert lines[0] == ("GroupNormalization: 1 node(s) -> tritonforge.GroupNormalization "
+                        "(from 1 ONNX GroupNormalization)")
     assert lines[-2].startswith("checked: it loads in onnxruntime ") and lines[-1] == "wrote block.tf.onnx"
 
 
