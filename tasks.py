@@ -577,11 +577,16 @@ def ortlib(c: Context, dist: str | None = None, out: str | None = None, tune: st
     "dist": "the CUDA build whose library goes in (default: dist/full/cuda/multi, every GPU of the full profile)",
     "version": "the wheel's version (default: the project's)",
     "out": "where the wheel goes (default: dist/wheels)",
+    "userland": "then install and run it in this older Linux: bullseye (Debian 11, glibc 2.31, Python 3.9), "
+                "made with debootstrap (needs Docker and root)",
+    "model": "with --userland: the model to rewrite and run there (default: a GroupNorm + SiLU + softmax block)",
 })
 @_fail_on_pipeline_error
-def wheel(c: Context, dist: str | None = None, version: str | None = None, out: str = "dist/wheels"):
+def wheel(c: Context, dist: str | None = None, version: str | None = None, out: str = "dist/wheels",
+          userland: str | None = None, model: str | None = None):
     """The custom-op library as a wheel onnxruntime-gpu users pip install (tritonforge_ort: the library,
-    get_library_path / register / info, the rewrite and tritonforge-rewrite); audited for its manylinux tag."""
+    get_library_path / register / info, the rewrite and tritonforge-rewrite), tagged with the manylinux
+    platform auditwheel says it meets; --userland proves it installs and runs on an older Linux."""
     from tritonforge.pipeline.package.wheel import build_wheel
 
     from tritonforge import __version__
@@ -589,7 +594,11 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
 
     d = Path(dist) if dist else _full_dist(c, None) / "cuda" / "multi"
     path = build_wheel(d / LIBRARY_NAME, out, version or __version__)
-    print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB")
+    print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB (auditwheel: {path.name.rsplit('-', 1)[1][:-4]})")
+    if userland:
+        from tritonforge.pipeline.package.userland import check_wheel, summary
+
+        print(summary(check_wheel(path, userland, model, _settings(c).tools_cache), userland))
 
 
 @task(help={

@@ -135,29 +135,36 @@ def base_image(c, platform: str, log: Log) -> str:
     return LOCAL_BASE
 
 
-def ensure_local_base(c, log: Log, suite: str = "bookworm", mirror: str | None = None) -> str:
+def ensure_local_base(c, log: Log) -> str:
     """Debian minbase made with debootstrap and imported, unless it already exists."""
-    if image_exists(c, LOCAL_BASE):
-        return LOCAL_BASE
+    if not image_exists(c, LOCAL_BASE):
+        debootstrap_image(c, LOCAL_BASE, "bookworm", log)
+    return LOCAL_BASE
+
+
+def debootstrap_image(c, tag: str, suite: str, log: Log, include: tuple[str, ...] = (),
+                      mirror: str | None = None) -> str:
+    """An image `tag` of Debian `suite` (minbase, plus the packages `include` names) made with debootstrap
+    from this machine's Debian mirror and imported: no image registry is needed."""
     if shutil.which("debootstrap") is None:
-        raise PipelineError("no registry answered and debootstrap is not installed to make a local base "
-                            "(apt-get install debootstrap)")
+        raise PipelineError(f"making {tag} needs debootstrap (apt-get install debootstrap; scripts/setup does)")
     if os.geteuid() != 0:
-        raise PipelineError("making the local base image with debootstrap needs root")
+        raise PipelineError(f"making {tag} with debootstrap needs root")
     mirror = mirror or _debian_mirror()
     with tempfile.TemporaryDirectory(prefix="tf-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        log(f"debootstrap --variant=minbase {suite} from {mirror}")
-        proc = subprocess.run(["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
+        extra = [f"--include={','.join(include)}"] if include else []
+        log(f"debootstrap --variant=minbase {' '.join(extra)} {suite} from {mirror}".replace("  ", " "))
+        proc = subprocess.run(["debootstrap", "--variant=minbase", *extra, suite, str(rootfs), mirror],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise PipelineError(f"debootstrap failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+            raise PipelineError(f"debootstrap of {suite} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
         tar = Path(tmp) / "rootfs.tar"
         subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
-        repo, _, tag = LOCAL_BASE.partition(":")
-        log(f"importing {LOCAL_BASE}")
-        c.api.import_image_from_file(str(tar), repository=repo, tag=tag)
-    return LOCAL_BASE
+        repo, _, name = tag.partition(":")
+        log(f"importing {tag}")
+        c.api.import_image_from_file(str(tar), repository=repo, tag=name)
+    return tag
 
 
 def _debian_mirror() -> str:

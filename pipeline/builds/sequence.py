@@ -16,6 +16,7 @@ from tritonforge.pipeline.builds.dist import BuildReport
 from tritonforge.pipeline.builds.runners import choose_runner, run_docker, run_local
 from tritonforge.pipeline.compile.cache import ptx_checks
 from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.package import toolchain
 from tritonforge.pipeline.package.consumer_check import check_artifacts
 from tritonforge.pipeline.package.multi import MultiReport, merge_builds
 from tritonforge.pipeline.package.ortlib import build_library, check_library
@@ -57,6 +58,8 @@ def compile_targets(settings: Settings, targets, out: Path, platform: str, profi
                     ) -> tuple[str, BuildReport]:
     """Compile where `runner` says (auto: docker when an engine answers); returns (runner used, report).
     `progress()` is entered around a local compile and yields its event callback (the image logs lines)."""
+    if platform == "cuda":
+        toolchain.warm()  # the library's C++ runtime builds while the kernels compile
     used = choose_runner(runner, log)
     if used == "local":
         with progress() as events:
@@ -96,6 +99,8 @@ def check_build(settings: Settings, report: BuildReport, log=print) -> None:
 def merge(settings: Settings, roots: list[Path], platform: str, archs: list[str], out: Path,
           log=print) -> MultiReport:
     """Merge per-arch builds into <out>/<platform>/multi/, then check it as a build's multi is checked."""
+    if platform == "cuda":
+        toolchain.warm()
     report = merge_builds(roots, platform, archs, out, ptx_checks(settings.cache_dir))
     log(f"{platform}/multi ({'+'.join(report.archs)}): {report.kernels} kernels, "
         f"{report.archive_bytes:,} B archive: {report.paths['archive'].parent}")

@@ -8,8 +8,9 @@ argument offsets by role, Triton's hidden parameters) and of each group the ops 
 dtype, activation) with its launch contract compiled to C++ functions: the contract expressions
 (runtime/expressions.py's grammar) are translated node by node, so the library evaluates exactly what
 the Python runtime does. The library is compiled against ORT's C API headers (pipeline/package/ort_headers.py)
-and the CUDA driver API header the pinned triton wheel ships, opens libcuda.so.1 at run time, and links
-neither onnxruntime nor CUDA. The .so is written beside its build's files atomically.
+and the CUDA driver API header the pinned triton wheel ships, by the manylinux toolchain (toolchain.py:
+glibc 2.17 and its own libc++), opens libcuda.so.1 at run time, and links neither onnxruntime nor CUDA.
+The .so is written beside its build's files atomically.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from tritonforge.pipeline.errors import PipelineError
+from tritonforge.pipeline.package import toolchain
 from tritonforge.runtime.expressions import parse_expr
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import softmax as softmax_op
@@ -218,8 +219,7 @@ def cuda_include() -> Path:
     return d
 
 
-def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str | None = None,
-                  cxx: str = "g++") -> Path:
+def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str | None = None) -> Path:
     """Compile and link the library for one CUDA build directory; returns the .so's path (by default
     `<build_dir>/libtritonforge_ort.so`)."""
     from tritonforge.pipeline.package.ort_headers import ensure_headers
@@ -238,8 +238,7 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     archive = paths["archive"]
     if not archive.is_file():
         raise PipelineError(f"{archive}: missing (the library links the build's archive)")
-    if shutil.which(cxx) is None:
-        raise PipelineError(f"no C++ compiler '{cxx}' (scripts/setup installs g++)")
+    cxx = toolchain.compiler()
     table, _ = kernel_table(doc)
     headers = ensure_headers(cache_dir)
     include = cuda_include()
@@ -251,10 +250,9 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
         (tmp / "kernel_table.cc").write_text(table)
         (tmp / "exports.map").write_text("{ global: " + " ".join(f"{e};" for e in EXPORTS) + " local: *; };\n")
         lib = tmp / LIBRARY_NAME
-        cmd = [cxx, *flags, "-shared", *map(str, objects), str(tmp / "kernel_table.cc"),
+        cmd = [*cxx, *flags, "-shared", *map(str, objects), str(tmp / "kernel_table.cc"),
                "-Wl,--whole-archive", str(archive.resolve()), "-Wl,--no-whole-archive",
-               f"-Wl,--version-script={tmp / 'exports.map'}", "-static-libstdc++", "-static-libgcc", "-ldl",
-               "-o", str(lib)]
+               f"-Wl,--version-script={tmp / 'exports.map'}", "-ldl", "-o", str(lib)]
         _run_cxx(cmd, build_dir)
         write_bytes(out, lib.read_bytes())
     return out
@@ -269,12 +267,12 @@ def _run_cxx(cmd: list[str], build_dir: Path) -> None:
         raise PipelineError(f"{build_dir}: compiling {LIBRARY_NAME} failed:\n{proc.stderr[-4000:]}")
 
 
-def _source_objects(cxx: str, flags: list[str], cache: Path, build_dir: Path) -> list[Path]:
+def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Path) -> list[Path]:
     """The library's own sources compiled once per compiler, flags and source text (they do not depend on
     the build: only kernel_table.cc does), kept under `cache` by that key."""
     import hashlib
 
-    h = hashlib.sha256(subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.encode())
+    h = hashlib.sha256(toolchain.version().encode())
     h.update("\0".join(flags).encode())
     for f in sorted(SOURCE_DIR.iterdir()):
         if f.suffix in (".cc", ".h"):
@@ -286,7 +284,7 @@ def _source_objects(cxx: str, flags: list[str], cache: Path, build_dir: Path) ->
             cache.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=cache, prefix=".cxx-") as tmp:
                 staged = Path(tmp) / obj.name
-                _run_cxx([cxx, *flags, "-c", str(SOURCE_DIR / source), "-o", str(staged)], build_dir)
+                _run_cxx([*cxx, *flags, "-c", str(SOURCE_DIR / source), "-o", str(staged)], build_dir)
                 staged.replace(obj)  # atomic: a concurrent build sees the whole object or none
     return objects
 

@@ -1,6 +1,6 @@
 """The custom-op library as the wheel onnxruntime-gpu users install: `tritonforge_ort`.
 
-    pip install tritonforge_ort-0.1.0-py3-none-manylinux_2_36_x86_64.whl
+    pip install tritonforge_ort-0.1.0-py3-none-manylinux_2_17_x86_64.whl
     tritonforge-rewrite vae_decoder.onnx        # -> vae_decoder.tf.onnx
     python -c "import onnxruntime as ort, tritonforge_ort; so = ort.SessionOptions(); tritonforge_ort.register(so)"
 
@@ -8,11 +8,12 @@ Its package is runtime/ortlib/ as it is in the repository (the face: `get_librar
 `info()`, `choices()`; the rewrite, `tritonforge_ort.rewrite.rewrite_file`; the command line), which
 imports nothing of the rest of the project, with the library of a CUDA build (the `multi` one of the
 full profile: every GPU of the build) and its tune file beside it. Its one dependency is onnx, for the
-rewrite; onnxruntime-gpu is the user's (extra `gpu`).
+rewrite; onnxruntime-gpu is the user's (extra `gpu`). It runs on Python 3.9 and later.
 
-The platform tag is the one the library meets: manylinux_2_<N>, N the newest GLIBC symbol version it
-needs. The audit refuses a library that needs anything but the system C/C++ runtime and the dynamic
-loader (the CUDA driver, libcuda.so.1, is opened at run time, not linked).
+The platform tag is what the ecosystem's own checker, auditwheel (`auditwheel show`), says the wheel
+meets, and it must be one where onnxruntime-gpu installs (manylinux_2_28 or older): the library is built
+for glibc 2.17 with its own libc++ (toolchain.py). The wheel is made under `linux_x86_64` first, audited,
+then written under auditwheel's tag and audited again: the tag it ships with is one auditwheel agrees with.
 """
 
 from __future__ import annotations
@@ -21,21 +22,22 @@ import base64
 import hashlib
 import re
 import subprocess
+import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 from tritonforge.pipeline.errors import PipelineError
 
 from tritonforge import artifact_format
-from tritonforge.atomic import staged
+from tritonforge.atomic import write_bytes
 
 NAME = "tritonforge_ort"
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib"
-# What a manylinux library may need (PEP 600's system libraries): the C and C++ runtimes and the loader.
-ALLOWED = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libgcc_s.so.1",
-           "libstdc++.so.6", "ld-linux-x86-64.so.2"}
 REQUIRES = ["onnx>=1.16"]  # the rewrite reads and writes models (numpy comes with it)
 EXTRAS = {"gpu": ["onnxruntime-gpu"]}
+REQUIRES_PYTHON = ">=3.9"
+NEWEST_GLIBC = 28  # onnxruntime-gpu's wheels are manylinux_2_28: a wheel that needs more installs nowhere it does
 
 
 def wheel_version(version: str) -> str:
@@ -46,19 +48,17 @@ def wheel_version(version: str) -> str:
     return v
 
 
-def audit(lib: Path) -> tuple[str, list[str]]:
-    """(the manylinux platform tag the library meets, its NEEDED libraries); refuses anything else."""
-    dyn = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True)
-    if dyn.returncode:
-        raise PipelineError(f"{lib}: readelf cannot read it: {dyn.stderr.strip()}")
-    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn.stdout)
-    extra = sorted(set(needed) - ALLOWED)
-    if extra:
-        raise PipelineError(f"{lib}: needs {', '.join(extra)}, which no manylinux system provides "
-                            f"(allowed: the C/C++ runtime and the loader)")
-    syms = subprocess.run(["objdump", "-T", str(lib)], capture_output=True, text=True, check=True).stdout
-    glibc = max([int(m) for m in re.findall(r"GLIBC_2\.(\d+)", syms)] + [17])
-    return f"manylinux_2_{glibc}_x86_64", needed
+def auditwheel_show(whl: Path) -> str:
+    """The platform tag `auditwheel show` says the wheel is consistent with (its most compatible one)."""
+    proc = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(whl)], capture_output=True, text=True)
+    said = " ".join(proc.stdout.split())
+    m = re.search(r'is consistent with the following platform tag: "([^"]+)"', said)
+    if proc.returncode or not m:
+        if "No module named auditwheel" in proc.stderr:
+            raise PipelineError("auditwheel is not installed (pip install auditwheel: pins/requirements.txt)")
+        why = " ".join((proc.stderr.strip() or said).splitlines()[-3:])
+        raise PipelineError(f"{whl.name}: auditwheel show refuses it: {why}")
+    return m.group(1)
 
 
 def _record_line(path: str, data: bytes) -> str:
@@ -69,7 +69,7 @@ def _record_line(path: str, data: bytes) -> str:
 def _metadata(version: str) -> str:
     lines = ["Metadata-Version: 2.1", f"Name: {NAME}", f"Version: {version}",
              "Summary: Triton-compiled GroupNorm and softmax kernels for onnxruntime-gpu, as a custom-op library",
-             "Requires-Python: >=3.10", *[f"Requires-Dist: {r}" for r in REQUIRES]]
+             f"Requires-Python: {REQUIRES_PYTHON}", *[f"Requires-Dist: {r}" for r in REQUIRES]]
     for extra, reqs in EXTRAS.items():
         lines += [f"Provides-Extra: {extra}", *[f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]]
     return "\n".join(lines) + "\n"
@@ -86,34 +86,55 @@ def package_files() -> dict[str, bytes]:
 
 def build_wheel(lib: Path | str, out_dir: Path | str, version: str) -> Path:
     """Write `<out_dir>/tritonforge_ort-<version>-py3-none-<tag>.whl` around library `lib` (and the tune
-    file beside it, when there is one); returns its path. Refuses to overwrite a different wheel."""
+    file beside it, when there is one), `<tag>` what auditwheel says the wheel meets; returns its path.
+    Refuses a library auditwheel places where onnxruntime-gpu does not install, and to overwrite a
+    different wheel."""
     lib = Path(lib)
     if not lib.is_file():
         raise PipelineError(f"{lib}: no library to put in the wheel (invoke build --platform cuda --profile full)")
     version = wheel_version(version)
-    tag, _ = audit(lib)
     files = package_files()
     files[f"{NAME}/{artifact_format.LIBRARY_NAME}"] = lib.read_bytes()
     tune = lib.with_name(artifact_format.LIBRARY_TUNE_NAME)
     if tune.is_file():
         files[f"{NAME}/{tune.name}"] = tune.read_bytes()
+    out_dir = Path(out_dir)
+    with tempfile.TemporaryDirectory(prefix="tf-wheel-") as tmp:
+        tag = auditwheel_show(_write(Path(tmp) / f"{NAME}-{version}-py3-none-linux_x86_64.whl", files, version,
+                                     "linux_x86_64"))
+        m = re.fullmatch(r"manylinux_2_(\d+)_x86_64", tag)
+        if not m or int(m.group(1)) > NEWEST_GLIBC:
+            raise PipelineError(f"{lib}: auditwheel places it at {tag}; onnxruntime-gpu installs on manylinux_2_"
+                                f"{NEWEST_GLIBC} and older, so pip would refuse this wheel where users are (build "
+                                "the library with the project's toolchain: invoke build or invoke ortlib)")
+        made = _write(Path(tmp) / f"{NAME}-{version}-py3-none-{tag}.whl", files, version, tag)
+        said = auditwheel_show(made)
+        if said != tag:
+            raise PipelineError(f"{made.name}: auditwheel show says {said}, not the tag it is written with")
+        out = out_dir / made.name
+        if out.exists() and out.read_bytes() != made.read_bytes():
+            raise PipelineError(f"{out} exists with other contents: a version's wheel is never replaced "
+                                "(give another --version)")
+        write_bytes(out, made.read_bytes())
+    return out
+
+
+def _write(path: Path, files: dict[str, bytes], version: str, tag: str) -> Path:
+    """The wheel of `files` with its dist-info, tagged py3-none-<tag>, at `path` (byte-identical for the
+    same inputs)."""
+    files = dict(files)
     info = f"{NAME}-{version}.dist-info"
     files[f"{info}/METADATA"] = _metadata(version).encode()
     files[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: tritonforge\nRoot-Is-Purelib: false\n"
                               f"Tag: py3-none-{tag}\n").encode()
     files[f"{info}/entry_points.txt"] = f"[console_scripts]\ntritonforge-rewrite = {NAME}.cli:main\n".encode()
     files[f"{info}/top_level.txt"] = f"{NAME}\n".encode()
-    record = [_record_line(path, data) for path, data in files.items()] + [f"{info}/RECORD,,"]
+    record = [_record_line(p, data) for p, data in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    out = Path(out_dir) / f"{NAME}-{version}-py3-none-{tag}.whl"
-    with staged(out) as (tmp,):
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            for path, data in files.items():
-                zi = zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))  # the same inputs, the same bytes
-                zi.compress_type = zipfile.ZIP_DEFLATED
-                zi.external_attr = 0o644 << 16
-                z.writestr(zi, data)
-        if out.exists() and out.read_bytes() != tmp.read_bytes():
-            raise PipelineError(f"{out} exists with other contents: a version's wheel is never replaced "
-                                "(give another --version)")
-    return out
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            zi = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # the same inputs, the same bytes
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zi.external_attr = 0o644 << 16
+            z.writestr(zi, data)
+    return path

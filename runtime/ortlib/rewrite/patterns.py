@@ -284,7 +284,12 @@ class OrtGroupNorm:
                                    activation=int(a.get("activation", 0)))
         else:
             kept = {k: v for k, v in a.items() if k in ("activation", "epsilon", "groups", "channels_last")}
-            new = helper.make_node(node.op_type, inputs, list(node.output), name=node.name, domain=DOMAIN, **kept)
+            outputs = list(node.output)
+            if node.op_type == "SkipGroupNorm" and (len(outputs) < 2 or not outputs[1]):
+                # the sum output named: onnxruntime before 1.21 fails its shape inference on an optional output
+                # left out (the kernel writes the sum either way)
+                outputs = [outputs[0], g.unique(f"{outputs[0]}_tf_sum")]
+            new = helper.make_node(node.op_type, inputs, outputs, name=node.name, domain=DOMAIN, **kept)
         return Match([node], new, self.source)
 
 

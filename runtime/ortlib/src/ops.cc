@@ -9,7 +9,9 @@
 #undef ORT_API_MANUAL_INIT
 
 #include <atomic>
+#include <initializer_list>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -525,13 +527,17 @@ struct GroupNormOp : OpBase<GroupNormOp, GroupNormNHWC> {
   GroupNormNHWC* Make(const OrtKernelInfo* info) const { return new GroupNormNHWC(info, "GroupNorm", cuda_, false); }
 };
 
+// X, skip and bias share one element type, which the model gives: one typed declaration per element type
+// (onnxruntime before 1.21 accepts only one input of a type left to the model when an output's follows it).
 struct SkipGroupNormOp : OpBase<SkipGroupNormOp, GroupNormNHWC> {
-  using OpBase::OpBase;
+  SkipGroupNormOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {}
   const char* GetName() const { return "SkipGroupNorm"; }
-  TF_IO(5, 2)
+  size_t GetInputTypeCount() const { return 5; }
+  size_t GetOutputTypeCount() const { return 2; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
-    return i == 1 || i == 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    return i == 1 || i == 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : type_;
   }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
     return i == 4 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
   }
@@ -541,6 +547,7 @@ struct SkipGroupNormOp : OpBase<SkipGroupNormOp, GroupNormNHWC> {
   GroupNormNHWC* Make(const OrtKernelInfo* info) const {
     return new GroupNormNHWC(info, "SkipGroupNorm", cuda_, true);
   }
+  ONNXTensorElementDataType type_;
 };
 
 struct GroupNormalizationOp : OpBase<GroupNormalizationOp, GroupNormNCHW> {
@@ -567,7 +574,13 @@ struct SoftmaxOp : OpBase<SoftmaxOp<Log>, SoftmaxLast> {
 
 namespace {
 tf::GroupNormOp g_group_norm[2] = {tf::GroupNormOp(false), tf::GroupNormOp(true)};
-tf::SkipGroupNormOp g_skip_group_norm[2] = {tf::SkipGroupNormOp(false), tf::SkipGroupNormOp(true)};
+constexpr ONNXTensorElementDataType kFloats[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
+                                                ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+tf::SkipGroupNormOp g_skip_group_norm[2][3] = {
+    {tf::SkipGroupNormOp(false, kFloats[0]), tf::SkipGroupNormOp(false, kFloats[1]),
+     tf::SkipGroupNormOp(false, kFloats[2])},
+    {tf::SkipGroupNormOp(true, kFloats[0]), tf::SkipGroupNormOp(true, kFloats[1]),
+     tf::SkipGroupNormOp(true, kFloats[2])}};
 tf::GroupNormalizationOp g_group_normalization[2] = {tf::GroupNormalizationOp(false), tf::GroupNormalizationOp(true)};
 tf::SoftmaxOp<false> g_softmax[2] = {tf::SoftmaxOp<false>(false), tf::SoftmaxOp<false>(true)};
 tf::SoftmaxOp<true> g_log_softmax[2] = {tf::SoftmaxOp<true>(false), tf::SoftmaxOp<true>(true)};
@@ -584,22 +597,51 @@ std::string json_escape(const std::string& s) {
 }
 }  // namespace
 
+// The toolchain (pipeline/package/toolchain.py) links no crtbeginS.o, whose job this is: when onnxruntime
+// dlcloses the library, run the destructors its statics registered with __cxa_atexit, or exit() would
+// later call into unmapped code.
+extern "C" char __dso_handle;
+extern "C" void __cxa_finalize(void*) __attribute__((weak));
+__attribute__((destructor)) static void finalize_statics() {
+  if (__cxa_finalize) __cxa_finalize(&__dso_handle);
+}
+
 extern "C" {
+
+// The oldest C API the library calls into: KernelInfoGetAllocator (onnxruntime 1.18) is the newest
+// function it uses. It takes the newest API the running onnxruntime offers from the headers' down to
+// this one, and says that version in its ops, so an onnxruntime reads no op field it does not know.
+constexpr uint32_t kOldestApi = 18;
 
 // ORT's entry point (SessionOptions.register_custom_ops_library).
 OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
-  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
-  if (!api) return nullptr;  // an onnxruntime without API version ORT_API_VERSION: nothing to report it with
+  // onnxruntime 1.N offers API versions up to N: start there (asking for a newer one prints a complaint)
+  uint32_t version = ORT_API_VERSION;
+  unsigned major = 0, minor = 0;
+  if (std::sscanf(api_base->GetVersionString(), "%u.%u", &major, &minor) == 2 && major == 1 && minor < version)
+    version = minor;
+  const OrtApi* api = nullptr;
+  for (; version >= kOldestApi && !(api = api_base->GetApi(version)); --version) {
+  }
+  if (!api) {
+    const OrtApi* first = api_base->GetApi(1);  // every onnxruntime has it, to say why
+    return first ? first->CreateStatus(ORT_NOT_IMPLEMENTED, (std::string("tritonforge: onnxruntime ") +
+                                                             api_base->GetVersionString() +
+                                                             " is older than 1.18, the oldest the library runs in")
+                                                                .c_str())
+                 : nullptr;
+  }
   Ort::InitApi(api);
   try {
-    static Ort::CustomOpDomain domain = [] {
+    static Ort::CustomOpDomain domain = [version] {
       Ort::CustomOpDomain d{tf::kDomain};
       for (int cuda = 0; cuda < 2; ++cuda) {
-        d.Add(&g_group_norm[cuda]);
-        d.Add(&g_skip_group_norm[cuda]);
-        d.Add(&g_group_normalization[cuda]);
-        d.Add(&g_softmax[cuda]);
-        d.Add(&g_log_softmax[cuda]);
+        for (OrtCustomOp* op : std::initializer_list<OrtCustomOp*>{
+                 &g_group_norm[cuda], &g_skip_group_norm[cuda][0], &g_skip_group_norm[cuda][1],
+                 &g_skip_group_norm[cuda][2], &g_group_normalization[cuda], &g_softmax[cuda], &g_log_softmax[cuda]}) {
+          op->version = version;
+          d.Add(op);
+        }
       }
       return d;
     }();
