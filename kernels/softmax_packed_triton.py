@@ -22,6 +22,7 @@ from _packed16 import load_words, max_and_sum, normalized
 from _softmax_row import is_aligned, normalize_row
 
 PLATFORMS = ("cuda",)  # inline PTX
+MIN_SM = 80  # cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32, the packing of two values a word, start at sm_80
 
 
 @triton.jit

@@ -75,8 +75,9 @@ class Artifacts:
             cc = int(name.removeprefix("sm_"))
             if cc == dev or (cc < 90 and cc // 10 == dev // 10 and cc <= dev):
                 return True
-        ptx = [c["arch"] for k in self.kernels for c in k.raw.get("contents", []) if c["kind"] == "ptx"]
-        return bool(ptx) and len(ptx) == len(self.kernels) and all(int(a[3:]) <= int(arch) for a in ptx)
+        oldest = [min((int(c["arch"][3:]) for c in k.raw.get("contents", []) if c["kind"] == "ptx"), default=None)
+                  for k in self.kernels]
+        return bool(oldest) and all(a is not None and a <= dev for a in oldest)
 
     def contract(self, group: str) -> dict | None:
         return self.manifest["groups"][group]["contract"]

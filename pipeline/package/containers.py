@@ -48,8 +48,8 @@ def offload_bundle(code_objects: list[tuple[str, bytes]], host: str = "x86_64") 
     return bytes(out)
 
 
-def fatbin(name: str, cubins: list[tuple[str, bytes]], ptx: tuple[str, str] | None) -> bytes:
-    """[(arch as in sm_80 / sm_90a, cubin)] and (arch, text) of PTX -> one fatbin (nvfatbin's defaults:
+def fatbin(name: str, cubins: list[tuple[str, bytes]], ptx: list[tuple[str, str]]) -> bytes:
+    """[(arch as in sm_80 / sm_90a, cubin)] and [(arch, text)] of PTX -> one fatbin (nvfatbin's defaults:
     PTX compressed, cubins as they are)."""
     try:
         from cuda.bindings import nvfatbin
@@ -64,9 +64,9 @@ def fatbin(name: str, cubins: list[tuple[str, bytes]], ptx: tuple[str, str] | No
     try:
         for arch, data in cubins:
             nvfatbin.add_cubin(handle, data, len(data), arch.removeprefix("sm_"), name)
-        if ptx is not None:
-            text = ptx[1].encode() + b"\0"
-            nvfatbin.add_ptx(handle, text, len(text), ptx[0].removeprefix("sm_"), name, "")
+        for arch, source in ptx:
+            text = source.encode() + b"\0"
+            nvfatbin.add_ptx(handle, text, len(text), arch.removeprefix("sm_"), name, "")
         buf = bytearray(nvfatbin.size(handle))
         nvfatbin.get(handle, buf)
     except nvfatbin.nvFatbinError as exc:

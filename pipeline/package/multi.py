@@ -2,7 +2,9 @@
 
 ORT's loader takes one archive and throws on a blob it cannot load, so each blob of the multi build is a
 container the driver picks from at load time (pipeline/package/containers.py): on CUDA a fatbin of every arch's
-cubin plus the newest arch's portable PTX, on ROCm an offload bundle of every gfx target's code object.
+cubin plus the newest arch's portable PTX and the oldest arch's PTX (which the driver JIT-compiles for a GPU
+no cubin runs on: sm_103 or sm_110 beside sm_100a and sm_120a cubins, say), on ROCm an offload bundle of
+every gfx target's code object.
 
 The header stays ORT's: one entry per kernel, so every arch must launch it the same way (function name,
 parameters, constants, warps); `shared` is the largest across archs. A kernel built for some archs only
@@ -144,6 +146,71 @@ def _content(kind: str, arch: str, data: bytes) -> dict:
     return {"kind": kind, "arch": arch, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def _merged(name: str, parts: list[_Part], index: int, backend: str, host: str,
+            portable: tuple[tuple[str, str] | None, str] | None = None) -> tuple[dict, bytes]:
+    """One kernel of `parts` (the per-arch builds that hold it, oldest first) as one entry and blob: on CUDA a
+    fatbin of their cubins (with `portable`'s PTX and the oldest part's, when given), on ROCm an offload
+    bundle."""
+    ext = CONTAINER_EXT[backend]
+    entries = [(p.arch, p.by_name[name]) for p in parts]
+    _check_launch(name, entries)
+    if backend == "cuda":
+        cubins = [(e["binary"]["arch"], p.blobs[name]) for p, (_, e) in zip(parts, entries)]
+        newest, ptx_note = portable or (None, "")
+        ptx = [newest] if newest else []
+        oldest = _ptx(parts[0], entries[0][1]) if portable is not None else None
+        if oldest and not oldest[0].endswith("a") and oldest[0] not in [t for t, _ in ptx]:
+            ptx.append(oldest)  # Triton's PTX below sm_90 is portable as written
+        blob = fatbin(name, cubins, ptx)
+        contents = [_content("cubin", a, b) for a, b in cubins]
+        contents += [_content("ptx", t, text.encode()) for t, text in ptx]
+    else:
+        objs = [(p.arch, p.blobs[name]) for p in parts]
+        blob = offload_bundle(objs, host)
+        contents = [_content("hsaco", a, b) for a, b in objs]
+    base = dict(parts[-1].by_name[name])
+    base.pop("ptx", None)
+    symbol = embed.symbol_base(name, ext)
+    notes = list(dict.fromkeys(n for _, e in entries for n in e["ort_notes"]))
+    hidden = [dict(h, **{f: max(e["hidden_params"][i][f] for _, e in entries)
+                         for f in ("scratch_size", "scratch_align")}) for i, h in enumerate(base["hidden_params"])]
+    base.update(index=index, target=f"{backend}:{MULTI}", symbol=f"{symbol}_start", symbol_end=f"{symbol}_end",
+                binary={"format": ext, "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()},
+                contents=contents, shared=max(e["shared"] for _, e in entries), hidden_params=hidden,
+                ort_launchable=not notes, ort_notes=notes)
+    if backend == "cuda" and not newest:
+        base["ptx_note"] = ptx_note or "built for some archs only: no portable PTX"
+    return base, blob
+
+
+def partial(multi_dir: Path) -> tuple[list[dict], list[tuple[str, str, bytes]], dict[str, dict]]:
+    """The kernels `multi_dir` leaves out because some of its archs cannot build them (MIN_SM, MAX_SM), each
+    as one blob of the archs that do, read from the per-arch builds beside it: (entries, blobs as (name,
+    ext, bytes), {group: contract}). ORT's header needs every kernel launchable on every arch; the custom-op
+    library does not (a device loads a blob with its arch, or skips it), so it links these too. Empty when
+    nothing is left out or the per-arch builds are not beside it (a multi fetched alone)."""
+    from tritonforge import artifact_format
+
+    doc = artifact_format.read_kernels_json(multi_dir)
+    left = doc.get("left_out") or []
+    archs = doc["target"].get("archs") or []
+    dirs = [Path(multi_dir).parent / a for a in archs]
+    if not left or not all((d / MANIFEST_NAME).is_file() for d in dirs):
+        return [], [], {}
+    parts = sorted((_read_part(d) for d in dirs), key=lambda p: arch_key(p.arch))
+    backend, host = doc["target"]["backend"], doc["host"]
+    entries, blobs, contracts = [], [], {}
+    for k in left:
+        having = [p for p in parts if k["name"] in p.by_name]
+        if not having:
+            continue
+        entry, blob = _merged(k["name"], having, len(doc["kernels"]) + len(entries), backend, host)
+        entries.append(entry)
+        blobs.append((k["name"], CONTAINER_EXT[backend], blob))
+        contracts.setdefault(entry["group"], having[-1].doc["groups"][entry["group"]]["contract"])
+    return entries, blobs, contracts
+
+
 def write_multi(part_dirs: list[Path], out_dir: Path, ptx_checks: Path | None = None) -> MultiReport:
     """Merge per-arch build directories of one platform and profile into out_dir (a staging directory);
     `ptx_checks` keeps the verdicts of the PTX portability checks (compiler.portable_ptx)."""
@@ -173,38 +240,13 @@ def write_multi(part_dirs: list[Path], out_dir: Path, ptx_checks: Path | None = 
     if not common:
         raise PipelineError(f"no kernel is built for every arch of {', '.join(archs)}: nothing to merge")
 
-    ext = CONTAINER_EXT[backend]
     kernels, blobs, contracts = [], [], {}
     portable = _portable(newest, common, ptx_checks) if backend == "cuda" else {}
     for index, name in enumerate(common):
-        entries = [(p.arch, p.by_name[name]) for p in parts]
-        _check_launch(name, entries)
-        if backend == "cuda":
-            cubins = [(e["binary"]["arch"], p.blobs[name]) for p, (_, e) in zip(parts, entries)]
-            ptx, ptx_note = portable[name]
-            blob = fatbin(name, cubins, ptx)
-            contents = [_content("cubin", a, b) for a, b in cubins]
-            contents += [_content("ptx", ptx[0], ptx[1].encode())] if ptx else []
-        else:
-            objs = [(p.arch, p.blobs[name]) for p in parts]
-            blob = offload_bundle(objs, host)
-            contents = [_content("hsaco", a, b) for a, b in objs]
-        base = dict(newest.by_name[name])
-        base.pop("ptx", None)
-        symbol = embed.symbol_base(name, ext)
-        notes = list(dict.fromkeys(n for _, e in entries for n in e["ort_notes"]))
-        hidden = [dict(h, **{f: max(e["hidden_params"][i][f] for _, e in entries)
-                             for f in ("scratch_size", "scratch_align")})
-                  for i, h in enumerate(base["hidden_params"])]
-        base.update(index=index, target=f"{backend}:{MULTI}", symbol=f"{symbol}_start", symbol_end=f"{symbol}_end",
-                    binary={"format": ext, "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()},
-                    contents=contents, shared=max(e["shared"] for _, e in entries), hidden_params=hidden,
-                    ort_launchable=not notes, ort_notes=notes)
-        if backend == "cuda" and not ptx:
-            base["ptx_note"] = ptx_note
-        kernels.append(base)
-        blobs.append((name, ext, blob))
-        group = base["group"]
+        entry, blob = _merged(name, parts, index, backend, host, portable.get(name))
+        kernels.append(entry)
+        blobs.append((name, CONTAINER_EXT[backend], blob))
+        group = entry["group"]
         if group not in contracts:
             _same(parts, f"the contract of group {group}", lambda d, g=group: d["groups"][g]["contract"])
             contracts[group] = newest.doc["groups"][group]["contract"]

@@ -23,13 +23,15 @@ import tempfile
 from pathlib import Path
 
 from tritonforge.pipeline.errors import PipelineError
-from tritonforge.pipeline.package import toolchain
+from tritonforge.pipeline.package import embed, toolchain
+from tritonforge.pipeline.package.multi import partial
 from tritonforge.runtime.expressions import parse_expr
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import softmax as softmax_op
 from tritonforge.runtime.tune_cache import SCHEMA as TUNE_SCHEMA
 
 from tritonforge import artifact_format
+from tritonforge.artifact_format import MULTI
 from tritonforge.atomic import write_bytes
 
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
@@ -207,6 +209,47 @@ def kernel_table(doc: dict) -> tuple[str, int]:
     return "\n".join(out), len(groups)
 
 
+# The GPUs onnxruntime-gpu's CUDA EP runs on (CUDA 13: Turing and newer), by compute capability.
+CUDA_EP_GPUS = (75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121)
+
+
+def loads_on(contents: list[dict], cc: int) -> bool:
+    """Whether a device of compute capability `cc` loads a blob holding `contents` (kernels.json's list): a
+    cubin made for it (an `a` cubin for exactly it; before sm_90, one of its major and an older or equal
+    minor), or PTX of an arch no newer than it, which the driver JIT-compiles."""
+    for c in contents:
+        arch = int(c["arch"].removeprefix("sm_").rstrip("a"))
+        if c["kind"] == "ptx" and not c["arch"].endswith("a") and arch <= cc:
+            return True
+        if c["kind"] == "cubin" and (arch == cc or (not c["arch"].endswith("a") and arch // 10 == cc // 10
+                                                    and arch <= cc)):
+            return True
+    return False
+
+
+def gpus_served(doc: dict) -> tuple[list[int], list[int]]:
+    """(the CUDA_EP_GPUS on which every op and dtype the build's kernels serve has a kernel that loads, the
+    others): a device takes what loads on it, and each op's groups end in a correctness fallback."""
+    ops: dict[tuple, list[dict]] = {}
+    contracts = {g: e.get("contract") for g, e in doc["groups"].items()}
+    for k in doc["kernels"]:
+        op = op_of(k["group"], contracts.get(k["group"]))
+        if op:
+            ops.setdefault(op, []).append(k)
+    served = [cc for cc in CUDA_EP_GPUS if all(any(loads_on(k.get("contents", []), cc) for k in ks)
+                                                 for ks in ops.values())]
+    return served, [cc for cc in CUDA_EP_GPUS if cc not in served]
+
+
+def with_partial(doc: dict, extra: list[dict], contracts: dict) -> dict:
+    """kernels.json's document with the kernels only some of its archs run added (multi.partial), so the
+    library's table holds them too: a device takes the blobs that have its arch and skips the others."""
+    if not extra:
+        return doc
+    groups = {g: {"contract": c} for g, c in contracts.items()}
+    return {**doc, "kernels": doc["kernels"] + extra, "groups": {**groups, **doc["groups"]}}
+
+
 def cuda_include() -> Path:
     """The directory of cuda.h: the pinned triton wheel ships it (backends/nvidia/include)."""
     try:
@@ -239,7 +282,8 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     if not archive.is_file():
         raise PipelineError(f"{archive}: missing (the library links the build's archive)")
     cxx = toolchain.compiler()
-    table, _ = kernel_table(doc)
+    extra, extra_blobs, contracts = partial(build_dir) if doc["target"].get("arch_name") == MULTI else ([], [], {})
+    table, _ = kernel_table(with_partial(doc, extra, contracts))
     headers = ensure_headers(cache_dir)
     include = cuda_include()
     out = Path(out) if out else build_dir / LIBRARY_NAME
@@ -250,8 +294,15 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
         (tmp / "kernel_table.cc").write_text(table)
         (tmp / "exports.map").write_text("{ global: " + " ".join(f"{e};" for e in EXPORTS) + " local: *; };\n")
         lib = tmp / LIBRARY_NAME
+        archives = [archive.resolve()]
+        if extra_blobs:  # the kernels only some archs run, each a blob of those archs (multi.partial)
+            (tmp / "partial").mkdir()
+            for name, ext, blob in extra_blobs:
+                (tmp / "partial" / f"{name}.{ext}").write_bytes(blob)
+            objs = [embed.binary_to_object(f"{name}.{ext}", tmp / "partial") for name, ext, _ in extra_blobs]
+            archives.append(embed.archive(objs, tmp / "partial", "partial.a"))
         cmd = [*cxx, *flags, "-shared", *map(str, objects), str(tmp / "kernel_table.cc"),
-               "-Wl,--whole-archive", str(archive.resolve()), "-Wl,--no-whole-archive",
+               "-Wl,--whole-archive", *map(str, archives), "-Wl,--no-whole-archive",
                f"-Wl,--version-script={tmp / 'exports.map'}", "-ldl", "-o", str(lib)]
         _run_cxx(cmd, build_dir)
         write_bytes(out, lib.read_bytes())
@@ -314,7 +365,7 @@ def write_tune_file(lib: Path | str, build_dir: Path | str, caches: list[Path]) 
     which the library takes instead of timing candidates. A choice whose kernel the build lacks is left
     out and said so. Returns (path or None when no cache has a choice, notes); the file is replaced whole."""
     lib, doc = Path(lib), artifact_format.read_kernels_json(build_dir)
-    names = {k["name"] for k in doc["kernels"]}
+    names = {k["name"] for k in doc["kernels"]} | {k["name"] for k in doc.get("left_out") or []}
     archs = set(doc["target"].get("archs") or [doc["target"]["arch_name"]])  # multi: every arch inside
     lines, notes = {}, []
     for cache in caches:
@@ -366,12 +417,15 @@ def check_library(lib: Path | str, build_dir: Path | str) -> str:
         raise PipelineError(f"{lib}: holds archive {got['archive_sha256'][:12]}, the build's is "
                             f"{doc['archive']['sha256'][:12]}; rebuild the library")
     served = ", ".join(f"{op} ({'/'.join(sorted(d))})" for op, d in got["cuda"].items() if d)
+    if doc["target"].get("arch_name") != MULTI:
+        doc = {**doc, "kernels": [{**k, "contents": [{"kind": "cubin", "arch": k["binary"]["arch"]}]}
+                                  for k in doc["kernels"]]}
     try:
         import numpy as np
         import onnxruntime as ort
         from onnx import TensorProto, helper
     except ImportError:
-        return f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}"
+        return f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}; {gpus_line(doc)}"
     graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], domain=ortlib.DOMAIN)], "check",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
@@ -383,5 +437,12 @@ def check_library(lib: Path | str, build_dir: Path | str) -> str:
     if not np.allclose(y, [[0.125, 0.25, 0.625]], atol=1e-6):
         raise PipelineError(f"{lib}: its CPU Softmax gave {y.tolist()} for a row of 1:2:5 in onnxruntime "
                             f"{ort.__version__}")
-    return (f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}; loads in onnxruntime "
-            f"{ort.__version__}")
+    return (f"{got['kernels']} kernels of {len(got['groups'])} groups; CUDA ops: {served}; {gpus_line(doc)}; loads in "
+            f"onnxruntime {ort.__version__}")
+
+
+def gpus_line(doc: dict) -> str:
+    """Which of the CUDA EP's GPUs every op runs on, for the build's summary line."""
+    yes, no = gpus_served(doc)
+    line = f"every op on {', '.join(f'sm_{c}' for c in yes) or 'no GPU'}"
+    return line + (f" (not on {', '.join(f'sm_{c}' for c in no)}: build for them with --arch)" if no else "")

@@ -117,9 +117,9 @@ def check_wheel(wheel: Path | str, suite: str = "bullseye", model: Path | str | 
             args = [f"/work/{model.name}"]
         os.chmod(tmp, 0o777)
         log(f"installing {wheel.name} with {SUITES[suite]}'s pip (Python {python}, glibc 2.{glibc}) and running it")
-        script = ("set -e; python3 -m venv /tmp/venv; "
-                  f"/tmp/venv/bin/pip install -q --no-index --find-links /in-wheels --find-links /work /work/{wheel.name} "
-                  f"'{ONNXRUNTIME}'; cd /work; /tmp/venv/bin/python {TEMPLATE.name} {' '.join(args)}")
+        script = ("set -e; python3 -m venv /tmp/venv; /tmp/venv/bin/pip install -q --no-index --find-links "
+                  f"/in-wheels /work/{wheel.name} '{ONNXRUNTIME}'; cd /work; "
+                  f"/tmp/venv/bin/python {TEMPLATE.name} {' '.join(args)}")
         said = _run(c, tag, ["sh", "-c", script], {str(wheels): "/in-wheels", str(tmp): "/work"})
     line = next((s for s in reversed(said.splitlines()) if s.startswith("{")), None)
     if line is None:

@@ -12,9 +12,8 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
-
 import tritonforge_ort
+from onnx import TensorProto, helper, numpy_helper
 
 
 def builtin(path):

@@ -181,9 +181,9 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
         else:
             run(where, args)
         i += 1
-    assert ran.count("build") == 28 and ran.count("merge") == 8 and "publish" in ran  # 7 archs x 2 profiles, twice
+    assert ran.count("build") == 32 and ran.count("merge") == 8 and "publish" in ran  # 8 archs x 2 profiles, twice
     manifest = json.loads((repo / "release-manifest.json").read_text())
-    per_platform = {"cuda": ["sm_80", "sm_90", "sm_100", "sm_120"], "rocm": ["gfx90a", "gfx942", "gfx950"]}
+    per_platform = {"cuda": ["sm_75", "sm_80", "sm_90", "sm_100", "sm_120"], "rocm": ["gfx90a", "gfx942", "gfx950"]}
     archs = sorted([a for names in per_platform.values() for a in names] + ["multi", "multi"])
     builds = [f"{p}/{a}" for p, names in per_platform.items() for a in [*names, "multi"]]
     assert sorted(manifest["builds"]) == sorted(f"{prefix}{b}" for prefix in ("", "full/") for b in builds)

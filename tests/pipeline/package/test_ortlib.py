@@ -152,3 +152,35 @@ def test_the_tune_file_takes_what_the_build_holds_and_refuses_foreign_caches(bui
         with pytest.raises(PipelineError, match=says):
             write_tune_file(lib, multi, [bad])
         assert not out.exists()
+
+
+def test_kernels_some_archs_cannot_build_join_the_library_as_blobs_of_the_archs_that_do(built, ort_library, tmp_path):
+    """The cluster kernels (MIN_SM = 90) and the parts kernels (MAX_SM = 89) are left out of the sm_80+sm_90
+    multi build (ORT's header launches every kernel on every arch); the library links them as fatbins of the
+    archs that built them, which a device of another arch skips when it cannot load them."""
+    import shutil
+
+    from tritonforge.pipeline.package.containers import list_fatbin
+    from tritonforge.pipeline.package.multi import partial
+    from tritonforge.runtime import ortlib
+
+    multi = built[1] / "cuda" / "multi"
+    doc = json.loads((multi / "kernels.json").read_text())
+    left = {k["name"]: k for k in doc["left_out"]}
+    assert {tuple(k["archs"]) for k in left.values()} == {("sm_80",), ("sm_90",)}, left
+    entries, blobs, contracts = partial(multi)
+    assert [e["name"] for e in entries] == list(left) and set(contracts) == {k["group"] for k in left.values()}
+    for name, ext, blob in blobs[:: max(1, len(blobs) // 4)]:
+        (tmp_path / f"{name}.{ext}").write_bytes(blob)
+        listed = " ".join(list_fatbin(tmp_path / f"{name}.{ext}", name))
+        (arch,) = left[name]["archs"]
+        other = {"sm_80": "sm_90", "sm_90": "sm_80"}[arch]
+        assert arch in listed and other not in listed, (name, listed)
+    served = {k["name"] for k in entries if op_of(k["group"], contracts[k["group"]])}
+    got = ortlib.info(ort_library)
+    assert got["kernels"] == len(kernel_table(doc)[0].split("const KernelEntry kKernels[] = {")[1].split(
+        "};")[0].strip().splitlines()) + len(served)
+    assert {k["group"] for k in entries} <= set(got["groups"])
+    alone = tmp_path / "fetched" / "multi"  # a multi fetched without its per-arch builds: nothing to add
+    shutil.copytree(multi, alone)
+    assert partial(alone) == ([], [], {})
