@@ -606,8 +606,8 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
     "out": "where the rewritten model goes (default: <model>.tf.onnx beside it)",
     "library": "the library whose CUDA kernels decide what is rewritten (default: the one ortlib.register finds)",
     "any_dtype": "rewrite every qualifying node, whatever the library's CUDA kernels serve",
-    "all_softmax": "also the softmax nodes of short rows (under 256 columns in fp16, 1024 in fp32), where "
-                   "ORT's own kernel measured faster",
+    "all_softmax": "also the softmax nodes at row lengths where ORT's own kernel measured faster (77 and 197 "
+                   "columns; runtime/ortlib/rewrite/softmax_measured.py)",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,

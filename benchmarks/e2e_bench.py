@@ -2,7 +2,8 @@
 custom-op library's ops, in onnxruntime-gpu's CUDA EP, in one process.
 
     python benchmarks/e2e_bench.py --model sd15_vae_decoder --library dist/full/cuda/multi/libtritonforge_ort.so
-        [--exporters torchscript,dynamo,ort] [--dtypes fp16,fp32] [--runs 20] [--breakdown]
+        [--exporters torchscript,dynamo,ort] [--dtypes fp16,fp32] [--sides 512,768] [--dynamic] [--runs 20]
+        [--breakdown]
     python benchmarks/e2e_bench.py --onnx my_export.onnx     # an export of your own (no torch needed)
 
 For each model (benchmarks/e2e_models.py: SD 1.5 and SDXL VAE decoders and UNets from their published
@@ -10,7 +11,9 @@ configs, random weights), exporter (torch.onnx with `dynamo=False` at opset 17 a
 `ort`: ORT's transformers optimizer on the TorchScript export) and dtype: the export is rewritten
 (runtime/ortlib/rewrite), both are run on the same random inputs bound to device memory (IOBinding), the
 outputs compared (max |a - b| over max |a|, against 2e-2 for fp16 and 5e-3 for fp32), then timed
-interleaved, one run of each at a time, and the medians kept. `--breakdown` adds each session's GPU
+interleaved, one run of each at a time, and the medians kept. `--sides` runs other image sides (a static
+export for each); `--dynamic` exports once with symbolic batch, height and width (as Optimum does) and
+runs that one file, rewritten once, at every side. `--breakdown` adds each session's GPU
 time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a speed-up
 stops. Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
 """
@@ -52,8 +55,8 @@ KINDS = (("tritonforge", r"^(group_norm|softmax)\w*_kernel$"),  # the kernel scr
 
 @dataclass
 class Result:
-    model: str
-    exporter: str
+    model: str  # with "@<side>" when the image side is not the model's own
+    exporter: str  # with ".dynamic" for an export with dynamic axes
     dtype: str
     ms: dict = field(default_factory=dict)  # "ort" (the export as is) / "tritonforge" (rewritten) -> median ms
     rewritten: int = 0
@@ -85,12 +88,13 @@ def _session(path: Path, provider: str, library: Path | None):
     return ort.InferenceSession(str(path), so, providers=providers)
 
 
-def random_inputs(sess, seed: int = 0) -> dict:
-    """Random values for every input the session takes, at its declared shape (symbolic dims as 1)."""
+def random_inputs(sess, seed: int = 0, free: dict | None = None) -> dict:
+    """Random values for every input the session takes, at its declared shape; a symbolic dim takes
+    `free[axis]` (a dynamic export: batch on axis 0, the latent's height and width on 2 and 3), else 1."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        shape = [d if isinstance(d, int) else (free or {}).get(a, 1) for a, d in enumerate(i.shape)]
         dt = _NP.get(i.type)
         if dt is None:
             raise SystemExit(f"error: input '{i.name}' is {i.type}: the bench feeds float and int inputs only")
@@ -147,19 +151,26 @@ def kernel_breakdown(bound: Bound, runs: int = 3) -> dict:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
-            result: Result, log=print) -> Result:
-    """Rewrite `path`, check and time it against the original; fills and returns `result`."""
+def rewrite(path: Path, library: Path, log=print) -> tuple[Path, object]:
+    """`path` rewritten beside it: (the rewrite's path, its report)."""
     out = path.with_name(path.name.removesuffix(".onnx") + ".tf.onnx")
     t = time.perf_counter()
     report = rewrite_file(path, out, library)
-    result.rewritten = sum(report.rewritten.values())
-    result.left = list(report.left)
     log(f"  rewrite ({time.perf_counter() - t:.1f} s): " + "; ".join(report.lines()[:3]) +
         (f"; {len(report.left)} left" if report.left else ""))
+    return out, report
+
+
+def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
+            result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None) -> Result:
+    """Rewrite `path` (or take `rewritten`, rewrite()'s pair), check and time it against the original at the
+    inputs `free` sizes (random_inputs); fills and returns `result`."""
+    out, report = rewritten or rewrite(path, library, log)
+    result.rewritten = sum(report.rewritten.values())
+    result.left = list(report.left)
     try:
         base = _session(path, provider, None)
-        feeds = random_inputs(base)
+        feeds = random_inputs(base, free=free)
         sessions = {"ort": Bound(base, feeds, provider),
                     "tritonforge": Bound(_session(out, provider, library), feeds, provider)}
     except Exception as exc:  # e.g. ORT's contrib ops on the CPU EP: say so and go on with the next model
@@ -256,6 +267,34 @@ def _device(provider: str) -> str:
     return CudaBackend(0).device_name
 
 
+def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Path, work: Path, device: str,
+              results_path: Path) -> list[Result]:
+    """One model, exporter and dtype at every side: a static export each, or one dynamic export rewritten once."""
+    from benchmarks import e2e_models
+
+    out, rewritten = [], None
+    for side in sides:
+        label = m.name + ("_tiny" if args.tiny else "") + (f"@{side}" if side != m.side and not args.tiny else "")
+        print(f"{label} {exporter}{' (dynamic axes)' if args.dynamic else ''} {dtype}", flush=True)
+        t = time.perf_counter()
+        path = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny, dynamic=args.dynamic,
+                                 side=None if args.dynamic else side)
+        print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
+        if rewritten is None or not args.dynamic:
+            rewritten = rewrite(path, library)
+        free = {0: m.batch, 2: (32 if args.tiny else side) // 8, 3: (32 if args.tiny else side) // 8}
+        r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
+                    Result(label, exporter + (".dynamic" if args.dynamic else ""), dtype), rewritten=rewritten,
+                    free=free)
+        out.append(r)
+        print("  " + table([r])[2], flush=True)
+        record([r], device, results_path)
+        if not args.dynamic and not args.keep and not (exporter == "torchscript" and dtype == "fp32"
+                                                       and "ort" in args.exporters):
+            shutil.rmtree(path.parent)  # disks are finite: an SDXL UNet is 10 GB in fp32
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     what = ap.add_mutually_exclusive_group(required=True)
@@ -272,6 +311,9 @@ def main(argv=None) -> int:
     ap.add_argument("--provider", choices=("cuda", "cpu"), default="cuda",
                     help="cpu: a smoke run on the library's CPU ops (times mean nothing there)")
     ap.add_argument("--tiny", action="store_true", help="tiny configs of the same classes (a smoke run)")
+    ap.add_argument("--sides", default="", help="comma list of image sides in pixels (default: each model's own)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="export with dynamic batch, height and width, once, and run it at every side")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
@@ -301,20 +343,15 @@ def main(argv=None) -> int:
         work = args.work or Path(tempfile.mkdtemp(prefix="tritonforge-e2e-"))
         work.mkdir(parents=True, exist_ok=True)
         try:
+            sides = [int(v) for v in args.sides.split(",") if v.strip()]
+        except ValueError:
+            raise SystemExit(f"error: --sides: '{args.sides}' is not a comma list of pixel counts") from None
+        try:
             for m in chosen:
                 for dtype in [d.strip() for d in args.dtypes.split(",")]:
                     for exporter in exporters:
-                        print(f"{m.name} {exporter} {dtype}", flush=True)
-                        t = time.perf_counter()
-                        path = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny)
-                        print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
-                        r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                                    Result(m.name + ("_tiny" if args.tiny else ""), exporter, dtype))
-                        results.append(r)
-                        print("  " + table([r])[2], flush=True)
-                        record([r], device, results_path)
-                        if not args.keep and not (exporter == "torchscript" and dtype == "fp32" and "ort" in exporters):
-                            shutil.rmtree(path.parent)  # disks are finite: an SDXL UNet is 10 GB in fp32
+                        results += run_model(m, exporter, dtype, sides or [m.side], args, library, work, device,
+                                             results_path)
                 if not args.keep:
                     for d in work.glob(f"{m.name}*"):
                         shutil.rmtree(d)

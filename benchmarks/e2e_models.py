@@ -78,8 +78,9 @@ def models(spec: str) -> list[E2EModel]:
     return [MODELS[n] for n in names]
 
 
-def _build(m: E2EModel, dtype: str, device: str, tiny: bool):
-    """(module, example inputs, input names) of the model, its GroupNorms' affine drawn at random."""
+def _build(m: E2EModel, dtype: str, device: str, tiny: bool, side: int | None = None):
+    """(module, example inputs, input names) of the model, its GroupNorms' affine drawn at random; `side`:
+    the image side in pixels (default: the model's)."""
     import torch
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
@@ -88,7 +89,7 @@ def _build(m: E2EModel, dtype: str, device: str, tiny: bool):
     if tiny and m.kind == "unet" and not m.text_embeds:
         for k in ("projection_class_embeddings_input_dim", "addition_time_embed_dim"):
             config.pop(k, None)
-    side = 32 if tiny else m.side
+    side = 32 if tiny else side or m.side
     cls = AutoencoderKL if m.kind == "vae_decoder" else UNet2DConditionModel
     net = cls(**config).eval()
     with torch.no_grad():
@@ -145,22 +146,24 @@ def dynamic_axes(m: E2EModel) -> dict[str, dict[int, str]]:
 
 
 def export(m: E2EModel, exporter: str, dtype: str, work: Path, device: str = "cuda", tiny: bool = False,
-           log=print, dynamic: bool = False) -> Path:
+           log=print, dynamic: bool = False, side: int | None = None) -> Path:
     """The model exported by `exporter` in `dtype`, in a directory of its own under `work` (made once;
     external data beside it when large). `ort` is ORT's transformers optimizer on the TorchScript fp32
     export (it refuses fp16 initializers), converted to fp16 after fusing as ORT's Stable Diffusion
     pipeline script does. `dynamic`: batch, height and width symbolic (`dynamic_axes` for TorchScript,
-    `dynamic_shapes` for dynamo), as Optimum and most pipelines export."""
-    stem = f"{m.name}{'_tiny' if tiny else ''}.{exporter}{'.dynamic' if dynamic else ''}.{dtype}"
+    `dynamic_shapes` for dynamo), as Optimum and most pipelines export; `side`: the image side the example
+    inputs have (the export's own with static axes; default the model's)."""
+    at = f"@{side}" if side and side != m.side and not tiny else ""
+    stem = f"{m.name}{'_tiny' if tiny else ''}{at}.{exporter}{'.dynamic' if dynamic else ''}.{dtype}"
     path = work / stem / f"{stem}.onnx"  # a directory each: TorchScript names external files by tensor
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     if exporter == "ort":
-        return _ort_optimized(m, dtype, export(m, "torchscript", "fp32", work, device, tiny, log, dynamic), path)
+        return _ort_optimized(m, dtype, export(m, "torchscript", "fp32", work, device, tiny, log, dynamic, side), path)
     import torch
 
-    module, inputs, names = _build(m, dtype, device, tiny)
+    module, inputs, names = _build(m, dtype, device, tiny, side)
     axes = dynamic_axes(m) if dynamic else {}
     log(f"  exporting {m.name} {dtype} with torch.onnx ({exporter}{', dynamic axes' if dynamic else ''}) ...")
     with torch.no_grad():

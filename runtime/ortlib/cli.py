@@ -46,7 +46,7 @@ def main(argv=None) -> int:
                                       "one register() finds)")
     ap.add_argument("--any-dtype", action="store_true", help="rewrite whatever the library's CUDA kernels serve")
     ap.add_argument("--all-softmax", action="store_true",
-                    help="also softmax rows shorter than where the library beats ORT's own kernel")
+                    help="also softmax rows of lengths where ORT's own kernel measured faster than the library's")
     args = ap.parse_args(argv)
     try:
         rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax)

@@ -7,9 +7,11 @@
 The forms it recognises are declared in patterns.py, one matcher each: GroupNorm as torch.onnx writes it
 (Reshape -> InstanceNormalization -> Reshape -> Mul -> Add, TorchScript and dynamo exporters), ONNX
 GroupNormalization 18 and 21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, each with a following SiLU
-fused in where the form allows, and last-axis Softmax / LogSoftmax over rows long enough that the
-library's kernel beats ORT's own (SOFTMAX_MIN_COLS: on shorter rows, attention over 77 text tokens or
-ViT's 197, ORT's kernel measured faster; `softmax_min_cols=0` takes them too). Types and shapes come
+fused in where the form allows, and last-axis Softmax / LogSoftmax at row lengths where the library's
+kernel measured faster than ORT's own (softmax_measured.py, derived from the committed measurements by
+benchmarks/softmax_choice.py: ORT's kernel wins on attention over 77 text tokens or ViT's 197, and on
+fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row). Types
+and shapes come
 from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is almost one of these
 forms but not quite is left as it is, and the report names it and says why; so is one whose dtype the
 library (`library=`) has no CUDA kernel for. The forms are found inside If branches and Loop and Scan
@@ -34,12 +36,7 @@ from .graph import FLOAT_TYPES, Graph, domain_of, named_subgraphs, outer_reads
 from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
 
-# The shortest last axis from which the library's softmax measured at least as fast as ORT's own on the
-# zoo's rows (H200, onnxruntime-gpu 1.31.1): fp16 wins from 256 columns, fp32 from 1024; bf16 (no ORT
-# rival measured) follows fp16.
-SOFTMAX_MIN_COLS = {"fp16": 256, "bf16": 256, "fp32": 1024}
-
-__all__ = ["SOFTMAX_MIN_COLS", "Report", "RewriteError", "rewrite", "rewrite_file"]
+__all__ = ["Report", "RewriteError", "rewrite", "rewrite_file"]
 
 
 class RewriteError(TritonforgeError, ValueError):
@@ -87,14 +84,13 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
             check: bool | None = None) -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
-    `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all
-    (default SOFTMAX_MIN_COLS; 0 rewrites every one). `base_dir`: where the model's external data lives.
+    `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
+    rewrites every one; default: where the library measured faster, patterns.measured_speedup). `base_dir`:
+    where the model's external data lives.
     `check`: run onnx.checker before and after (default: when the model's data is all in memory)."""
     cuda = info(library)["cuda"] if use_library else None
-    if softmax_min_cols is None:
-        softmax_min_cols = SOFTMAX_MIN_COLS
-    min_cols = softmax_min_cols if isinstance(softmax_min_cols, dict) else dict.fromkeys(FLOAT_TYPES.values(),
-                                                                                         softmax_min_cols)
+    min_cols = (softmax_min_cols if isinstance(softmax_min_cols, dict) or softmax_min_cols is None
+                else dict.fromkeys(FLOAT_TYPES.values(), softmax_min_cols))
     if check is None:
         check = not any(t.data_location == t.EXTERNAL for t in tensors(model))
     valid = check and _check(model, "before")
@@ -117,7 +113,7 @@ def _matchers() -> dict:
     return by_anchor
 
 
-def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict, report: Report) -> None:
+def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, report: Report) -> None:
     """One scope's matches spliced in, its subgraphs' first (If branches, Loop and Scan bodies, at any depth)."""
     for node in graph.nodes:
         for attr, sub in named_subgraphs(node):

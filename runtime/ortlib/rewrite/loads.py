@@ -38,13 +38,30 @@ def check_loads(path: Path, library: Path, shown: Path) -> str:
         ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime's own classes (Fail, InvalidGraph, ...) share no public base
         said = _message(exc, path)
-        gpu_only = re.match(r"Failed to find kernel for ([\w.]+)\(\d+\) \(node:'([^']*)'", said)
-        if gpu_only and not gpu_only.group(1).startswith(f"{DOMAIN}."):
+        gpu_only = (re.match(r"Failed to find kernel for ([\w.]+)\(\d+\) \(node:'([^']*)'", said) or
+                    re.match(r"Could not find an implementation for ([\w.]+)\(\d+\) node with name '([^']*)'", said))
+        if gpu_only and _domain_of_node(path, gpu_only.group(2)) != DOMAIN:
             return (f"loads in onnxruntime {ort.__version__} (the graph resolves with the library's ops; the CPU EP "
                     f"stops at {gpu_only.group(1)} node '{gpu_only.group(2)}', which only a GPU EP runs)")
         raise ModelFileError(f"{shown}: not written: onnxruntime {ort.__version__} refuses the rewritten model: "
                              f"{said}") from None
     return f"loads in onnxruntime {ort.__version__} (CPU EP, the library's ops registered)"
+
+
+def _domain_of_node(path: Path, name: str) -> str | None:
+    """The domain of the node named `name` in the model at `path` (subgraphs too), None when there is none."""
+    import onnx
+
+    from .graph import subgraphs
+
+    def walk(nodes):
+        for n in nodes:
+            yield n
+            for sub in subgraphs([n]):
+                yield from walk(sub.node)
+
+    model = onnx.load(str(path), load_external_data=False)
+    return next((n.domain for n in walk(model.graph.node) if n.name == name), None)
 
 
 def _message(exc: BaseException, path: Path) -> str:

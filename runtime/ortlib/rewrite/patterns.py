@@ -8,6 +8,7 @@ when the anchor is not its business. A new exporter's form is one more class in 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from .. import DOMAIN
 from ..errors import TritonforgeError
 from .graph import FLOAT_TYPES, MS, Graph, attrs, domain_of, fresh
+from .softmax_measured import DEVICE, SPEEDUP
 
 _ALL = ("fp16", "fp32", "bf16", "fp64")  # what ONNX's float ops admit; the library has no fp64 kernels
 _NP_TYPES = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float64": "fp64"}
@@ -34,9 +36,9 @@ class Match:
 
 class Rewriter:
     """What the matchers share: the graph, the library's CUDA dtypes per op (None: any), the softmax
-    thresholds, and the fp32 initializers they add."""
+    thresholds (None: the measured speed-ups), and the fp32 initializers they add."""
 
-    def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict):
+    def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict | None):
         self.graph, self.cuda, self.min_cols = graph, cuda, min_cols
         self.initializers: list = []
 
@@ -293,12 +295,22 @@ class OrtGroupNorm:
         return Match([node], new, self.source)
 
 
+def measured_speedup(dtype: str, cols: int) -> tuple[int, float]:
+    """(the measured row length nearest `cols` on a log scale, the library's speed-up over ORT's own kernel
+    there): softmax_measured.py, which benchmarks/softmax_choice.py derives from the committed rows; bf16,
+    which has no ORT rival measured, follows fp16."""
+    table = SPEEDUP.get(dtype) or SPEEDUP["fp16"]
+    near = min(table, key=lambda c: (abs(math.log(c / cols)), c))
+    return near, table[near]
+
+
 class LastAxisSoftmax:
-    """ONNX Softmax / LogSoftmax over the last axis, when its rows are long enough that the library's
-    kernel beats ORT's own (Rewriter.min_cols per dtype; 0 takes every row)."""
+    """ONNX Softmax / LogSoftmax over the last axis, where the library's kernel measured faster than ORT's own
+    at that row length (measured_speedup), or from Rewriter.min_cols columns when that is given (0: every row)."""
 
     anchors = {("", "Softmax"), ("", "LogSoftmax")}
     source = "ONNX op"
+    anyway = "softmax_min_cols=0 (--all-softmax) rewrites it anyway"
 
     def match(self, r: Rewriter, node):
         from onnx import helper
@@ -317,14 +329,24 @@ class LastAxisSoftmax:
         if axis != rank - 1:
             raise Left(f"axis {a.get('axis')} is not the last of rank {rank}")
         r.check_served(node.op_type, dtype)
-        shortest = r.min_cols.get(dtype, 0)
         cols = dims[-1]
-        if shortest and not isinstance(cols, int):
-            raise Left(f"the last axis' length is not fixed by the model; ORT's own kernel is faster on rows under "
-                       f"{shortest} ({dtype}); softmax_min_cols=0 (--all-softmax) rewrites it anyway")
-        if shortest and cols < shortest:
-            raise Left(f"rows of {cols}: ORT's own kernel measured faster under {shortest} columns ({dtype}); "
-                       "softmax_min_cols=0 (--all-softmax) rewrites it anyway")
+        if r.min_cols is None:
+            if not isinstance(cols, int):
+                raise Left("the last axis' length is not fixed by the model, and whether the library's kernel or "
+                           f"ORT's is faster depends on it (measured); {self.anyway}")
+            near, speedup = measured_speedup(dtype or "fp16", cols)
+            if cols < near and near == min(SPEEDUP.get(dtype) or SPEEDUP["fp16"]):
+                raise Left(f"rows of {cols}: shorter than every row length measured ({near} columns), so ORT "
+                           f"keeps them; {self.anyway}")
+            if speedup < 1:
+                raise Left(f"rows of {cols}: ORT's own kernel measured faster (the library {speedup:.2f}x at {near} "
+                           f"columns, {dtype}, {DEVICE}); {self.anyway}")
+        else:
+            shortest = r.min_cols.get(dtype, 0)
+            if shortest and not isinstance(cols, int):
+                raise Left(f"the last axis' length is not fixed by the model; {self.anyway}")
+            if shortest and cols < shortest:
+                raise Left(f"rows of {cols}: under the {shortest} columns asked for ({dtype}); {self.anyway}")
         new = helper.make_node(node.op_type, [x], list(node.output), name=node.name, domain=DOMAIN)
         return Match([node], new, self.source)
 
