@@ -128,7 +128,7 @@ def test_softmax_rows_stay_orts_where_orts_kernel_measured_faster(ort_library):
                                                     "0.93x at 77 columns"),
                             (32, TensorProto.FLOAT, "rows of 32: shorter than every row length measured (64 "
                                                     "columns)"),
-                            ("k", TensorProto.FLOAT16, "the last axis' length is not fixed by the model")):
+                            ("k", TensorProto.FLOAT16, None)):  # symbolic: the library measured faster overall
         m = _softmax_model(cols, elem)
         report = rewrite(m, ort_library)
         assert (m.graph.node[0].domain == "tritonforge") == (why is None), (cols, report.left)
@@ -145,8 +145,9 @@ def test_softmax_rows_stay_orts_where_orts_kernel_measured_faster(ort_library):
 
 def test_the_measured_table_is_what_the_committed_rows_give():
     """runtime/ortlib/rewrite/softmax_measured.py is benchmarks/softmax_choice.py's output on results.csv."""
-    from benchmarks import softmax_choice
     from tritonforge.runtime.ortlib.rewrite import softmax_measured
+
+    from benchmarks import softmax_choice
 
     assert softmax_choice.TABLE.read_text() == softmax_choice.module_text(softmax_choice.speedups())
     assert softmax_measured.SPEEDUP == softmax_choice.speedups()
