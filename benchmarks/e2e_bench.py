@@ -232,6 +232,14 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
+def report_order(r: Result) -> tuple:
+    """Model, then image side, dtype, exporter (as exported before ORT's optimizer, static before dynamic)."""
+    model, _, side = r.model.partition("@")
+    exporter, _, dynamic = r.exporter.partition(".")
+    known = ("torchscript", "dynamo", "ort", "file")
+    return (model, int(side or 0), r.dtype, known.index(exporter) if exporter in known else len(known), dynamic)
+
+
 def from_rows(path: Path, device: str | None = None) -> list[Result]:
     """The Results that `record` wrote into a results file (for --report), in the order they were written."""
     import csv
@@ -319,7 +327,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.report:
         rows = from_rows(args.results or ROOT / "benchmarks" / "results" / "results.csv")
-        print("\n".join(table(rows)))
+        print("\n".join(table(sorted(rows, key=report_order))))
         return 0
     library = ortlib.library_path(args.library)
     results: list[Result] = []

@@ -137,6 +137,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"error: {path} has no zoo_floor row for {args.device}: give --floor-us")
         floor = rows[0]["us"]
     text, stats = report(data, models, args.dtypes.split(","), floor)
+    print(f"<!-- made by: python benchmarks/zoo_report.py {' '.join(argv if argv is not None else sys.argv[1:])} -->\n")
     print(text)
     ratios = stats["ort_ratio"]
     if ratios:

@@ -143,16 +143,6 @@ def test_softmax_rows_stay_orts_where_orts_kernel_measured_faster(ort_library):
         "(--all-softmax) rewrites it anyway") and m.graph.node[0].domain == ""
 
 
-def test_the_measured_table_is_what_the_committed_rows_give():
-    """runtime/ortlib/rewrite/softmax_measured.py is benchmarks/softmax_choice.py's output on results.csv."""
-    from tritonforge.runtime.ortlib.rewrite import softmax_measured
-
-    from benchmarks import softmax_choice
-
-    assert softmax_choice.TABLE.read_text() == softmax_choice.module_text(softmax_choice.speedups())
-    assert softmax_measured.SPEEDUP == softmax_choice.speedups()
-
-
 def test_rewrite_file_writes_a_new_model_and_refuses_its_own_input(ort_library, tmp_path):
     src = tmp_path / "block.onnx"
     onnx.save(sd_block(18), str(src))

@@ -1,0 +1,41 @@
+"""Every committed report is what its script makes of the committed results: the zoo tables, the end-to-end
+report in benchmarks/README.md, and the rewrite's softmax table."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+from benchmarks import e2e_bench, softmax_choice, zoo_report
+
+from ..conftest import ROOT
+
+
+def _printed(main, argv) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue()
+
+
+def test_the_zoo_report_is_what_zoo_report_makes_of_the_results():
+    committed = (ROOT / "benchmarks/results/zoo_report_h200.md").read_text()
+    argv = re.match(r"<!-- made by: python benchmarks/zoo_report.py (.*) -->", committed).group(1).split()
+    assert committed == _printed(zoo_report.main, argv)
+
+
+def test_the_readmes_end_to_end_report_is_what_e2e_bench_prints():
+    readme = (ROOT / "benchmarks/README.md").read_text()
+    block = re.search(r"<!-- e2e report: python benchmarks/e2e_bench.py --report -->\n(.*)<!-- end of e2e report -->",
+                      readme, re.S).group(1)
+    assert block == _printed(e2e_bench.main, ["--report"])
+
+
+def test_the_rewrites_softmax_table_is_what_softmax_choice_derives():
+    from tritonforge.runtime.ortlib.rewrite import softmax_measured
+
+    assert softmax_choice.TABLE.read_text() == softmax_choice.module_text(softmax_choice.speedups())
+    assert softmax_measured.SPEEDUP == softmax_choice.speedups()
+    # what the rows say, read directly: fp16 loses at 77 columns and wins at 4096
+    assert softmax_measured.SPEEDUP["fp16"][77] < 1 < softmax_measured.SPEEDUP["fp16"][4096]
