@@ -127,6 +127,47 @@ def docker_builds(docker_engine, small_kernels, built, tmp_path_factory):
     return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full}
 
 
+# The older-Linux image (debootstrap of Debian 11, ~45 s, mostly downloads) is made in the background from the
+# moment the session knows a test needs it, while the compile-bound tests run.
+_USERLAND: dict = {}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    import threading
+
+    if not any("userland_image" in getattr(item, "fixturenames", ()) for item in items):
+        return
+
+    def make():
+        try:
+            from tritonforge.pipeline.builds.images import engine_unavailable
+            from tritonforge.pipeline.package.userland import ensure_image
+
+            why = engine_unavailable()
+            _USERLAND["image"] = None if why else ensure_image("bullseye", log=lambda line: None)
+            _USERLAND["why"] = why
+        except Exception as exc:  # reported by the fixture, in the test that needs it
+            _USERLAND["why"] = f"{type(exc).__name__}: {exc}"
+
+    _USERLAND["thread"] = threading.Thread(target=make, name="userland-image", daemon=True)
+    _USERLAND["thread"].start()
+
+
+@pytest.fixture(scope="session")
+def userland_image(docker_engine):
+    """The Debian 11 image `invoke wheel --userland bullseye` installs the wheel into, made by the session's
+    background thread; what kept it from being made is a failure in CI, a skip elsewhere."""
+    thread = _USERLAND.get("thread")
+    if thread is not None:
+        thread.join()
+    if _USERLAND.get("why") or not _USERLAND.get("image"):
+        why = _USERLAND.get("why") or "not made"
+        if IN_CI:
+            pytest.fail(f"CI needs the Debian 11 userland image (debootstrap as root, a Docker engine): {why}")
+        pytest.skip(f"no Debian 11 userland image: {why}")
+    return _USERLAND["image"]
+
+
 def _free_port() -> int:
     import socket
 

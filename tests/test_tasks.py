@@ -202,6 +202,30 @@ def repo_with_dist(repo, built, built_ort):
     return copy, env
 
 
+def test_the_wheel_installs_and_runs_on_an_older_linux(repo_with_dist, userland_image):
+    """`invoke wheel --userland bullseye`: Debian 11's own pip (glibc 2.31, where a wheel past manylinux_2_31
+    is refused) installs the wheel into its Python 3.9 beside onnxruntime's CPU build for it, imports it,
+    loads the library, rewrites a dynamo export with dynamic axes with `tritonforge-rewrite` and runs it on
+    the CPU EP against onnxruntime's own run of the export."""
+    repo, env = repo_with_dist
+    assert invoke(repo, "ortlib", env=env).returncode == 0
+    export = ROOT / "tests/runtime/ortlib/rewrite/exports/sd15_vae_decoder_tiny.dynamo.dynamic.fp32.onnx"
+    for f in (export, export.with_name(export.name + ".data")):
+        shutil.copy(f, repo / f.name)
+    proc = invoke(repo, "wheel", "--version", "5.1.0", "--out", "old", "--userland", "nowhere", env=env)
+    assert proc.returncode == 1 and "unknown userland 'nowhere' (known: bullseye)" in proc.stdout, proc.stdout
+    proc = invoke(repo, "wheel", "--version", "5.1.0", "--out", "old", "--userland", "bullseye", "--model",
+                  export.name, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "(auditwheel: manylinux_2_17_x86_64)" in proc.stdout
+    said = re.search(r"Debian 11 \(glibc 2\.31, Python 3\.9[.\d]*, onnxruntime ([\d.]+) CPU\): installed, imported, "
+                     r"library loaded \((\d+) kernels\), (\d+) nodes rewritten, max rel diff (\S+) against",
+                     proc.stdout)
+    assert said, proc.stdout[-2000:]
+    assert int(said.group(2)) > 0 and int(said.group(3)) == 15 and float(said.group(4)) < 1e-4
+    assert not (repo / export.name.replace(".onnx", ".tf.onnx")).exists()  # it ran in the container, on a copy
+
+
 def test_publish_versions_fetch_on_the_default_store(repo_with_dist):
     repo, env = repo_with_dist
     proc = invoke(repo, "publish", "--version", "1.0.0", "--manifest-out", "release-manifest.json", env=env)
