@@ -120,7 +120,7 @@ def test_full_matrix_runs_in_its_own_ci_job(root):
     assert not any("pytest -m full" in r for name, rs in runs.items() if name != "full" for r in rs)
 
 
-def test_every_invoke_line_runs(root, docker_builds, s3_server, tmp_path):
+def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, tmp_path):
     """ci.yml's lint, per-arch container builds and merges, gpu.yml's GPU steps on the artifacts they
     built, then publish.yml's builds, merges and S3 publish, each run as typed. The workflows hand the
     per-arch builds from job to job through dist/ (upload and download of the arch directories); here
