@@ -284,7 +284,7 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     cxx = toolchain.compiler()
     extra, extra_blobs, contracts = partial(build_dir) if doc["target"].get("arch_name") == MULTI else ([], [], {})
     table, _ = kernel_table(with_partial(doc, extra, contracts))
-    headers = ensure_headers(cache_dir)
+    headers = ensure_headers(cache_dir).resolve()  # absolute: the object cache's key holds the flags
     include = cuda_include()
     out = Path(out) if out else build_dir / LIBRARY_NAME
     flags = [*CXXFLAGS, f"-I{SOURCE_DIR}", f"-I{headers}", f"-I{include}"]
