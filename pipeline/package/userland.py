@@ -45,12 +45,12 @@ def ensure_image(suite: str, log=print) -> str:
     return tag
 
 
-def _run(c, tag: str, cmd: list[str], mounts: dict[str, str], network: str = "none") -> str:
-    """stdout of `cmd` in a throwaway container of `tag`; a PipelineError with its output when it fails."""
+def _run(c, tag: str, cmd: list[str], mounts: dict[str, tuple[str, str]], network: str = "none") -> str:
+    """stdout of `cmd` in a throwaway container of `tag` ({host path: (path inside, "ro" or "rw")}); a
+    PipelineError with its output when it fails."""
     import docker
 
-    volumes = {host: {"bind": inside, "mode": "ro" if inside.startswith("/in") else "rw"}
-               for host, inside in mounts.items()}
+    volumes = {host: {"bind": inside, "mode": mode} for host, (inside, mode) in mounts.items()}
     try:
         out = c.containers.run(tag, cmd, volumes=volumes, network_mode=network, remove=True, stdout=True,
                                stderr=True)
@@ -120,7 +120,7 @@ def check_wheel(wheel: Path | str, suite: str = "bullseye", model: Path | str | 
         script = ("set -e; python3 -m venv /tmp/venv; /tmp/venv/bin/pip install -q --no-index --find-links "
                   f"/in-wheels /work/{wheel.name} '{ONNXRUNTIME}'; cd /work; "
                   f"/tmp/venv/bin/python {TEMPLATE.name} {' '.join(args)}")
-        said = _run(c, tag, ["sh", "-c", script], {str(wheels): "/in-wheels", str(tmp): "/work"})
+        said = _run(c, tag, ["sh", "-c", script], {str(wheels): ("/in-wheels", "ro"), str(tmp): ("/work", "rw")})
     line = next((s for s in reversed(said.splitlines()) if s.startswith("{")), None)
     if line is None:
         raise PipelineError(f"in {tag}: the check printed no result:\n{said[-2000:]}")
