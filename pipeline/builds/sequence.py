@@ -59,7 +59,7 @@ def compile_targets(settings: Settings, targets, out: Path, platform: str, profi
     """Compile where `runner` says (auto: docker when an engine answers); returns (runner used, report).
     `progress()` is entered around a local compile and yields its event callback (the image logs lines)."""
     if platform == "cuda":
-        toolchain.warm()  # the library's C++ runtime builds while the kernels compile
+        toolchain.warm(settings.host)  # the library's C++ runtime builds while the kernels compile
     used = choose_runner(runner, log)
     if used == "local":
         with progress() as events:
@@ -100,7 +100,7 @@ def merge(settings: Settings, roots: list[Path], platform: str, archs: list[str]
           log=print) -> MultiReport:
     """Merge per-arch builds into <out>/<platform>/multi/, then check it as a build's multi is checked."""
     if platform == "cuda":
-        toolchain.warm()
+        toolchain.warm(settings.host)
     report = merge_builds(roots, platform, archs, out, ptx_checks(settings.cache_dir))
     log(f"{platform}/multi ({'+'.join(report.archs)}): {report.kernels} kernels, "
         f"{report.archive_bytes:,} B archive: {report.paths['archive'].parent}")

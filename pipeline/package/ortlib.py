@@ -281,14 +281,14 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     archive = paths["archive"]
     if not archive.is_file():
         raise PipelineError(f"{archive}: missing (the library links the build's archive)")
-    cxx = toolchain.compiler()
+    cxx = toolchain.compiler(doc.get("host", "x86_64"))
     extra, extra_blobs, contracts = partial(build_dir) if doc["target"].get("arch_name") == MULTI else ([], [], {})
     table, _ = kernel_table(with_partial(doc, extra, contracts))
     headers = ensure_headers(cache_dir).resolve()  # absolute: the object cache's key holds the flags
     include = cuda_include()
     out = Path(out) if out else build_dir / LIBRARY_NAME
     flags = [*CXXFLAGS, f"-I{SOURCE_DIR}", f"-I{headers}", f"-I{include}"]
-    objects = _source_objects(cxx, flags, Path(cache_dir) / "ortlib-objects", build_dir)
+    objects = _source_objects(cxx, flags, Path(cache_dir) / "ortlib-objects", build_dir, doc.get("host", "x86_64"))
     with tempfile.TemporaryDirectory(prefix="tritonforge-ortlib-") as tmp:
         tmp = Path(tmp)
         (tmp / "kernel_table.cc").write_text(table)
@@ -318,12 +318,12 @@ def _run_cxx(cmd: list[str], build_dir: Path) -> None:
         raise PipelineError(f"{build_dir}: compiling {LIBRARY_NAME} failed:\n{proc.stderr[-4000:]}")
 
 
-def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Path) -> list[Path]:
+def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Path, host: str) -> list[Path]:
     """The library's own sources compiled once per compiler, flags and source text (they do not depend on
     the build: only kernel_table.cc does), kept under `cache` by that key."""
     import hashlib
 
-    h = hashlib.sha256(toolchain.version().encode())
+    h = hashlib.sha256(toolchain.version(host).encode())
     h.update("\0".join(flags).encode())
     for f in sorted(SOURCE_DIR.iterdir()):
         if f.suffix in (".cc", ".h"):

@@ -1,5 +1,6 @@
 """The C++ toolchain the custom-op library is built with: Zig's clang (`python -m ziglang c++`, the `ziglang`
-wheel) aimed at glibc GLIBC with its own libc++ linked in, so the library needs nothing of the build
+wheel) aimed at the build's host (x86_64 or aarch64) with glibc GLIBC and its own libc++ linked in, so the
+library needs nothing of the build
 machine's C and C++ runtimes newer than the oldest Linux the wheel claims (manylinux_2_17: RHEL 7 and
 everything since, a superset of where onnxruntime-gpu installs). The host's g++ would link the host's
 glibc symbol versions (glibc 2.34+ moves dlopen, 2.35-2.36 add what static libstdc++ and libgcc pull in).
@@ -20,36 +21,42 @@ from pathlib import Path
 from tritonforge.pipeline.errors import PipelineError
 
 GLIBC = "2.17"
-TARGET = f"x86_64-linux-gnu.{GLIBC}"
+HOSTS = ("x86_64", "aarch64")
 
 
-def compiler() -> list[str]:
-    """The command that compiles and links C++ for TARGET, or a PipelineError naming the fix."""
+def target(host: str = "x86_64") -> str:
+    if host not in HOSTS:
+        raise PipelineError(f"no ORT library toolchain for host '{host}' (known: {', '.join(HOSTS)})")
+    return f"{host}-linux-gnu.{GLIBC}"
+
+
+def compiler(host: str = "x86_64") -> list[str]:
+    """The command that compiles and links C++ for `host` and glibc GLIBC, or a PipelineError naming the fix."""
     try:
         import ziglang  # noqa: F401
     except ImportError:
         raise PipelineError("the ORT library is built with Zig's C++ compiler aimed at glibc "
                             f"{GLIBC}: pip install ziglang (pins/requirements.txt)") from None
-    return [sys.executable, "-m", "ziglang", "c++", "-target", TARGET]
+    return [sys.executable, "-m", "ziglang", "c++", "-target", target(host)]
 
 
-def version() -> str:
+def version(host: str = "x86_64") -> str:
     """What identifies the toolchain for caches: Zig's version and the target."""
     proc = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True, text=True)
-    return f"zig {proc.stdout.strip()} {TARGET}"
+    return f"zig {proc.stdout.strip()} {target(host)}"
 
 
 _warming: threading.Thread | None = None
 
 
-def warm() -> None:
+def warm(host: str = "x86_64") -> None:
     """Build the target's C++ runtime into Zig's cache in the background (a tiny library that throws and
     formats, as the real one does); errors show when the real link runs."""
     global _warming
     if _warming is not None:
         return
     try:
-        cmd = compiler()
+        cmd = compiler(host)
     except PipelineError:
         return
 

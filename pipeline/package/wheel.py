@@ -99,10 +99,11 @@ def build_wheel(lib: Path | str, out_dir: Path | str, version: str) -> Path:
     if tune.is_file():
         files[f"{NAME}/{tune.name}"] = tune.read_bytes()
     out_dir = Path(out_dir)
+    machine = _machine(lib)
     with tempfile.TemporaryDirectory(prefix="tf-wheel-") as tmp:
-        tag = auditwheel_show(_write(Path(tmp) / f"{NAME}-{version}-py3-none-linux_x86_64.whl", files, version,
-                                     "linux_x86_64"))
-        m = re.fullmatch(r"manylinux_2_(\d+)_x86_64", tag)
+        tag = auditwheel_show(_write(Path(tmp) / f"{NAME}-{version}-py3-none-linux_{machine}.whl", files, version,
+                                     f"linux_{machine}"))
+        m = re.fullmatch(rf"manylinux_2_(\d+)_{machine}", tag)
         if not m or int(m.group(1)) > NEWEST_GLIBC:
             raise PipelineError(f"{lib}: auditwheel places it at {tag}; onnxruntime-gpu installs on manylinux_2_"
                                 f"{NEWEST_GLIBC} and older, so pip would refuse this wheel where users are (build "
@@ -117,6 +118,17 @@ def build_wheel(lib: Path | str, out_dir: Path | str, version: str) -> Path:
                                 "(give another --version)")
         write_bytes(out, made.read_bytes())
     return out
+
+
+def _machine(lib: Path) -> str:
+    """The library's machine as wheel tags spell it, from its ELF header."""
+    head = lib.read_bytes()[:20]
+    if head[:4] != b"\x7fELF":
+        raise PipelineError(f"{lib}: not an ELF shared library")
+    machine = {62: "x86_64", 183: "aarch64"}.get(int.from_bytes(head[18:20], "little"))
+    if machine is None:
+        raise PipelineError(f"{lib}: a library for neither x86_64 nor aarch64")
+    return machine
 
 
 def _write(path: Path, files: dict[str, bytes], version: str, tag: str) -> Path:
