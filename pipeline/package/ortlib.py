@@ -236,8 +236,10 @@ def gpus_served(doc: dict) -> tuple[list[int], list[int]]:
         op = op_of(k["group"], contracts.get(k["group"]))
         if op:
             ops.setdefault(op, []).append(k)
-    served = [cc for cc in CUDA_EP_GPUS if all(any(loads_on(k.get("contents", []), cc) for k in ks)
-                                                 for ks in ops.values())]
+    def contents(k):  # a per-arch build's kernel is its one cubin
+        return k.get("contents") or [{"kind": "cubin", "arch": k["binary"]["arch"]}]
+
+    served = [cc for cc in CUDA_EP_GPUS if all(any(loads_on(contents(k), cc) for k in ks) for ks in ops.values())]
     return served, [cc for cc in CUDA_EP_GPUS if cc not in served]
 
 
@@ -281,14 +283,15 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     archive = paths["archive"]
     if not archive.is_file():
         raise PipelineError(f"{archive}: missing (the library links the build's archive)")
-    cxx = toolchain.compiler(doc.get("host", "x86_64"))
+    host = doc.get("host", "x86_64")
+    cxx = toolchain.compiler(host)
     extra, extra_blobs, contracts = partial(build_dir) if doc["target"].get("arch_name") == MULTI else ([], [], {})
     table, _ = kernel_table(with_partial(doc, extra, contracts))
     headers = ensure_headers(cache_dir).resolve()  # absolute: the object cache's key holds the flags
     include = cuda_include()
     out = Path(out) if out else build_dir / LIBRARY_NAME
     flags = [*CXXFLAGS, f"-I{SOURCE_DIR}", f"-I{headers}", f"-I{include}"]
-    objects = _source_objects(cxx, flags, Path(cache_dir) / "ortlib-objects", build_dir, doc.get("host", "x86_64"))
+    objects = _source_objects(cxx, flags, Path(cache_dir) / "ortlib-objects", build_dir, host)
     with tempfile.TemporaryDirectory(prefix="tritonforge-ortlib-") as tmp:
         tmp = Path(tmp)
         (tmp / "kernel_table.cc").write_text(table)
@@ -417,9 +420,6 @@ def check_library(lib: Path | str, build_dir: Path | str) -> str:
         raise PipelineError(f"{lib}: holds archive {got['archive_sha256'][:12]}, the build's is "
                             f"{doc['archive']['sha256'][:12]}; rebuild the library")
     served = ", ".join(f"{op} ({'/'.join(sorted(d))})" for op, d in got["cuda"].items() if d)
-    if doc["target"].get("arch_name") != MULTI:
-        doc = {**doc, "kernels": [{**k, "contents": [{"kind": "cubin", "arch": k["binary"]["arch"]}]}
-                                  for k in doc["kernels"]]}
     try:
         import numpy as np
         import onnxruntime as ort

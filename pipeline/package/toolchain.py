@@ -12,6 +12,7 @@ only at its end.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ def compiler(host: str = "x86_64") -> list[str]:
     return [sys.executable, "-m", "ziglang", "c++", "-target", target(host)]
 
 
+@functools.cache
 def version(host: str = "x86_64") -> str:
     """What identifies the toolchain for caches: Zig's version and the target."""
     proc = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True, text=True)

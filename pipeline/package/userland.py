@@ -32,17 +32,21 @@ def image_tag(suite: str) -> str:
     return f"tritonforge/userland:{suite}"
 
 
-def ensure_image(suite: str, log=print) -> str:
-    """The userland image of `suite`, made with debootstrap unless it exists."""
+def ensure_image(suite: str, log=print, c=None) -> str:
+    """The userland image of `suite`, made with debootstrap unless it exists (`c`: a Docker client)."""
     from tritonforge.pipeline.builds.images import client, debootstrap_image, image_exists
 
-    if suite not in SUITES:
-        raise PipelineError(f"unknown userland '{suite}' (known: {', '.join(SUITES)})")
-    c = client()
+    _known(suite)
+    c = c or client()
     tag = image_tag(suite)
     if not image_exists(c, tag):
         debootstrap_image(c, tag, suite, log, include=("python3", "python3-venv"))
     return tag
+
+
+def _known(suite: str) -> None:
+    if suite not in SUITES:
+        raise PipelineError(f"unknown userland '{suite}' (known: {', '.join(SUITES)})")
 
 
 def _run(c, tag: str, cmd: list[str], mounts: dict[str, tuple[str, str]], network: str = "none") -> str:
@@ -92,8 +96,9 @@ def check_wheel(wheel: Path | str, suite: str = "bullseye", model: Path | str | 
         raise PipelineError(f"{wheel}: no such wheel (invoke wheel makes it)")
     from tritonforge.pipeline.builds.images import client
 
-    tag = ensure_image(suite, log)
+    _known(suite)
     c = client()
+    tag = ensure_image(suite, log, c)
     python, glibc = _python_of(c, tag)
     wheels = Path(cache).resolve() / "userland-wheels" / f"{suite}-py{python}"
     if not any(wheels.glob("onnxruntime-*.whl")):
@@ -132,5 +137,3 @@ def summary(result: dict, suite: str) -> str:
     return (f"{SUITES[suite]} ({result['glibc']}, Python {result['python']}, onnxruntime {result['onnxruntime']} "
             f"CPU): installed, imported, library loaded ({result['kernels']} kernels), {result['rewritten']} nodes "
             f"rewritten, max rel diff {result['max_rel_diff']:.2g} against onnxruntime's own run")
-
-

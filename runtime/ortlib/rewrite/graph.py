@@ -106,7 +106,7 @@ class Graph:
         self._consts: dict[str, np.ndarray | None] = {}
         if outer is None:
             self.types = _infer(model, self)
-            self.node_names = {n.name for n in _every_node(g) if n.name}
+            self.node_names = {n.name for n in every_node(g) if n.name}
             self.names = set(self.types) | _every_name(g)
         else:  # one model: types, names and node names are shared by every scope
             self.types, self.node_names, self.names = outer.types, outer.node_names, outer.names
@@ -216,11 +216,12 @@ class Graph:
         return None
 
 
-def _every_node(g):
+def every_node(g):
+    """Every node of graph `g` and of the subgraphs it holds, at any depth."""
     for n in g.node:
         yield n
         for sub in subgraphs([n]):
-            yield from _every_node(sub)
+            yield from every_node(sub)
 
 
 def _every_subgraph(g):
@@ -309,7 +310,7 @@ def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
     for scope in (g, *_every_subgraph(g)):
         for t in scope.initializer:
             types[t.name] = (t.data_type, list(t.dims))
-    for n in _every_node(g):  # element types past what inference reached
+    for n in every_node(g):  # element types past what inference reached
         if n.op_type in _KEEPS_TYPE and n.input and n.output and n.output[0] and not types.get(n.output[0], (0,))[0]:
             elem = types.get(n.input[0], (0, None))[0]
             if elem:

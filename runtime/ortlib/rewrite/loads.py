@@ -14,15 +14,6 @@ from .. import DOMAIN
 from .files import ModelFileError
 
 
-def onnxruntime_version() -> str | None:
-    """The installed onnxruntime's version (onnxruntime-gpu's too), or None when there is none."""
-    try:
-        import onnxruntime
-    except ImportError:
-        return None
-    return onnxruntime.__version__
-
-
 def check_loads(path: Path, library: Path, shown: Path) -> str:
     """Load `path` in onnxruntime's CPU EP with `library` registered; one line on what was checked. Raises
     ModelFileError naming `shown` and onnxruntime's message (which names the node at fault) when it refuses."""
@@ -52,16 +43,10 @@ def _domain_of_node(path: Path, name: str) -> str | None:
     """The domain of the node named `name` in the model at `path` (subgraphs too), None when there is none."""
     import onnx
 
-    from .graph import subgraphs
-
-    def walk(nodes):
-        for n in nodes:
-            yield n
-            for sub in subgraphs([n]):
-                yield from walk(sub.node)
+    from .graph import every_node
 
     model = onnx.load(str(path), load_external_data=False)
-    return next((n.domain for n in walk(model.graph.node) if n.name == name), None)
+    return next((n.domain for n in every_node(model.graph) if n.name == name), None)
 
 
 def _message(exc: BaseException, path: Path) -> str:

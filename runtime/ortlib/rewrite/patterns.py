@@ -295,11 +295,16 @@ class OrtGroupNorm:
         return Match([node], new, self.source)
 
 
-def measured_speedup(dtype: str, cols: int) -> tuple[int, float]:
-    """(the measured row length nearest `cols` on a log scale, the library's speed-up over ORT's own kernel
-    there): softmax_measured.py, which benchmarks/softmax_choice.py derives from the committed rows; bf16,
-    which has no ORT rival measured, follows fp16."""
-    table = SPEEDUP.get(dtype) or SPEEDUP["fp16"]
+def measured(dtype: str | None) -> dict[int, float]:
+    """The library's softmax speed-up over ORT's own per measured row length (softmax_measured.py, which
+    benchmarks/softmax_choice.py derives from the committed rows); bf16, which has no ORT rival measured,
+    and an unknown type follow fp16."""
+    return SPEEDUP.get(dtype or "fp16") or SPEEDUP["fp16"]
+
+
+def measured_speedup(dtype: str | None, cols: int) -> tuple[int, float]:
+    """(the measured row length nearest `cols` on a log scale, the library's speed-up there)."""
+    table = measured(dtype)
     near = min(table, key=lambda c: (abs(math.log(c / cols)), c))
     return near, table[near]
 
@@ -334,14 +339,14 @@ class LastAxisSoftmax:
         if r.min_cols is None and not isinstance(cols, int):
             # A length the model leaves symbolic (a dynamic export's attention over H*W) is seen by the op only
             # at run time: it goes to the library where its kernels measured faster over every length measured.
-            table = SPEEDUP.get(dtype or "fp16") or SPEEDUP["fp16"]
+            table = measured(dtype)
             overall = math.exp(sum(math.log(v) for v in table.values()) / len(table))
             if overall < 1:
                 raise Left(f"the last axis' length is not fixed by the model, and ORT's own kernel measured faster "
                            f"over the lengths measured ({overall:.2f}x, {dtype}); {self.anyway}")
         elif r.min_cols is None:
-            near, speedup = measured_speedup(dtype or "fp16", cols)
-            if cols < near and near == min(SPEEDUP.get(dtype) or SPEEDUP["fp16"]):
+            near, speedup = measured_speedup(dtype, cols)
+            if cols < near and near == min(measured(dtype)):
                 raise Left(f"rows of {cols}: shorter than every row length measured ({near} columns), so ORT "
                            f"keeps them; {self.anyway}")
             if speedup < 1:
