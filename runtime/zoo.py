@@ -16,6 +16,9 @@ it (`count`), so that a model's total is one UNet step, one VAE decode or one ge
   rows. Attention rows are heads x query tokens, cols the key tokens (77 text tokens for cross
   attention); a language model's vocabulary softmax is one row per token.
 
+- attention: (heads, sq, skv, head_dim, causal, count, where): one multi-head attention per item; its
+  softmax is the (heads * sq, skv) row of the softmax list. The batch multiplies b.
+
 Stable Diffusion runs its UNet on 2 images per prompt (classifier-free guidance) and its VAE decoder
 on 1; both batches are listed for each.
 """
@@ -54,6 +57,21 @@ class SoftmaxShape:
 
 
 @dataclass(frozen=True)
+class AttentionShape:
+    heads: int
+    sq: int
+    skv: int
+    head_dim: int
+    causal: bool
+    count: int
+    where: str
+
+    def problem(self, batch: int) -> tuple[int, int, int, int, int, bool]:
+        """(batch, heads, sq, skv, head_dim, causal) for `batch` items."""
+        return batch, self.heads, self.sq, self.skv, self.head_dim, self.causal
+
+
+@dataclass(frozen=True)
 class Model:
     name: str
     title: str
@@ -63,6 +81,7 @@ class Model:
     batch_is: str  # what one item of the batch is
     group_norm: tuple[GroupNormShape, ...] = ()
     softmax: tuple[SoftmaxShape, ...] = ()
+    attention: tuple[AttentionShape, ...] = ()
 
 
 def _gn(*rows) -> tuple[GroupNormShape, ...]:
@@ -71,6 +90,10 @@ def _gn(*rows) -> tuple[GroupNormShape, ...]:
 
 def _sm(*rows) -> tuple[SoftmaxShape, ...]:
     return tuple(SoftmaxShape(*r) for r in rows)
+
+
+def _at(*rows) -> tuple[AttentionShape, ...]:
+    return tuple(AttentionShape(*r) for r in rows)
 
 
 _SD15_UNET = {
@@ -127,7 +150,16 @@ MODELS: dict[str, Model] = {m.name: m for m in (
               (8 * 256, 256, 5, "down_blocks.2.attentions.0 self-attention"),
               (8 * 256, 77, 5, "down_blocks.2.attentions.0 cross-attention"),
               (8 * 64, 64, 1, "mid_block.attentions.0 self-attention"),
-              (8 * 64, 77, 1, "mid_block.attentions.0 cross-attention"))),
+              (8 * 64, 77, 1, "mid_block.attentions.0 cross-attention")),
+          attention=_at(
+              (8, 4096, 4096, 40, False, 5, "down_blocks.0.attentions.0 self-attention"),
+              (8, 4096, 77, 40, False, 5, "down_blocks.0.attentions.0 cross-attention"),
+              (8, 1024, 1024, 80, False, 5, "down_blocks.1.attentions.0 self-attention"),
+              (8, 1024, 77, 80, False, 5, "down_blocks.1.attentions.0 cross-attention"),
+              (8, 256, 256, 160, False, 5, "down_blocks.2.attentions.0 self-attention"),
+              (8, 256, 77, 160, False, 5, "down_blocks.2.attentions.0 cross-attention"),
+              (8, 64, 64, 160, False, 1, "mid_block.attentions.0 self-attention"),
+              (8, 64, 77, 160, False, 1, "mid_block.attentions.0 cross-attention"))),
     Model("sd15_vae_decoder", "Stable Diffusion 1.5 VAE decoder, one decode of a 512x512 image",
           "huggingface.co/stable-diffusion-v1-5/stable-diffusion-v1-5: vae/config.json", _vae(512), (1, 2), "image",
           group_norm=_gn(
@@ -138,7 +170,8 @@ MODELS: dict[str, Model] = {m.name: m for m in (
               (256, 256, True, 1e-6, 5, "decoder.up_blocks.2.resnets.0.norm2"),
               (512, 256, True, 1e-6, 1, "decoder.up_blocks.3.resnets.0.norm1"),
               (512, 128, True, 1e-6, 6, "decoder.up_blocks.3.resnets.0.norm2")),
-          softmax=_sm((4096, 4096, 1, "decoder.mid_block.attentions.0 (one head)"))),
+          softmax=_sm((4096, 4096, 1, "decoder.mid_block.attentions.0 (one head)")),
+          attention=_at((1, 4096, 4096, 512, False, 1, "decoder.mid_block.attentions.0 (one head)"))),
     Model("sdxl_unet", "Stable Diffusion XL base UNet, one denoising step at 1024x1024 (latent 128x128)",
           "huggingface.co/stabilityai/stable-diffusion-xl-base-1.0: unet/config.json", _SDXL_UNET, (1, 2), "image",
           group_norm=_gn(
@@ -160,7 +193,12 @@ MODELS: dict[str, Model] = {m.name: m for m in (
               (10 * 4096, 4096, 10, "down_blocks.1.attentions.0 self-attention"),
               (10 * 4096, 77, 10, "down_blocks.1.attentions.0 cross-attention"),
               (20 * 1024, 1024, 60, "down_blocks.2.attentions.0 self-attention"),
-              (20 * 1024, 77, 60, "down_blocks.2.attentions.0 cross-attention"))),
+              (20 * 1024, 77, 60, "down_blocks.2.attentions.0 cross-attention")),
+          attention=_at(
+              (10, 4096, 4096, 64, False, 10, "down_blocks.1.attentions.0 self-attention"),
+              (10, 4096, 77, 64, False, 10, "down_blocks.1.attentions.0 cross-attention"),
+              (20, 1024, 1024, 64, False, 60, "down_blocks.2.attentions.0 self-attention"),
+              (20, 1024, 77, 64, False, 60, "down_blocks.2.attentions.0 cross-attention"))),
     Model("sdxl_vae_decoder", "Stable Diffusion XL VAE decoder, one decode of a 1024x1024 image",
           "huggingface.co/stabilityai/stable-diffusion-xl-base-1.0: vae/config.json", _vae(1024), (1, 2), "image",
           group_norm=_gn(
@@ -171,7 +209,8 @@ MODELS: dict[str, Model] = {m.name: m for m in (
               (512, 256, True, 1e-6, 5, "decoder.up_blocks.2.resnets.0.norm2"),
               (1024, 256, True, 1e-6, 1, "decoder.up_blocks.3.resnets.0.norm1"),
               (1024, 128, True, 1e-6, 6, "decoder.up_blocks.3.resnets.0.norm2")),
-          softmax=_sm((16384, 16384, 1, "decoder.mid_block.attentions.0 (one head)"))),
+          softmax=_sm((16384, 16384, 1, "decoder.mid_block.attentions.0 (one head)")),
+          attention=_at((1, 16384, 16384, 512, False, 1, "decoder.mid_block.attentions.0 (one head)"))),
     Model("gpt2", "GPT-2: the logits' softmax over the vocabulary", "huggingface.co/openai-community/gpt2: config.json",
           {"vocab_size": 50257}, (1, 16, 128), "token", softmax=_sm((1, 50257, 1, "lm_head logits"))),
     Model("llama2", "Llama 2 (7B, 13B, 70B): the logits' softmax over the vocabulary",
@@ -186,15 +225,22 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     Model("bert_base_128", "BERT-base, one sequence of 128 tokens: attention in each of 12 layers",
           "huggingface.co/google-bert/bert-base-uncased: config.json",
           {"num_attention_heads": 12, "num_hidden_layers": 12, "sequence_length": 128}, (1, 8), "sequence",
-          softmax=_sm((12 * 128, 128, 12, "encoder.layer.*.attention.self"))),
+          softmax=_sm((12 * 128, 128, 12, "encoder.layer.*.attention.self")),
+          attention=_at((12, 128, 128, 64, False, 12, "encoder.layer.*.attention.self"))),
     Model("bert_base_512", "BERT-base, one sequence of 512 tokens (max_position_embeddings)",
           "huggingface.co/google-bert/bert-base-uncased: config.json",
           {"num_attention_heads": 12, "num_hidden_layers": 12, "max_position_embeddings": 512}, (1, 8), "sequence",
-          softmax=_sm((12 * 512, 512, 12, "encoder.layer.*.attention.self"))),
+          softmax=_sm((12 * 512, 512, 12, "encoder.layer.*.attention.self")),
+          attention=_at((12, 512, 512, 64, False, 12, "encoder.layer.*.attention.self"))),
     Model("vit_b16", "ViT-B/16 at 224x224: 196 patches and the class token, 12 layers",
           "huggingface.co/google/vit-base-patch16-224: config.json",
           {"image_size": 224, "patch_size": 16, "num_attention_heads": 12, "num_hidden_layers": 12}, (1, 8), "image",
-          softmax=_sm((12 * 197, 197, 12, "encoder.layer.*.attention.attention"))),
+          softmax=_sm((12 * 197, 197, 12, "encoder.layer.*.attention.attention")),
+          attention=_at((12, 197, 197, 64, False, 12, "encoder.layer.*.attention.attention"))),
+    Model("llama2_prefill", "Llama 2 7B, the prefill of a 2048-token prompt: causal attention in 32 layers",
+          "huggingface.co/meta-llama/Llama-2-7b-hf: config.json",
+          {"num_attention_heads": 32, "hidden_size": 4096, "num_hidden_layers": 32, "prompt_tokens": 2048}, (1,),
+          "prompt", attention=_at((32, 2048, 2048, 128, True, 32, "model.layers.*.self_attn"))),
 )}
 
 
@@ -213,6 +259,15 @@ def group_norm_problems(selected=None) -> list[tuple[int, int, int, int, bool]]:
     for m in selected or MODELS.values():
         for b in m.batches:
             out += [s.problem(b) for s in m.group_norm]
+    return list(dict.fromkeys(out))
+
+
+def attention_problems(selected=None) -> list[tuple[int, int, int, int, int, bool]]:
+    """Distinct (batch, heads, sq, skv, head_dim, causal) of every attention of the models, every batch."""
+    out = []
+    for m in selected or MODELS.values():
+        for b in m.batches:
+            out += [s.problem(b) for s in m.attention]
     return list(dict.fromkeys(out))
 
 

@@ -26,6 +26,7 @@ from tritonforge.pipeline.errors import PipelineError
 from tritonforge.pipeline.package import embed, toolchain
 from tritonforge.pipeline.package.multi import partial
 from tritonforge.runtime.expressions import parse_expr
+from tritonforge.runtime.ops import attention as attention_op
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import softmax as softmax_op
 from tritonforge.runtime.tune_cache import SCHEMA as TUNE_SCHEMA
@@ -42,10 +43,10 @@ DTYPES = ("fp16", "fp32", "bf16")
 NCHW_ROLES = {"in", "out", "nchw_scale", "nchw_bias", "ws", "hw", "c_per_group", "eps"}
 NCHW_PROBLEM = {"n", "hw", "c", "groups", "c_per_group", "silu", "resident"}
 PROBLEM_FIELDS = {"n", "hw", "c", "groups", "c_per_group", "silu", "batch", "n_cols", "in_stride", "out_stride",
-                  "resident"}
+                  "resident", "heads", "sq", "skv", "head_dim", "strides8"}
 ARG_TYPES = {"i32": "T_I32", "i64": "T_I64", "i1": "T_I1", "fp32": "T_FP32", "u32": "T_U32", "u64": "T_U64"}
 OPS = {"nhwc": "OP_GROUP_NORM_NHWC", "nchw": "OP_GROUP_NORM_NCHW", "softmax": "OP_SOFTMAX",
-       "log_softmax": "OP_LOG_SOFTMAX"}
+       "log_softmax": "OP_LOG_SOFTMAX", "attention": "OP_ATTENTION"}
 
 
 def roles() -> list[str]:
@@ -74,6 +75,9 @@ def op_of(group: str, contract: dict | None) -> tuple[str, str, int] | None:
     m = re.fullmatch(r"(log_softmax|softmax)(_[A-Za-z0-9]+)*_(fp16|fp32|bf16)", group)
     if m and params <= softmax_op.ROLES and problem <= softmax_op.PROBLEM:
         return m.group(1), m.group(3), -1
+    m = attention_op.GROUP.fullmatch(group)
+    if m and params <= attention_op.ROLES and problem <= attention_op.PROBLEM:
+        return "attention", m.group("dtype"), int(bool(m.group("causal")))
     return None
 
 

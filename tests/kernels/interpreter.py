@@ -2,9 +2,10 @@
 
 The interpreter runs a kernel's programs one at a time on the host; it expects torch tensors, which
 this project does not depend on. `HostTensor` is the part of a tensor it touches, over a numpy array
-(the memory is already the host's). Two fixes to Triton 3.5's interpreter are applied on import: a
-scalar read as `int(array of one value)`, which NumPy 2 refuses, and `tl.reduce(tuple, None, ...)`,
-which flattened only the first tensor of the tuple. libdevice's fast exp and division, which the
+(the memory is already the host's). Three fixes to Triton's interpreter are applied on import: a
+scalar read as `int(array of one value)`, which NumPy 2 refuses, `tl.reduce(tuple, None, ...)`,
+which flattened only the first tensor of the tuple, and `tl.dot` of bfloat16 operands, which multiplied
+their bits. libdevice's fast exp and division, which the
 interpreter has no host version of, run as tl.exp and `/` (exact: still within every tolerance), and
 `triton.language.extra.cuda.num_warps()`, rebound in each loaded script (`rebind`), answers
 `NUM_WARPS`, which the caller sets to the launch's. Import this module before any kernel script.
@@ -93,10 +94,22 @@ def _patch() -> None:
             return tuple(input), axis
         return tuple(self.to_tensor(d.handle.data.flatten(), d.dtype) for d in input), 0
 
+    import triton.language as tl
+
     interp._patch_lang_tensor = patch_lang_tensor
     interp.ReduceOps.unravel = unravel
 
-    import triton.language as tl
+    dot = interp.InterpreterBuilder.create_dot
+
+    def create_dot(self, a, b, d, *args):  # bf16 operands are uint16 bits to numpy: widen them first
+        widen = lambda x: interp.TensorHandle(
+            interp._convert_float(x.data, x.dtype.scalar, tl.float32, None).view(np.float32), tl.float32)
+        if a.dtype.scalar == tl.bfloat16:
+            a, b = widen(a), widen(b)
+        return dot(self, a, b, d, *args)
+
+    interp.InterpreterBuilder.create_dot = create_dot
+
     from triton.language.extra import libdevice
 
     libdevice.fast_expf = lambda x: tl.exp(x)

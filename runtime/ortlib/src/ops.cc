@@ -1,6 +1,7 @@
 // tritonforge's custom ops for ONNX Runtime: GroupNorm (NHWC, com.microsoft.GroupNorm's interface),
 // SkipGroupNorm (com.microsoft.SkipGroupNorm's), GroupNormalization (ONNX's, NCHW), Softmax and
-// LogSoftmax over the last axis, in the domain "tritonforge". Each op is registered twice: for the CUDA
+// LogSoftmax over the last axis, and MultiHeadAttention (com.microsoft.MultiHeadAttention's interface for
+// separate (B, S, H*d) query, key and value, no mask), in the domain "tritonforge". Each op is registered twice: for the CUDA
 // EP, where it launches the build's Triton kernels on the session's stream (launch.cc), and for the CPU
 // EP, in plain C++ with double-precision statistics, so the same graph runs in CPU sessions and tests.
 // Bad input fails the node with an ORT error that names the op, the node and the problem.
@@ -436,6 +437,99 @@ class SoftmaxLast : public KernelBase {
   int64_t axis_;
 };
 
+// ---- MultiHeadAttention: query (B, Sq, H*d), key and value (B, Skv, H*d) -> (B, Sq, H*d) ---------------
+class Attention : public KernelBase {
+ public:
+  Attention(const OrtKernelInfo* info, bool cuda) : KernelBase(info, "MultiHeadAttention", cuda) {
+    heads_ = attr_int(info, "num_heads", 0, true, "MultiHeadAttention");
+    scale_ = attr_float(info, "scale", 0.0f);
+    causal_ = attr_int(info, "unidirectional", 0, false, "MultiHeadAttention");
+    if (heads_ < 1) throw Ort::Exception(where("num_heads must be at least 1"), ORT_INVALID_ARGUMENT);
+    if (causal_ != 0 && causal_ != 1)
+      throw Ort::Exception(where("unidirectional must be 0 or 1"), ORT_INVALID_ARGUMENT);
+  }
+
+ protected:
+  void Compute(Ort::KernelContext& ctx) override {
+    auto q = ctx.GetInput(0), k = ctx.GetInput(1), v = ctx.GetInput(2);
+    const Input in = input_x(q);
+    const std::string& dt = in.dtype;
+    const std::vector<int64_t>& qs = in.shape;
+    if (float_type(k, "key") != dt || float_type(v, "value") != dt) bad("key and value must have query's element type");
+    auto ks = k.GetTensorTypeAndShapeInfo().GetShape(), vs = v.GetTensorTypeAndShapeInfo().GetShape();
+    if (qs.size() != 3) bad("input query has shape " + shape_str(qs) + "; expected (batch, sequence, heads * head_dim)");
+    if (ks.size() != 3 || ks[0] != qs[0] || ks[2] != qs[2])
+      bad("input key has shape " + shape_str(ks) + "; expected (" + std::to_string(qs[0]) + ", kv_sequence, " +
+          std::to_string(qs[2]) + ") for query " + shape_str(qs));
+    if (vs != ks) bad("input value has shape " + shape_str(vs) + "; expected key's " + shape_str(ks));
+    int64_t b = qs[0], sq = qs[1], c = qs[2], skv = ks[1];
+    if (c % heads_) bad(std::to_string(c) + " query channels do not split into " + std::to_string(heads_) + " heads");
+    if (skv == 0 && b * sq * c) bad("key has no positions to attend");
+    int64_t d = c / heads_;
+    float scale = scale_ != 0.0f ? scale_ : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    auto y = ctx.GetOutput(0, qs);
+    if (b * sq * c == 0) return;
+    if (!cuda_) {
+      cpu(in.type, q.GetTensorRawData(), k.GetTensorRawData(), v.GetTensorRawData(), y.GetTensorMutableRawData(), b,
+          sq, skv, d, scale);
+      return;
+    }
+    RoleValues r;
+    r.u[R_Q] = reinterpret_cast<uint64_t>(q.GetTensorRawData());
+    r.u[R_K] = reinterpret_cast<uint64_t>(k.GetTensorRawData());
+    r.u[R_V] = reinterpret_cast<uint64_t>(v.GetTensorRawData());
+    r.u[R_OUT] = reinterpret_cast<uint64_t>(y.GetTensorMutableRawData());
+    r.f[R_SCALE] = scale;
+    // (B, S, H*d): a head is d elements on, a position H*d
+    r.u[R_Q_BATCH_STRIDE] = r.u[R_OUT_BATCH_STRIDE] = sq * c;
+    r.u[R_K_BATCH_STRIDE] = r.u[R_V_BATCH_STRIDE] = skv * c;
+    r.u[R_Q_HEAD_STRIDE] = r.u[R_K_HEAD_STRIDE] = r.u[R_V_HEAD_STRIDE] = r.u[R_OUT_HEAD_STRIDE] = d;
+    r.u[R_Q_SEQ_STRIDE] = r.u[R_K_SEQ_STRIDE] = r.u[R_V_SEQ_STRIDE] = r.u[R_OUT_SEQ_STRIDE] = c;
+    r.u[R_HEADS] = heads_;
+    r.u[R_SQ] = sq;
+    r.u[R_SKV] = skv;
+    r.u[R_HEAD_DIM] = d;
+    Problem p;
+    p.batch = b, p.heads = heads_, p.sq = sq, p.skv = skv, p.head_dim = d, p.strides8 = d % 8 == 0;
+    std::string sig = std::to_string(b) + "_" + std::to_string(heads_) + "_" + std::to_string(sq) + "_" +
+                      std::to_string(skv) + "_" + std::to_string(d);
+    run(OP_ATTENTION, dt, static_cast<int>(causal_), p, r, std::string(causal_ ? "attention_causal_" : "attention_") + dt,
+        sig, memory_, stream(ctx), [&] { return where("query " + shape_str(qs) + " key " + shape_str(ks) + " " + dt); });
+  }
+
+  void cpu(ONNXTensorElementDataType t, const void* q, const void* k, const void* v, void* y, int64_t b, int64_t sq,
+           int64_t skv, int64_t d, float scale) const {
+    int64_t c = heads_ * d;
+    std::vector<double> s(static_cast<size_t>(skv)), acc(static_cast<size_t>(d));
+    for (int64_t n = 0; n < b; ++n) {
+      for (int64_t h = 0; h < heads_; ++h) {
+        for (int64_t i = 0; i < sq; ++i) {
+          int64_t keys = causal_ ? std::min(skv, i + 1) : skv;
+          double m = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < keys; ++j) {
+            double dot = 0;
+            for (int64_t e = 0; e < d; ++e)
+              dot += static_cast<double>(load(q, t, (n * sq + i) * c + h * d + e)) * load(k, t, (n * skv + j) * c + h * d + e);
+            s[j] = dot * scale;
+            m = std::max(m, s[j]);
+          }
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t j = 0; j < keys; ++j) {
+            double p = std::exp(s[j] - m);
+            sum += p;
+            for (int64_t e = 0; e < d; ++e) acc[e] += p * load(v, t, (n * skv + j) * c + h * d + e);
+          }
+          for (int64_t e = 0; e < d; ++e)
+            store(y, t, (n * sq + i) * c + h * d + e, static_cast<float>(keys ? acc[e] / sum : 0.0));
+        }
+      }
+    }
+  }
+
+  int64_t heads_, causal_;
+  float scale_;
+};
+
 // ---- op declarations --------------------------------------------------------------------------
 // X's type and shape as ORT is told it: a dim the model leaves unknown (no value, no name) comes back
 // from ORT as -1, and ORT would write -1 back as a fixed size that every reader's inference then
@@ -560,6 +654,19 @@ struct GroupNormalizationOp : OpBase<GroupNormalizationOp, GroupNormNCHW> {
   GroupNormNCHW* Make(const OrtKernelInfo* info) const { return new GroupNormNCHW(info, cuda_); }
 };
 
+// query, key and value share one element type, which the model gives: one typed declaration per type (as
+// SkipGroupNorm's).
+struct AttentionOp : OpBase<AttentionOp, Attention> {
+  AttentionOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {}
+  const char* GetName() const { return "MultiHeadAttention"; }
+  size_t GetInputTypeCount() const { return 3; }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetInputType(size_t) const { return type_; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
+  Attention* Make(const OrtKernelInfo* info) const { return new Attention(info, cuda_); }
+  ONNXTensorElementDataType type_;
+};
+
 template <bool Log>
 struct SoftmaxOp : OpBase<SoftmaxOp<Log>, SoftmaxLast> {
   using OpBase<SoftmaxOp<Log>, SoftmaxLast>::OpBase;
@@ -584,6 +691,9 @@ tf::SkipGroupNormOp g_skip_group_norm[2][3] = {
 tf::GroupNormalizationOp g_group_normalization[2] = {tf::GroupNormalizationOp(false), tf::GroupNormalizationOp(true)};
 tf::SoftmaxOp<false> g_softmax[2] = {tf::SoftmaxOp<false>(false), tf::SoftmaxOp<false>(true)};
 tf::SoftmaxOp<true> g_log_softmax[2] = {tf::SoftmaxOp<true>(false), tf::SoftmaxOp<true>(true)};
+tf::AttentionOp g_attention[2][3] = {
+    {tf::AttentionOp(false, kFloats[0]), tf::AttentionOp(false, kFloats[1]), tf::AttentionOp(false, kFloats[2])},
+    {tf::AttentionOp(true, kFloats[0]), tf::AttentionOp(true, kFloats[1]), tf::AttentionOp(true, kFloats[2])}};
 std::string g_info;
 std::string g_choices;
 
@@ -638,7 +748,8 @@ OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtA
       for (int cuda = 0; cuda < 2; ++cuda) {
         for (OrtCustomOp* op : std::initializer_list<OrtCustomOp*>{
                  &g_group_norm[cuda], &g_skip_group_norm[cuda][0], &g_skip_group_norm[cuda][1],
-                 &g_skip_group_norm[cuda][2], &g_group_normalization[cuda], &g_softmax[cuda], &g_log_softmax[cuda]}) {
+                 &g_skip_group_norm[cuda][2], &g_group_normalization[cuda], &g_softmax[cuda], &g_log_softmax[cuda],
+                 &g_attention[cuda][0], &g_attention[cuda][1], &g_attention[cuda][2]}) {
           op->version = version;
           d.Add(op);
         }
@@ -661,11 +772,11 @@ const char* TritonforgeInfo() {
     for (int g = 0; g < tf::kGroupCount; ++g) g_info += std::string(g ? ", " : "") + "\"" + tf::kGroups[g].name + "\"";
     // the dtypes each op's CUDA kernels serve (the CPU ops serve fp16, fp32 and bf16)
     const char* ops[][2] = {{"GroupNorm", nullptr}, {"SkipGroupNorm", nullptr}, {"GroupNormalization", nullptr},
-                            {"Softmax", nullptr}, {"LogSoftmax", nullptr}};
+                            {"Softmax", nullptr}, {"LogSoftmax", nullptr}, {"MultiHeadAttention", nullptr}};
     const int kinds[] = {tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NCHW, tf::OP_SOFTMAX,
-                         tf::OP_LOG_SOFTMAX};
+                         tf::OP_LOG_SOFTMAX, tf::OP_ATTENTION};
     g_info += "], \"cuda\": {";
-    for (int o = 0; o < 5; ++o) {
+    for (int o = 0; o < 6; ++o) {
       g_info += std::string(o ? ", " : "") + "\"" + ops[o][0] + "\": [";
       std::string seen;
       for (int g = 0; g < tf::kGroupCount; ++g) {

@@ -13,12 +13,15 @@ enum Role : int {
   R_IN, R_OUT, R_SKIP, R_BIAS, R_ADD_OUT, R_GAMMA, R_BETA, R_WS, R_NCHW_SCALE, R_NCHW_BIAS,
   R_HW, R_C, R_C_PER_GROUP, R_GROUPS, R_EPS, R_HAS_SKIP, R_HAS_BIAS, R_BROADCAST_SKIP,
   R_IN_STRIDE, R_OUT_STRIDE, R_N_COLS, R_BATCH,
+  R_Q, R_K, R_V, R_SCALE, R_Q_BATCH_STRIDE, R_Q_HEAD_STRIDE, R_Q_SEQ_STRIDE, R_K_BATCH_STRIDE, R_K_HEAD_STRIDE,
+  R_K_SEQ_STRIDE, R_V_BATCH_STRIDE, R_V_HEAD_STRIDE, R_V_SEQ_STRIDE, R_OUT_BATCH_STRIDE, R_OUT_HEAD_STRIDE,
+  R_OUT_SEQ_STRIDE, R_HEADS, R_SQ, R_SKV, R_HEAD_DIM,
   R_COUNT
 };
 
 enum ArgType : int { T_PTR, T_I32, T_I64, T_I1, T_FP32, T_U32, T_U64 };
 
-enum OpKind : int { OP_GROUP_NORM_NHWC, OP_GROUP_NORM_NCHW, OP_SOFTMAX, OP_LOG_SOFTMAX };
+enum OpKind : int { OP_GROUP_NORM_NHWC, OP_GROUP_NORM_NCHW, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_ATTENTION };
 
 struct Param {
   int role, type, offset, divisibility;
@@ -34,6 +37,7 @@ struct Hidden {  // a parameter Triton adds (global / profile scratch): NULL unl
 struct Problem {
   int64_t n = 0, hw = 0, c = 0, groups = 0, c_per_group = 0, silu = 0;
   int64_t batch = 0, n_cols = 0, in_stride = 0, out_stride = 0;
+  int64_t heads = 0, sq = 0, skv = 0, head_dim = 0, strides8 = 0;  // attention (batch above)
   int64_t resident = 0;  // programs of this kernel the device holds at once (cooperative kernels)
 };
 
@@ -58,7 +62,7 @@ struct GroupEntry {
   const char* name;
   int op;             // OpKind
   const char* dtype;  // fp16, fp32, bf16
-  int silu;           // GroupNorm: 1 Silu, 0 Pass; softmax: -1
+  int silu;           // GroupNorm: 1 Silu, 0 Pass; attention: 1 causal, 0 not; softmax: -1
   int first, count;   // kernels [first, first + count) of kKernels
   RequiresFn requires;
   DimsFn grid;

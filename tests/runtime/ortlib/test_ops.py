@@ -124,6 +124,22 @@ def test_softmax_last_axis_matches_float64(ort_library, dtype, log):
     close(s.run(None, {"x": x})[0], ref, dtype)
 
 
+@pytest.mark.parametrize("dtype,causal,scale", [("fp32", 0, 0.0), ("fp16", 0, 0.3), ("fp32", 1, 0.0)])
+def test_multi_head_attention_matches_float64(ort_library, dtype, causal, scale):
+    from tritonforge.runtime.ops.attention import attention_ref
+
+    rng = np.random.default_rng(6)
+    b, sq, skv, heads, d = 2, 5, 7 if not causal else 5, 3, 40
+    q, k, v = (rng.standard_normal((b, s_, heads * d)).astype(T[dtype][1]) for s_ in (sq, skv, skv))
+    s = session(ort_library, [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge",
+                                               num_heads=heads, scale=scale, unidirectional=causal)],
+                [vi("q", dtype, [b, sq, heads * d]), vi("k", dtype, [b, skv, heads * d]),
+                 vi("v", dtype, [b, skv, heads * d])], [vi("y", dtype, None)])
+    split = lambda x: x.astype(np.float64).reshape(b, -1, heads, d).transpose(0, 2, 1, 3)
+    ref = attention_ref(split(q), split(k), split(v), scale or None, bool(causal))
+    close(s.run(None, {"q": q, "k": k, "v": v})[0], ref.transpose(0, 2, 1, 3).reshape(b, sq, heads * d), dtype)
+
+
 def run_error(lib, node, inputs, feeds):
     s = session(lib, [node], inputs, [vi("y", "fp32", None)])
     with pytest.raises(Exception) as err:
@@ -154,6 +170,18 @@ def test_bad_inputs_fail_the_node_naming_it_and_the_problem(ort_library):
     msg = run_error(ort_library, nchw, [vi("x", "fp32", None), vi("s", "fp32", None), vi("b", "fp32", None)],
                     {"x": np.zeros((1, 4, 5), f32), "s": np.ones(4, f32), "b": np.zeros(4, f32)})
     assert "4 channels do not split into 3 groups" in msg
+    mha = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge", num_heads=3,
+                           name="attn1")
+    ins = [vi(n, "fp32", None) for n in "qkv"]
+    msg = run_error(ort_library, mha, ins, {"q": np.zeros((1, 4, 10), f32), "k": np.zeros((1, 6, 10), f32),
+                                            "v": np.zeros((1, 6, 10), f32)})
+    assert "tritonforge.MultiHeadAttention node 'attn1'" in msg and "10 query channels do not split into 3 heads" in msg
+    msg = run_error(ort_library, mha, ins, {"q": np.zeros((1, 4, 12), f32), "k": np.zeros((2, 6, 12), f32),
+                                            "v": np.zeros((2, 6, 12), f32)})
+    assert "input key has shape (2, 6, 12); expected (1, kv_sequence, 12)" in msg
+    msg = run_error(ort_library, mha, ins, {"q": np.zeros((1, 4, 12), f32), "k": np.zeros((1, 6, 12), f32),
+                                            "v": np.zeros((1, 5, 12), f32)})
+    assert "input value has shape (1, 5, 12); expected key's (1, 6, 12)" in msg
 
 
 def test_a_missing_required_attribute_is_named_when_the_session_is_made(ort_library):

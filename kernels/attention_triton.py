@@ -1,0 +1,213 @@
+"""Fused multi-head attention, forward: softmax(scale * Q K^T) V without writing the scores.
+
+The flash-attention scheme: a program owns BLOCK_M query rows of one (batch, head) and streams the keys
+and values past them BLOCK_N at a time, keeping a running row maximum and sum, so the Sq x Skv scores
+never leave the chip. Traffic is one read of Q, K and V per query block and one write of O; work is
+4 * B * H * Sq * Skv * d flops.
+
+The head is split into two power-of-two parts, D1 + D2 (D2 may be 0): head dims like 40, 80 and 160
+run as 32+16, 64+16 and 128+32 instead of being padded to 64, 128 and 256, and both matrix products
+run as two dots. A head narrower than D1 + D2 is masked. Inputs are read through four strides each
+(batch, head, sequence; the last axis contiguous), so (B, S, H*d) projections, their (B, H, S, d)
+transposes and packed QKV all run as they are. Maths in fp32 (exp2, the scale folded with log2(e));
+fp32 inputs multiply at full precision. A row whose keys are all masked (causal, Sq > Skv) gives zeros.
+
+Groups `attention_<dtype>` and `attention_causal_<dtype>` (a query attends keys at positions up to its
+own, top-left aligned, as torch's and ONNX's is_causal): strides and the head offset multiples of 8
+elements (16 bytes at 16 bits), so tiles move as vectors. `attention_any_<dtype>` and
+`attention_causal_any_<dtype>` take any strides: the correctness fallback. Grid (cdiv(sq, BLOCK_M),
+batch * heads, 1); a kernel serves head dims in (D1 + D2 - 16 or D1 / 2, D1 + D2].
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scores(q1, q2, k_ptrs1, k_ptrs2, offs_n, start_n, k_ss, skv, head_mask1, head_mask2,
+            D2: tl.constexpr, MASK_N: tl.constexpr, PRECISION: tl.constexpr):
+    """Q K^T for the keys [start_n, start_n + BLOCK_N), K loaded transposed (d x BLOCK_N)."""
+    cols = start_n + offs_n
+    if MASK_N:
+        k1 = tl.load(k_ptrs1 + start_n * k_ss, mask=head_mask1[:, None] & (cols < skv)[None, :], other=0.0)
+    else:
+        k1 = tl.load(k_ptrs1 + start_n * k_ss, mask=head_mask1[:, None], other=0.0)
+    qk = tl.dot(q1, k1, input_precision=PRECISION)
+    if D2 > 0:
+        if MASK_N:
+            k2 = tl.load(k_ptrs2 + start_n * k_ss, mask=head_mask2[:, None] & (cols < skv)[None, :], other=0.0)
+        else:
+            k2 = tl.load(k_ptrs2 + start_n * k_ss, mask=head_mask2[:, None], other=0.0)
+        qk = tl.dot(q2, k2, qk, input_precision=PRECISION)
+    return qk
+
+
+@triton.jit
+def _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m, offs_n, lo, hi,
+            k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
+            D2: tl.constexpr, BLOCK_N: tl.constexpr, MASK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+            PRECISION: tl.constexpr):
+    """The online softmax over key blocks [lo, hi): masks only where the caller says a block needs them."""
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        qk = _scores(q1, q2, k_ptrs1, k_ptrs2, offs_n, start_n, k_ss, skv, head_mask1, head_mask2,
+                     D2, MASK_N, PRECISION) * qk_scale
+        cols = start_n + offs_n
+        if MASK_N:
+            qk = tl.where((cols < skv)[None, :], qk, -float("inf"))
+        if CAUSAL_MASK:
+            qk = tl.where(offs_m[:, None] >= cols[None, :], qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # a row with nothing unmasked yet
+        p = tl.math.exp2(qk - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        p = p.to(v_ptrs1.dtype.element_ty)
+        if MASK_N:
+            v1 = tl.load(v_ptrs1 + start_n * v_ss, mask=(cols < skv)[:, None] & head_mask1[None, :], other=0.0)
+        else:
+            v1 = tl.load(v_ptrs1 + start_n * v_ss, mask=head_mask1[None, :], other=0.0)
+        acc1 = tl.dot(p, v1, acc1 * alpha[:, None], input_precision=PRECISION)
+        if D2 > 0:
+            if MASK_N:
+                v2 = tl.load(v_ptrs2 + start_n * v_ss, mask=(cols < skv)[:, None] & head_mask2[None, :], other=0.0)
+            else:
+                v2 = tl.load(v_ptrs2 + start_n * v_ss, mask=head_mask2[None, :], other=0.0)
+            acc2 = tl.dot(p, v2, acc2 * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    return acc1, acc2, m_i, l_i
+
+
+@triton.jit
+def attention_kernel(Q, K, V, O, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
+                     heads, sq, skv, head_dim,
+                     D1: tl.constexpr, D2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     CAUSAL: tl.constexpr, ALIGNED: tl.constexpr):
+    if ALIGNED:
+        # Written as multiples of 8 (the contract's promise), the compiler knows every row starts on 16 bytes.
+        q_sb, q_sh, q_ss = q_sb // 8 * 8, q_sh // 8 * 8, q_ss // 8 * 8
+        k_sb, k_sh, k_ss = k_sb // 8 * 8, k_sh // 8 * 8, k_ss // 8 * 8
+        v_sb, v_sh, v_ss = v_sb // 8 * 8, v_sh // 8 * 8, v_ss // 8 * 8
+        o_sb, o_sh, o_ss = o_sb // 8 * 8, o_sh // 8 * 8, o_ss // 8 * 8
+    PRECISION: tl.constexpr = "ieee" if Q.dtype.element_ty == tl.float32 else "tf32"
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)  # 64-bit: batch * batch stride may pass 2**31
+    h = (bh % heads).to(tl.int64)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d1 = tl.arange(0, D1)
+    offs_d2 = D1 + tl.arange(0, D2 if D2 > 0 else 16)
+    head_mask1 = offs_d1 < head_dim
+    head_mask2 = offs_d2 < head_dim
+    row_mask = offs_m < sq
+
+    q_base = Q + b * q_sb + h * q_sh + offs_m[:, None] * q_ss
+    q1 = tl.load(q_base + offs_d1[None, :], mask=row_mask[:, None] & head_mask1[None, :], other=0.0)
+    q2 = q1
+    if D2 > 0:
+        q2 = tl.load(q_base + offs_d2[None, :], mask=row_mask[:, None] & head_mask2[None, :], other=0.0)
+    k_base = K + b * k_sb + h * k_sh
+    k_ptrs1 = k_base + offs_n[None, :] * k_ss + offs_d1[:, None]
+    k_ptrs2 = k_base + offs_n[None, :] * k_ss + offs_d2[:, None]
+    v_base = V + b * v_sb + h * v_sh
+    v_ptrs1 = v_base + offs_n[:, None] * v_ss + offs_d1[None, :]
+    v_ptrs2 = v_base + offs_n[:, None] * v_ss + offs_d2[None, :]
+
+    qk_scale = scale * 1.4426950408889634  # exp(x) = exp2(x * log2(e))
+    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc1 = tl.zeros([BLOCK_M, D1], dtype=tl.float32)
+    acc2 = tl.zeros([BLOCK_M, D2 if D2 > 0 else 16], dtype=tl.float32)
+
+    if CAUSAL:
+        # key blocks wholly at or below every row's diagonal run unmasked; those across it are masked
+        full = tl.minimum(start_m * BLOCK_M, skv) // BLOCK_N * BLOCK_N
+        end = tl.minimum((start_m + 1) * BLOCK_M, skv)
+    else:
+        full = skv // BLOCK_N * BLOCK_N
+        end = skv
+    acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
+                                   offs_n, 0, full, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
+                                   D2, BLOCK_N, False, False, PRECISION)
+    acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
+                                   offs_n, full, end, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
+                                   D2, BLOCK_N, True, CAUSAL, PRECISION)
+
+    inv = tl.where(l_i > 0, 1.0 / l_i, 0.0)
+    o_base = O + b * o_sb + h * o_sh + offs_m[:, None] * o_ss
+    tl.store(o_base + offs_d1[None, :], (acc1 * inv[:, None]).to(O.dtype.element_ty),
+             mask=row_mask[:, None] & head_mask1[None, :])
+    if D2 > 0:
+        tl.store(o_base + offs_d2[None, :], (acc2 * inv[:, None]).to(O.dtype.element_ty),
+                 mask=row_mask[:, None] & head_mask2[None, :])
+
+
+DTYPES = ("fp16", "bf16", "fp32")
+# (D1, D2): the head split; a kernel serves head dims in (low(D1, D2), D1 + D2].
+SPLITS = ((32, 0), (32, 16), (64, 0), (64, 16), (64, 32), (128, 0), (128, 32), (128, 64), (256, 0), (512, 0))
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per head width: long blocks of queries where registers allow,
+# and a 64-row block for short query runs and wide heads.
+CONFIGS = {
+    64: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+    128: [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3)],
+    192: [(128, 64, 8, 2), (64, 64, 4, 2)],
+    256: [(128, 32, 8, 2), (64, 64, 8, 2)],
+    512: [(64, 32, 8, 1), (32, 32, 4, 1)],
+}
+FALLBACK = {64: (64, 32, 4, 1), 128: (64, 32, 4, 1), 192: (32, 32, 4, 1), 256: (32, 32, 4, 1), 512: (16, 32, 4, 1)}
+CAUSAL_SPLITS = ((64, 0), (128, 0))  # the head dims of the decoder LLMs that attend causally
+
+
+def low(d1: int, d2: int) -> int:
+    """Head dims above this go to a wider split; with D2, narrower ones to D1 alone."""
+    return d1 if d2 else d1 // 2
+
+
+def _width(d1: int, d2: int) -> int:
+    return next(w for w in sorted(CONFIGS) if d1 + d2 <= w)
+
+
+def _entry(dtype, causal, aligned, d1, d2, cfg):
+    bm, bn, warps, stages = cfg
+    kind = ("causal_" if causal else "") + ("" if aligned else "any_")
+    return {"name": f"attention_{kind}{dtype}_d{d1}_{d2}_m{bm}_n{bn}_w{warps}_s{stages}",
+            "group": f"attention_{kind}{dtype}", "func": attention_kernel,
+            "sig": f"*{dtype}:16,*{dtype}:16,*{dtype}:16,*{dtype}:16,fp32," + ",".join(["i32"] * 16),
+            "kwargs": {"num_warps": warps, "num_stages": stages,
+                       "constants": {"D1": d1, "D2": d2, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": int(causal),
+                                     "ALIGNED": int(aligned)}}}
+
+
+def get_function_table():
+    table = []
+    for dtype in DTYPES:
+        for causal in (False, True):
+            splits = CAUSAL_SPLITS if causal else SPLITS
+            if dtype != "fp32":  # fp32 is served for correctness: the fallback alone
+                table += [_entry(dtype, causal, True, d1, d2, cfg) for d1, d2 in splits
+                          for cfg in CONFIGS[_width(d1, d2)]]
+            table += [_entry(dtype, causal, False, d1, d2, FALLBACK[_width(d1, d2)]) for d1, d2 in SPLITS]
+    return table
+
+
+PARAMS = ["q", "k", "v", "out", "scale", "q_batch_stride", "q_head_stride", "q_seq_stride", "k_batch_stride",
+          "k_head_stride", "k_seq_stride", "v_batch_stride", "v_head_stride", "v_seq_stride", "out_batch_stride",
+          "out_head_stride", "out_seq_stride", "heads", "sq", "skv", "head_dim"]
+
+
+def get_launch_contracts():
+    serves = ["head_dim <= D1 + D2", "head_dim > (D2 > 0) * D1 + (D2 == 0) * (D1 > 32) * (D1 // 2)"]
+    aligned = ["strides8 == 1"]
+    grid = ["cdiv(sq, BLOCK_M)", "batch * heads", "1"]
+    out = {}
+    for dtype in DTYPES:
+        for causal in ("", "causal_"):
+            if dtype != "fp32":
+                out[f"attention_{causal}{dtype}"] = {
+                    "params": PARAMS, "grid": grid, "requires": serves + aligned,
+                    "doc": "strides in elements; strides8: every stride a multiple of 8"}
+            out[f"attention_{causal}any_{dtype}"] = {
+                "params": PARAMS, "grid": grid, "requires": serves, "fallback": True,
+                "doc": "any strides: the correctness fallback"}
+    return out
