@@ -18,14 +18,15 @@ def output_for(model: str | Path) -> Path:
 
 
 def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: str | None = None,
-                    any_dtype: bool = False, all_softmax: bool = False, say=print) -> list[str]:
+                    any_dtype: bool = False, all_softmax: bool = False, say=print,
+                    attention: str | None = None) -> list[str]:
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
 
     try:
         report = rewrite_file(model, out or output_for(model), library, use_library=not any_dtype,
-                              softmax_min_cols=0 if all_softmax else None)
+                              softmax_min_cols=0 if all_softmax else None, attention=attention)
     except TritonforgeError:
         raise
     except Exception as exc:  # anything else (a library that does not load, a full disk) is one line too
@@ -47,9 +48,13 @@ def main(argv=None) -> int:
     ap.add_argument("--any-dtype", action="store_true", help="rewrite whatever the library's CUDA kernels serve")
     ap.add_argument("--all-softmax", action="store_true",
                     help="also softmax rows of lengths where ORT's own kernel measured faster than the library's")
+    ap.add_argument("--attention", choices=("measured", "tritonforge", "ort"), default="measured",
+                    help="where attention goes: the fastest measured per class of shape (default), the library's "
+                         "op, or ORT's com.microsoft.MultiHeadAttention")
     args = ap.parse_args(argv)
     try:
-        rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax)
+        rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax,
+                        attention=None if args.attention == "measured" else args.attention)
     except TritonforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -34,6 +34,7 @@ from ..errors import TritonforgeError
 from .files import ModelFileError, read, tensors, write
 from .graph import FLOAT_TYPES, Graph, domain_of, named_subgraphs, outer_reads
 from .loads import check_loads
+from .attention import ATTENTION
 from .patterns import PATTERNS, Left, Rewriter
 
 __all__ = ["Report", "RewriteError", "rewrite", "rewrite_file"]
@@ -81,13 +82,17 @@ def _check(model, what: str) -> bool:
 
 def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True,
             softmax_min_cols: dict | int | None = None, base_dir: str | os.PathLike | None = None,
-            check: bool | None = None) -> Report:
+            check: bool | None = None, attention: str | None = None) -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
     rewrites every one; default: where the library measured faster, patterns.measured_speedup). `base_dir`:
     where the model's external data lives.
-    `check`: run onnx.checker before and after (default: when the model's data is all in memory)."""
+    `check`: run onnx.checker before and after (default: when the model's data is all in memory).
+    `attention`: "tritonforge" (every attention the matchers find to the library), "ort" (to ORT's
+    com.microsoft.MultiHeadAttention), or None: the fastest measured per class of shape (attention.py)."""
+    if attention not in (None, "tritonforge", "ort"):
+        raise RewriteError(f"attention={attention!r}: choose tritonforge, ort or None (the measured choice)")
     cuda = info(library)["cuda"] if use_library else None
     min_cols = (softmax_min_cols if isinstance(softmax_min_cols, dict) or softmax_min_cols is None
                 else dict.fromkeys(FLOAT_TYPES.values(), softmax_min_cols))
@@ -95,7 +100,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
         check = not any(t.data_location == t.EXTERNAL for t in tensors(model))
     valid = check and _check(model, "before")
     report = Report()
-    _rewrite_scope(Graph(model, base_dir), cuda, min_cols, report)
+    _rewrite_scope(Graph(model, base_dir), cuda, min_cols, report, attention)
     if report.rewritten and not any(o.domain == DOMAIN for o in model.opset_import):
         from onnx import helper
 
@@ -107,31 +112,33 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 
 def _matchers() -> dict:
     by_anchor = {}
-    for p in PATTERNS:
+    for p in (*ATTENTION, *PATTERNS):  # attention before softmax: a Softmax is an attention's first
         for anchor in p.anchors:
             by_anchor.setdefault(anchor, []).append(p)
     return by_anchor
 
 
-def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, report: Report) -> None:
+def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, report: Report,
+                   attention: str | None = None) -> None:
     """One scope's matches spliced in, its subgraphs' first (If branches, Loop and Scan bodies, at any depth)."""
     for node in graph.nodes:
         for attr, sub in named_subgraphs(node):
             where = f" in the {attr} of {node.op_type} node '{node.name}'{graph.where}"
-            _rewrite_scope(Graph(graph.model, graph.base_dir, sub, graph, where), cuda, min_cols, report)
-    r = Rewriter(graph, cuda, min_cols)
+            _rewrite_scope(Graph(graph.model, graph.base_dir, sub, graph, where), cuda, min_cols, report, attention)
+    r = Rewriter(graph, cuda, min_cols, attention)
     by_anchor = _matchers()
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: dict[int, object] = {}  # node index -> the match that replaces it
     for node in graph.nodes:
         if id(node) in taken:
             continue
+        near = []  # why earlier matchers left it: a later one (the softmax alone) may still take it
         for p in by_anchor.get((domain_of(node), node.op_type), ()):
             try:
                 m = p.match(r, node)
             except Left as why:
-                report.left.append(f"{node.op_type} node '{node.name}'{graph.where}: {why}")
-                break
+                near.append(str(why))
+                continue
             if m is None:
                 continue
             if any(index[id(n)] in taken for n in m.remove):
@@ -141,7 +148,9 @@ def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, repor
             report.rewritten[m.node.op_type] += 1
             report.sources[(m.node.op_type, m.source)] += 1
             report.fused_silu += m.silu
+            near = [f"{why} (the {node.op_type} alone went to {m.node.domain}.{m.node.op_type})" for why in near]
             break
+        report.left += [f"{node.op_type} node '{node.name}'{graph.where}: {why}" for why in near]
     if taken:
         _splice(graph, taken, r.initializers)
 
@@ -177,7 +186,8 @@ def _splice(graph: Graph, taken: dict, initializers: list) -> None:
 
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
-                 use_library: bool = True, softmax_min_cols: dict | int | None = None) -> Report:
+                 use_library: bool = True, softmax_min_cols: dict | int | None = None,
+                 attention: str | None = None) -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
     model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
     model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one
@@ -198,7 +208,7 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
         valid = True
     except onnx.checker.ValidationError:
         valid = False
-    report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False)
+    report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False, attention=attention)
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst)

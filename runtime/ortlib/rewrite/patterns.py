@@ -36,10 +36,11 @@ class Match:
 
 class Rewriter:
     """What the matchers share: the graph, the library's CUDA dtypes per op (None: any), the softmax
-    thresholds (None: the measured speed-ups), and the fp32 initializers they add."""
+    thresholds (None: the measured speed-ups), where attention goes ("tritonforge", "ort" or None: the
+    measured choice), and the fp32 initializers they add."""
 
-    def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict | None):
-        self.graph, self.cuda, self.min_cols = graph, cuda, min_cols
+    def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None = None):
+        self.graph, self.cuda, self.min_cols, self.attention = graph, cuda, min_cols, attention
         self.initializers: list = []
 
     def dtype(self, value: str, fallback: str | None = None) -> str | None:

@@ -224,15 +224,19 @@ def test_the_exports_are_what_the_exporters_write():
 
 
 @pytest.mark.parametrize("name", [c for c in CASES if ".ort." not in c])
-def test_every_group_norm_of_an_export_is_rewritten_and_it_computes_the_same(ort_library, tmp_path, name):
+def test_every_group_norm_and_attention_of_an_export_is_rewritten_and_it_computes_the_same(ort_library, tmp_path,
+                                                                                            name):
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     before = _ops(src)
-    report = rewrite_file(src, dst, ort_library, softmax_min_cols=0)
-    norms = before[("", "InstanceNormalization")]
-    assert report.rewritten == {"GroupNormalization": norms, "Softmax": before[("", "Softmax")]}, report.lines()
+    report = rewrite_file(src, dst, ort_library, softmax_min_cols=0, attention="tritonforge")
+    norms, attentions = before[("", "InstanceNormalization")], before[("", "Softmax")]
+    assert report.rewritten == {"GroupNormalization": norms, "MultiHeadAttention": attentions}, report.lines()
     assert report.fused_silu > 0 and not report.left, report.lines()
     after = _ops(dst)
     assert after[("tritonforge", "GroupNormalization")] == norms and not after[("", "InstanceNormalization")]
+    # each attention is one node: its Softmax, both MatMuls and the heads' Reshapes and Transposes went
+    assert after[("tritonforge", "MultiHeadAttention")] == attentions and not after[("", "Softmax")]
+    assert after[("", "MatMul")] == before[("", "MatMul")] - 2 * attentions
     # the Mul/Add/Sigmoid/Shape/Reshape nodes of each pattern went with it
     assert sum(after.values()) < sum(before.values()) - 3 * norms
     onnx.checker.check_model(str(dst))
@@ -274,14 +278,15 @@ def test_one_rewritten_dynamic_export_serves_every_batch_and_resolution(ort_libr
 
 def test_orts_optimized_export_is_rewritten_whole(ort_library, tmp_path):
     """ORT's optimizer leaves no types past its contrib ops; every fused GroupNorm is still taken (their
-    types are a subset of what the library serves) and the one InstanceNormalization it did not fuse."""
+    types are a subset of what the library serves), the one InstanceNormalization it did not fuse, and the
+    attention it left decomposed."""
     src = EXPORTS / "sd15_vae_decoder_tiny.ort.fp16.onnx"
     before = _ops(src)
-    report = rewrite_file(src, tmp_path / "m.tf.onnx", ort_library, softmax_min_cols=0)
+    report = rewrite_file(src, tmp_path / "m.tf.onnx", ort_library, softmax_min_cols=0, attention="tritonforge")
     assert report.rewritten["GroupNorm"] == before[("com.microsoft", "GroupNorm")]
     assert report.rewritten["SkipGroupNorm"] == before[("com.microsoft", "SkipGroupNorm")]
     assert report.rewritten["GroupNormalization"] == before[("", "InstanceNormalization")]
-    assert report.rewritten["Softmax"] == before[("", "Softmax")] and not report.left, report.lines()
+    assert report.rewritten["MultiHeadAttention"] == before[("", "Softmax")] and not report.left, report.lines()
 
 
 def test_the_dynamo_exports_external_data_is_written_beside_the_rewrite_byte_for_byte(ort_library, tmp_path):
