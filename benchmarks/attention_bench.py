@@ -180,6 +180,7 @@ def main(argv=None) -> int:
                 if causal or (args.where and not re.search(args.where, label)):
                     continue  # ORT's MultiHeadAttention and the decomposition here are non-causal
                 bench.shape(b, heads, sq, skv, d, dtype, peak)
+                write_rows("attention", device, bench.rows)  # after each shape: a run cut short keeps its rows
     finally:
         if bench.rows:
             write_rows("attention", device, bench.rows)

@@ -43,7 +43,7 @@ TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}
 _NP = {"tensor(float16)": np.float16, "tensor(float)": np.float32, "tensor(double)": np.float64,
        "tensor(int64)": np.int64, "tensor(int32)": np.int32}
 # Kernel names -> what they do, for --breakdown (first match wins).
-KINDS = (("tritonforge", r"^(group_norm|softmax)\w*_kernel$"),  # the kernel scripts' jit functions
+KINDS = (("tritonforge", r"^(group_norm|softmax|attention)\w*_kernel$"),  # the kernel scripts' jit functions
          ("group/instance norm (ORT)", r"[Gg]roup[Nn]orm|[Ii]nstance[Nn]orm|bn_fw|[Bb]atch[Nn]orm|Welford"),
          ("softmax (ORT)", r"[Ss]oftmax"),
          ("attention (ORT)", r"[Ff]lash|[Ff]mha|[Mm]emory[Ee]fficient|[Aa]ttention"),

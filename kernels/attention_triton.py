@@ -14,7 +14,7 @@ fp32 inputs multiply at full precision. A row whose keys are all masked (causal,
 
 Groups `attention_<dtype>` and `attention_causal_<dtype>` (a query attends keys at positions up to its
 own, top-left aligned, as torch's and ONNX's is_causal): strides and the head offset multiples of 8
-elements (16 bytes at 16 bits), so tiles move as vectors. `attention_any_<dtype>` and
+elements (16 bytes at 16 bits), and so the head dim, so tiles move as vectors. `attention_any_<dtype>` and
 `attention_causal_any_<dtype>` take any strides: the correctness fallback. Grid (cdiv(sq, BLOCK_M),
 batch * heads, 1); a kernel serves head dims in (D1 + D2 - 16 or D1 / 2, D1 + D2].
 """
@@ -89,6 +89,8 @@ def attention_kernel(Q, K, V, O, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb
         k_sb, k_sh, k_ss = k_sb // 8 * 8, k_sh // 8 * 8, k_ss // 8 * 8
         v_sb, v_sh, v_ss = v_sb // 8 * 8, v_sh // 8 * 8, v_ss // 8 * 8
         o_sb, o_sh, o_ss = o_sb // 8 * 8, o_sh // 8 * 8, o_ss // 8 * 8
+        # and the head mask is constant over runs of 8 columns: masked loads stay 16-byte vectors
+        head_dim = head_dim // 8 * 8
     PRECISION: tl.constexpr = "ieee" if Q.dtype.element_ty == tl.float32 else "tf32"
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
