@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from tritonforge.runtime.expressions import evaluate
 from tritonforge.runtime.memory import from_storage, to_storage
+from tritonforge.runtime.ops.attention import attention_mismatch, attention_ref
 from tritonforge.runtime.ops.group_norm import group_norm_mismatch, group_norm_ref
 from tritonforge.runtime.ops.softmax import softmax_ref
 from tritonforge.runtime.reference import mismatch, quantize
@@ -141,23 +142,57 @@ def run_group_norm(k: dict, func, p: dict, dtype: str, rng) -> str | None:
     return group_norm_mismatch(from_storage(y.array, dtype), ref.reshape(n * hw, c), dtype)
 
 
+def attention_problem(k: dict) -> dict | None:
+    """A head the split masks, a partial last key block and query block, two heads (or the spec's own)."""
+    c = k["constants"]
+    if "problem" in k:
+        return {**c, "num_warps": k["num_warps"], **k["problem"]}
+    for d in (c["D1"] + c["D2"] - 8, c["D1"] + c["D2"]):
+        scope = {**c, "num_warps": k["num_warps"], "batch": 1, "heads": 2, "sq": c["BLOCK_M"] + 3,
+                 "skv": c["BLOCK_N"] + 5, "head_dim": d, "strides8": 1}
+        if admitted(k["contract"], scope):
+            return scope
+    return None
+
+
+def run_attention(k: dict, func, p: dict, dtype: str, rng) -> str | None:
+    """(B, S, H*d) projections, as the library's op passes them."""
+    b, h, sq, skv, d = p["batch"], p["heads"], p["sq"], p["skv"], p["head_dim"]
+    q, kk, v = ((rng.standard_normal((b, s, h * d))).astype(np.float32) for s in (sq, skv, skv))
+    out = storage(np.full((b, sq, h * d), np.nan, np.float32), dtype)
+    strides = lambda s: {"batch_stride": s * h * d, "head_stride": d, "seq_stride": h * d}
+    values = {"q": storage(q, dtype), "k": storage(kk, dtype), "v": storage(v, dtype), "out": out,
+              "scale": 1 / np.sqrt(d), "heads": h, "sq": sq, "skv": skv, "head_dim": d,
+              **{f"{t}_{r}": x for t, s in (("q", sq), ("k", skv), ("v", skv), ("out", sq))
+                 for r, x in strides(s).items()}}
+    grid = tuple(evaluate(g, p) for g in k["contract"]["grid"])
+    func[grid](*(values[r] for r in k["contract"]["params"]), **k["constants"], num_warps=k["num_warps"])
+    heads = lambda x: quantize(x, dtype).reshape(b, -1, h, d).transpose(0, 2, 1, 3)
+    ref = attention_ref(heads(q), heads(kk), heads(v), causal=bool(k["constants"]["CAUSAL"]))
+    got = from_storage(out.array, dtype).reshape(b, sq, h, d).transpose(0, 2, 1, 3)
+    return attention_mismatch(got, ref, dtype)
+
+
 def main(spec_path: str) -> int:
     rng = np.random.default_rng(0)
     for k in json.loads(Path(spec_path).read_text()):
         dtype = k["group"].rsplit("_", 1)[1]
-        kind = "softmax" if "softmax" in k["group"] else "nchw" if k["group"].startswith("GroupNormNCHW") else "nhwc"
-        problem = {"softmax": softmax_problem, "nchw": nchw_problem, "nhwc": group_norm_problem}[kind](k)
+        kind = ("softmax" if "softmax" in k["group"] else "attention" if k["group"].startswith("attention")
+                else "nchw" if k["group"].startswith("GroupNormNCHW") else "nhwc")
+        problem = {"softmax": softmax_problem, "nchw": nchw_problem, "nhwc": group_norm_problem,
+                   "attention": attention_problem}[kind](k)
         if problem is None:
             print(json.dumps({"name": k["name"], "problem": None, "error": "no awkward problem its contract admits"}))
             continue
         try:
             interpreter.NUM_WARPS = k["num_warps"]
             func = entry_func(k["script"], k["name"])
-            run = {"softmax": run_softmax, "nchw": run_nchw, "nhwc": run_group_norm}[kind]
+            run = {"softmax": run_softmax, "nchw": run_nchw, "nhwc": run_group_norm, "attention": run_attention}[kind]
             error = run(k, func, problem, dtype, rng)
         except Exception:
             error = "raised " + traceback.format_exc(limit=-2).strip().splitlines()[-1]
-        shape = {v: problem[v] for v in ("batch", "n_cols", "n", "hw", "c", "groups") if v in problem}
+        shape = {v: problem[v] for v in ("batch", "n_cols", "n", "hw", "c", "groups", "heads", "sq", "skv", "head_dim")
+                 if v in problem}
         print(json.dumps({"name": k["name"], "problem": shape, "error": error}), flush=True)
     return 0
 
