@@ -24,20 +24,27 @@ import triton.language as tl
 
 
 @triton.jit
-def _scores(q1, q2, k_ptrs1, k_ptrs2, offs_n, start_n, k_ss, skv, head_mask1, head_mask2,
-            D2: tl.constexpr, MASK_N: tl.constexpr, PRECISION: tl.constexpr):
-    """Q K^T for the keys [start_n, start_n + BLOCK_N), K loaded transposed (d x BLOCK_N)."""
-    cols = start_n + offs_n
-    if MASK_N:
-        k1 = tl.load(k_ptrs1 + start_n * k_ss, mask=head_mask1[:, None] & (cols < skv)[None, :], other=0.0)
+def _tile(ptrs, rows_ok, cols_ok, MASK_ROWS: tl.constexpr, MASK_COLS: tl.constexpr):
+    """A tile masked only where the caller says it may be ragged (unmasked loads pipeline best)."""
+    if MASK_ROWS and MASK_COLS:
+        return tl.load(ptrs, mask=rows_ok[:, None] & cols_ok[None, :], other=0.0)
+    elif MASK_ROWS:
+        return tl.load(ptrs, mask=rows_ok[:, None], other=0.0)
+    elif MASK_COLS:
+        return tl.load(ptrs, mask=cols_ok[None, :], other=0.0)
     else:
-        k1 = tl.load(k_ptrs1 + start_n * k_ss, mask=head_mask1[:, None], other=0.0)
+        return tl.load(ptrs)
+
+
+@triton.jit
+def _scores(q1, q2, k_ptrs1, k_ptrs2, offs_n, start_n, k_ss, skv, head_mask1, head_mask2,
+            D2: tl.constexpr, MASK_N: tl.constexpr, MASK_D: tl.constexpr, PRECISION: tl.constexpr):
+    """Q K^T for the keys [start_n, start_n + BLOCK_N), K loaded transposed (d x BLOCK_N)."""
+    keys_ok = start_n + offs_n < skv
+    k1 = _tile(k_ptrs1 + start_n * k_ss, head_mask1, keys_ok, MASK_D, MASK_N)
     qk = tl.dot(q1, k1, input_precision=PRECISION)
     if D2 > 0:
-        if MASK_N:
-            k2 = tl.load(k_ptrs2 + start_n * k_ss, mask=head_mask2[:, None] & (cols < skv)[None, :], other=0.0)
-        else:
-            k2 = tl.load(k_ptrs2 + start_n * k_ss, mask=head_mask2[:, None], other=0.0)
+        k2 = _tile(k_ptrs2 + start_n * k_ss, head_mask2, keys_ok, MASK_D, MASK_N)
         qk = tl.dot(q2, k2, qk, input_precision=PRECISION)
     return qk
 
@@ -46,12 +53,12 @@ def _scores(q1, q2, k_ptrs1, k_ptrs2, offs_n, start_n, k_ss, skv, head_mask1, he
 def _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m, offs_n, lo, hi,
             k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
             D2: tl.constexpr, BLOCK_N: tl.constexpr, MASK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-            PRECISION: tl.constexpr):
+            MASK_D: tl.constexpr, PRECISION: tl.constexpr):
     """The online softmax over key blocks [lo, hi): masks only where the caller says a block needs them."""
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         qk = _scores(q1, q2, k_ptrs1, k_ptrs2, offs_n, start_n, k_ss, skv, head_mask1, head_mask2,
-                     D2, MASK_N, PRECISION) * qk_scale
+                     D2, MASK_N, MASK_D, PRECISION) * qk_scale
         cols = start_n + offs_n
         if MASK_N:
             qk = tl.where((cols < skv)[None, :], qk, -float("inf"))
@@ -63,16 +70,10 @@ def _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, of
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         p = p.to(v_ptrs1.dtype.element_ty)
-        if MASK_N:
-            v1 = tl.load(v_ptrs1 + start_n * v_ss, mask=(cols < skv)[:, None] & head_mask1[None, :], other=0.0)
-        else:
-            v1 = tl.load(v_ptrs1 + start_n * v_ss, mask=head_mask1[None, :], other=0.0)
+        v1 = _tile(v_ptrs1 + start_n * v_ss, cols < skv, head_mask1, MASK_N, MASK_D)
         acc1 = tl.dot(p, v1, acc1 * alpha[:, None], input_precision=PRECISION)
         if D2 > 0:
-            if MASK_N:
-                v2 = tl.load(v_ptrs2 + start_n * v_ss, mask=(cols < skv)[:, None] & head_mask2[None, :], other=0.0)
-            else:
-                v2 = tl.load(v_ptrs2 + start_n * v_ss, mask=head_mask2[None, :], other=0.0)
+            v2 = _tile(v_ptrs2 + start_n * v_ss, cols < skv, head_mask2, MASK_N, MASK_D)
             acc2 = tl.dot(p, v2, acc2 * alpha[:, None], input_precision=PRECISION)
         m_i = m_new
     return acc1, acc2, m_i, l_i
@@ -129,12 +130,17 @@ def attention_kernel(Q, K, V, O, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb
     else:
         full = skv // BLOCK_N * BLOCK_N
         end = skv
-    acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
-                                   offs_n, 0, full, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
-                                   D2, BLOCK_N, False, False, PRECISION)
+    if head_dim == D1 + D2:  # the head fills the split (every zoo head): its loads need no column mask
+        acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
+                                       offs_n, 0, full, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
+                                       D2, BLOCK_N, False, False, False, PRECISION)
+    else:
+        acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
+                                       offs_n, 0, full, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
+                                       D2, BLOCK_N, False, False, True, PRECISION)
     acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
                                    offs_n, full, end, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
-                                   D2, BLOCK_N, True, CAUSAL, PRECISION)
+                                   D2, BLOCK_N, True, CAUSAL, True, PRECISION)
 
     inv = tl.where(l_i > 0, 1.0 / l_i, 0.0)
     o_base = O + b * o_sb + h * o_sh + offs_m[:, None] * o_ss

@@ -32,7 +32,7 @@ from pathlib import Path
 from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
 from .files import ModelFileError, read, tensors, write
-from .graph import FLOAT_TYPES, Graph, domain_of, named_subgraphs, outer_reads
+from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
 from .loads import check_loads
 from .attention import ATTENTION
 from .patterns import PATTERNS, Left, Rewriter
@@ -101,10 +101,12 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     valid = check and _check(model, "before")
     report = Report()
     _rewrite_scope(Graph(model, base_dir), cuda, min_cols, report, attention)
-    if report.rewritten and not any(o.domain == DOMAIN for o in model.opset_import):
+    # the domains the written nodes use (the library's, and ORT's where attention went to its own op)
+    used = {n.domain for n in every_node(model.graph)} & {DOMAIN, MS} if report.rewritten else set()
+    for domain in sorted(used - {o.domain for o in model.opset_import}):
         from onnx import helper
 
-        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+        model.opset_import.append(helper.make_opsetid(domain, 1))
     if valid:
         _check(model, "after")
     return report

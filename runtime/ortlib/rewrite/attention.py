@@ -214,8 +214,12 @@ class DecomposedAttention:
         mm1 = g.producer.get(on_scores[0])
         chain = [on_scores[3]] if on_scores[3] is not None else []
         mm2 = g.only_reader(sm.output[0])
-        if not _is(mm1, "MatMul") or not _is(mm2, "MatMul") or mm2.input[0] != sm.output[0]:
+        if not _is(mm2, "MatMul") or mm2.input[0] != sm.output[0]:
             return None  # not attention: a softmax of its own
+        if not _is(mm1, "MatMul"):
+            made = f"{mm1.op_type} '{mm1.name}'" if mm1 is not None else "a graph input"
+            raise Left(f"its scores come from {made}, not a MatMul of Q and K^T (a mask or bias added?): the "
+                       "library's op takes none")
         dims = g.dims(sm.input[0])
         if dims is None or len(dims) != 4:
             return None
@@ -241,7 +245,8 @@ class DecomposedAttention:
         dtype = r.dtype(q)
         qd, kd_ = g.dims(q), g.dims(k)
         where = _target(r, dtype, qd[1], kd_[1], d, False, keep_ok=True)
-        name = (sm.name.replace("Softmax", "MultiHeadAttention") if sm.name else f"{back.output[0]}_attention")
+        name = (sm.name.replace("Softmax", "MultiHeadAttention") if "Softmax" in sm.name
+                else f"{sm.name or back.output[0]}_attention")
         # a scale computed from the heads' shape sees the head dim the matcher worked out
         known = {on_q[0]: [None, heads, None, d], on_k[0]: [None, heads, d, None]}
         scale = _factor(g, on_scores, known) * _factor(g, on_q, known) * _factor(g, on_k, known)
