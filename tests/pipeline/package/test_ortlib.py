@@ -29,8 +29,9 @@ using namespace tf;
 int main() {
   Problem p;
   long long resident;
-  while (scanf("%lld %lld %lld %lld %lld %lld %lld %lld %lld", &p.n, &p.hw, &p.c, &p.groups, &p.c_per_group,
-               &p.silu, &p.batch, &p.n_cols, &resident) == 9) {
+  while (scanf("%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &p.n, &p.hw, &p.c,
+               &p.groups, &p.c_per_group, &p.silu, &p.batch, &p.n_cols, &resident, &p.heads, &p.sq, &p.skv,
+               &p.head_dim, &p.strides8) == 14) {
     p.in_stride = p.out_stride = p.n_cols;
     p.resident = resident;
     for (int g = 0; g < kGroupCount; ++g)
@@ -56,7 +57,10 @@ def problems(rng: random.Random, n: int = 60) -> list[dict]:
         cols = rng.choice([1, 7, 16, 64, 77, 128, 197, 1000, 1024, 4096, 32000, 50257])
         out.append({"n": rng.choice([1, 2, 3]), "hw": rng.choice([1, 7, 49, 64, 256, 1024, 4096, 65536]),
                     "c": groups * cpg, "groups": groups, "c_per_group": cpg, "silu": rng.choice([0, 1]),
-                    "batch": rng.choice([1, 5, 128, 4096]), "n_cols": cols, "resident": rng.choice([132, 1056])})
+                    "batch": rng.choice([1, 5, 128, 4096]), "n_cols": cols, "resident": rng.choice([132, 1056]),
+                    "heads": rng.choice([1, 8, 20]), "sq": rng.choice([1, 77, 1024, 4097]),
+                    "skv": rng.choice([1, 77, 4096]), "head_dim": rng.choice([8, 40, 64, 72, 80, 160, 256, 512]),
+                    "strides8": rng.choice([0, 1])})
     return out
 
 
@@ -74,7 +78,8 @@ def test_compiled_contracts_agree_with_the_python_runtime(built, tmp_path):
                     "-Wl,--no-whole-archive", "-o", str(exe)], check=True, capture_output=True)
     probs = problems(random.Random(7))
     stdin = "".join(" ".join(str(p[k]) for k in ("n", "hw", "c", "groups", "c_per_group", "silu", "batch",
-                                                   "n_cols", "resident")) + "\n" for p in probs)
+                                                   "n_cols", "resident", "heads", "sq", "skv", "head_dim",
+                                                   "strides8")) + "\n" for p in probs)
     lines = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
     kernels = {k["name"]: k for k in doc["kernels"]}
     served = [k for k in doc["kernels"] if op_of(k["group"], doc["groups"][k["group"]].get("contract"))]
