@@ -92,7 +92,7 @@ def attention_kernel(Q, K, V, O, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb
         o_sb, o_sh, o_ss = o_sb // 8 * 8, o_sh // 8 * 8, o_ss // 8 * 8
         # and the head mask is constant over runs of 8 columns: masked loads stay 16-byte vectors
         head_dim = head_dim // 8 * 8
-    PRECISION: tl.constexpr = "ieee" if Q.dtype.element_ty == tl.float32 else "tf32"
+    PRECISION: tl.constexpr = "ieee" if Q.dtype.element_ty == tl.float32 else None  # 16-bit: the default
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // heads).to(tl.int64)  # 64-bit: batch * batch stride may pass 2**31
