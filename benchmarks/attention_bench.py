@@ -58,7 +58,9 @@ def decomposed_model(b, heads, sq, skv, d, dtype, nodes=1, ms_mha=False):
             nodes_.append(helper.make_node("MultiHeadAttention", [x, k, v], [y], domain="com.microsoft",
                                            num_heads=heads, name=f"mha{i}"))
             continue
-        n = lambda op, ins, out, **a: nodes_.append(helper.make_node(op, ins, [f"{out}{i}"], name=f"{out}{i}", **a))
+        def n(op, ins, out, i=i, **a):
+            nodes_.append(helper.make_node(op, ins, [f"{out}{i}"], name=f"{out}{i}", **a))
+
         n("Reshape", [x, "q_shape"], "qr")
         n("Transpose", [f"qr{i}"], "qt", perm=[0, 2, 1, 3])
         n("Reshape", [k, "kv_shape"], "kr")

@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.results import RESULTS  # noqa: E402
 from tritonforge.runtime.ortlib.rewrite.attention import shape_class  # noqa: E402
+
+from benchmarks.results import RESULTS  # noqa: E402
 
 TABLE = ROOT / "runtime" / "ortlib" / "rewrite" / "attention_measured.py"
 DEVICE = "NVIDIA H200"

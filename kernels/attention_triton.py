@@ -80,7 +80,7 @@ def _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, of
 
 
 @triton.jit
-def attention_kernel(Q, K, V, O, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
+def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
                      heads, sq, skv, head_dim,
                      D1: tl.constexpr, D2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, ALIGNED: tl.constexpr):
@@ -143,11 +143,11 @@ def attention_kernel(Q, K, V, O, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb
                                    D2, BLOCK_N, True, CAUSAL, True, PRECISION)
 
     inv = tl.where(l_i > 0, 1.0 / l_i, 0.0)
-    o_base = O + b * o_sb + h * o_sh + offs_m[:, None] * o_ss
-    tl.store(o_base + offs_d1[None, :], (acc1 * inv[:, None]).to(O.dtype.element_ty),
+    o_base = Out + b * o_sb + h * o_sh + offs_m[:, None] * o_ss
+    tl.store(o_base + offs_d1[None, :], (acc1 * inv[:, None]).to(Out.dtype.element_ty),
              mask=row_mask[:, None] & head_mask1[None, :])
     if D2 > 0:
-        tl.store(o_base + offs_d2[None, :], (acc2 * inv[:, None]).to(O.dtype.element_ty),
+        tl.store(o_base + offs_d2[None, :], (acc2 * inv[:, None]).to(Out.dtype.element_ty),
                  mask=row_mask[:, None] & head_mask2[None, :])
 
 

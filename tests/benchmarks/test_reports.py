@@ -7,7 +7,7 @@ import contextlib
 import io
 import re
 
-from benchmarks import e2e_bench, softmax_choice, zoo_report
+from benchmarks import attention_choice, e2e_bench, softmax_choice, zoo_report
 
 from ..conftest import ROOT
 
@@ -39,3 +39,15 @@ def test_the_rewrites_softmax_table_is_what_softmax_choice_derives():
     assert softmax_measured.SPEEDUP == softmax_choice.speedups()
     # what the rows say, read directly: fp16 loses at 77 columns and wins at 4096
     assert softmax_measured.SPEEDUP["fp16"][77] < 1 < softmax_measured.SPEEDUP["fp16"][4096]
+
+
+def test_the_rewrites_attention_table_is_what_attention_choice_derives():
+    from tritonforge.runtime.ortlib.rewrite import attention_measured
+    from tritonforge.runtime.ortlib.rewrite.attention import measured_choice
+
+    assert attention_choice.TABLE.read_text() == attention_choice.module_text(attention_choice.speedups())
+    assert attention_measured.SPEEDUP == attention_choice.speedups()
+    # what the rows say: the VAE's one wide head stays decomposed; elsewhere the fastest of ORT's op and the library
+    assert measured_choice("fp16", 16384, 16384, 512)[0] == "decomposed"
+    table = attention_measured.SPEEDUP["fp16"]["self d64"]
+    assert measured_choice("fp16", 4096, 4096, 64)[0] == ("ort" if table["ort_mha"] < 1 else "tritonforge")

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
+from .attention import ATTENTION
 from .files import ModelFileError, read, tensors, write
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
 from .loads import check_loads
-from .attention import ATTENTION
 from .patterns import PATTERNS, Left, Rewriter
 
 __all__ = ["Report", "RewriteError", "rewrite", "rewrite_file"]
@@ -48,6 +48,7 @@ class RewriteError(TritonforgeError, ValueError):
 class Report:
     rewritten: Counter = field(default_factory=Counter)  # library op -> nodes written
     sources: Counter = field(default_factory=Counter)  # (library op, the form it came from) -> nodes
+    targets: Counter = field(default_factory=Counter)  # (op, the domain written: the library's or ORT's) -> nodes
     fused_silu: int = 0
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
@@ -57,7 +58,11 @@ class Report:
         out = []
         for op, n in sorted(self.rewritten.items()):
             forms = ", ".join(f"{k} {src}" for (o, src), k in sorted(self.sources.items()) if o == op)
-            out.append(f"{op}: {n} node(s) -> {DOMAIN}.{op} (from {forms})")
+            to = [(d, k) for (o, d), k in sorted(self.targets.items()) if o == op] or [(DOMAIN, n)]
+            where = " and ".join(f"{d}.{op}" if len(to) == 1 else f"{k} {d}.{op}" for d, k in to)
+            why = ("; ORT's own where it measured faster (rewrite/attention_measured.py)"
+                   if any(d != DOMAIN for d, _ in to) else "")
+            out.append(f"{op}: {n} node(s) -> {where} (from {forms}{why})")
         if self.fused_silu:
             out.append(f"SiLU fused into {self.fused_silu} GroupNormalization node(s)")
         out += [f"left as is: {why}" for why in self.left]
@@ -149,6 +154,7 @@ def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, repor
             taken.update((index[id(n)], m) for n in m.remove)
             report.rewritten[m.node.op_type] += 1
             report.sources[(m.node.op_type, m.source)] += 1
+            report.targets[(m.node.op_type, m.node.domain)] += 1
             report.fused_silu += m.silu
             near = [f"{why} (the {node.op_type} alone went to {m.node.domain}.{m.node.op_type})" for why in near]
             break

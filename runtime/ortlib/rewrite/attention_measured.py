@@ -5,4 +5,9 @@ library's, NVIDIA H200, onnxruntime-gpu's CUDA EP. The rewrite writes the fastes
 
 DEVICE = "NVIDIA H200"
 SPEEDUP = {
+    "fp16": {
+        "cross": {'decomposed': 2.476, 'ort_mha': 0.548},
+        "self d512": {'decomposed': 0.215, 'ort_mha': 0.621},
+        "self d64": {'decomposed': 1.728, 'ort_mha': 0.346},
+    },
 }

@@ -11,7 +11,6 @@ import pytest
 ort = pytest.importorskip("onnxruntime", reason="the rewritten graphs run in onnxruntime")
 onnx = pytest.importorskip("onnx", reason="onnx builds the test graphs")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
 from tritonforge.runtime.ortlib.rewrite import rewrite  # noqa: E402
 
 B, SQ, SKV, H, D = 2, 6, 5, 2, 8
@@ -39,9 +38,9 @@ def _decomposed(mask: bool = False, div: bool = False, opset: int = 17):
               n("MatMul", ["p", "vt"], ["o"]), n("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
               n("Reshape", ["ot", "os"], ["y"])]
     vi = helper.make_tensor_value_info
-    g = helper.make_graph(nodes, "attn", [vi("q", TensorProto.FLOAT, [B, SQ, c]), vi("k", TensorProto.FLOAT, [B, SKV, c]),
-                                          vi("v", TensorProto.FLOAT, [B, SKV, c])],
-                          [vi("y", TensorProto.FLOAT, [B, SQ, c])], inits)
+    ins = [vi("q", TensorProto.FLOAT, [B, SQ, c]), vi("k", TensorProto.FLOAT, [B, SKV, c]),
+           vi("v", TensorProto.FLOAT, [B, SKV, c])]
+    g = helper.make_graph(nodes, "attn", ins, [vi("y", TensorProto.FLOAT, [B, SQ, c])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
