@@ -608,13 +608,19 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
     "any_dtype": "rewrite every qualifying node, whatever the library's CUDA kernels serve",
     "all_softmax": "also the softmax nodes at row lengths where ORT's own kernel measured faster (77 and 197 "
                    "columns; runtime/ortlib/rewrite/softmax_measured.py)",
+    "attention": "measured (default: the fastest measured per class of shape), tritonforge (the library's op) or "
+                 "ort (com.microsoft.MultiHeadAttention)",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
-            any_dtype: bool = False, all_softmax: bool = False):
+            any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured"):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
-    ORT's fused GroupNorm) and last-axis softmaxes into the library's ops; any size (external data)."""
+    ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
+    ORT's own, where it measured faster); any size (external data)."""
     from tritonforge.runtime.ortlib.cli import rewrite_and_say
 
     _need("rewrite", model=model)
-    rewrite_and_say(model, out, library, any_dtype, all_softmax)
+    if attention not in ("measured", "tritonforge", "ort"):
+        raise Exit(f"error: --attention must be measured, tritonforge or ort, not '{attention}'", code=2)
+    rewrite_and_say(model, out, library, any_dtype, all_softmax,
+                    attention=None if attention == "measured" else attention)

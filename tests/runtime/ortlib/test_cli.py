@@ -29,6 +29,20 @@ def test_it_says_what_it_rewrote_checked_and_wrote(ort_library, tmp_path):
     assert lines[-2].startswith("checked: it loads in onnxruntime ") and lines[-1] == "wrote block.tf.onnx"
 
 
+@pytest.mark.parametrize("attention", ["tritonforge", "ort"])
+def test_attention_goes_where_it_is_told(ort_library, tmp_path, attention):
+    from .rewrite.test_attention import _decomposed
+
+    onnx.save(_decomposed(), str(tmp_path / "attn.onnx"))
+    proc = _cli("attn.onnx", "--library", ort_library, "--attention", attention, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    domain = "tritonforge" if attention == "tritonforge" else "com.microsoft"
+    assert proc.stdout.splitlines()[0].startswith(f"MultiHeadAttention: 1 node(s) -> {domain}.MultiHeadAttention "
+                                                  "(from 1 torch.onnx decomposition")
+    bad = _cli("attn.onnx", "--library", ort_library, "--attention", "fastest", cwd=tmp_path)
+    assert bad.returncode == 2 and "--attention: invalid choice: 'fastest'" in bad.stderr
+
+
 @pytest.mark.parametrize("case", ["no model", "not a model", "a library that does not load", "no library"])
 def test_every_failure_is_one_line_on_stderr(ort_library, tmp_path, case):
     from .rewrite.test_rewrite import sd_block
