@@ -76,7 +76,7 @@ def _node(r: Rewriter, where: str, name: str, q: str, k: str, v: str, out: str, 
 
 def _target(r: Rewriter, dtype, sq, skv, d: int, causal: bool, keep_ok: bool = False) -> str:
     """Where the attention goes: the rewrite's `attention` setting, else the measured choice (a causal one
-    always to the library: ORT's op aligns its mask differently). Where the form as it is measured fastest,
+    always to the library: ORT's op aligns its mask differently; bf16 too). Where the form as it is measured fastest,
     Left says so (`keep_ok`: the form is the export's decomposition), else the fastest op is written."""
     r.check_served("MultiHeadAttention", dtype, ("fp16", "fp32", "bf16"))
     if r.attention in _CHOICES:
@@ -88,7 +88,8 @@ def _target(r: Rewriter, dtype, sq, skv, d: int, causal: bool, keep_ok: bool = F
         if keep_ok:
             raise Left(f"the decomposition as exported measured fastest: {why}")
         where = "ort" if table_rival(dtype, sq, skv, d, "ort_mha") < 1 else "tritonforge"
-    return where
+    # ORT's MultiHeadAttention has float and float16 kernels only: bf16 stays with the library
+    return "tritonforge" if where == "ort" and dtype == "bf16" else where
 
 
 def table_rival(dtype, sq, skv, d: int, rival: str) -> float:
