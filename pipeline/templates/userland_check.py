@@ -59,7 +59,8 @@ def main():
     info = tritonforge_ort.info()  # the library loads (ctypes) and says what it holds
     out = model[: -len(".onnx")] + ".tf.onnx"
     said = subprocess.run([os.path.join(os.path.dirname(sys.executable), "tritonforge-rewrite"), model, "-o", out,
-                           "--any-dtype", "--all-softmax"], capture_output=True, text=True)
+                           "--any-dtype", "--all-softmax", "--attention", "tritonforge"],  # every op on the library
+                          capture_output=True, text=True)
     if said.returncode:
         sys.exit(f"tritonforge-rewrite failed: {said.stderr.strip()}")
     so = ort.SessionOptions()
