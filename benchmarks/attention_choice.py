@@ -13,7 +13,6 @@ the class; the rewrite writes the fastest of the three.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import re
@@ -25,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from tritonforge.runtime.ortlib.rewrite.attention import shape_class  # noqa: E402
 
+from benchmarks import choice_table  # noqa: E402
 from benchmarks.results import RESULTS  # noqa: E402
 
 TABLE = ROOT / "runtime" / "ortlib" / "rewrite" / "attention_measured.py"
@@ -70,30 +70,13 @@ def module_text(table, device: str = DEVICE) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary(table) -> list[str]:
+    return [f"{dtype}: " + "; ".join(f"{c}: " + ", ".join(f"{p} {v}x" for p, v in r.items())
+                                     for c, r in by.items()) for dtype, by in table.items()]
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=RESULTS)
-    ap.add_argument("--device", default=DEVICE)
-    ap.add_argument("--check", action="store_true", help="compare with the committed table instead of writing it")
-    args = ap.parse_args(argv)
-    table = speedups(args.results, args.device)
-    if not table:
-        raise SystemExit(f"error: {args.results} has no attention rows for {args.device}")
-    text = module_text(table, args.device)
-    if args.check:
-        if TABLE.read_text() != text:
-            print(f"{TABLE.relative_to(ROOT)} differs from what {args.results} gives: run "
-                  "python benchmarks/attention_choice.py", file=sys.stderr)
-            return 1
-        print(f"{TABLE.relative_to(ROOT)} is what {args.results} gives")
-        return 0
-    from tritonforge.atomic import write_text
-
-    write_text(TABLE, text)
-    for dtype, by in table.items():
-        print(f"{dtype}: " + "; ".join(f"{c}: " + ", ".join(f"{p} {v}x" for p, v in r.items()) for c, r in by.items()))
-    return 0
-
+    return choice_table.run(argv, __doc__.splitlines()[0], TABLE, DEVICE, speedups, module_text, "attention", summary)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,6 @@ length's nearest measured length (on a log scale) has a speed-up of at least 1 (
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import re
@@ -22,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import choice_table  # noqa: E402
 from benchmarks.results import RESULTS  # noqa: E402
 
 TABLE = ROOT / "runtime" / "ortlib" / "rewrite" / "softmax_measured.py"
@@ -66,29 +66,14 @@ def module_text(table: dict[str, dict[int, float]], device: str = DEVICE) -> str
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=RESULTS)
-    ap.add_argument("--device", default=DEVICE)
-    ap.add_argument("--check", action="store_true", help="compare with the committed table instead of writing it")
-    args = ap.parse_args(argv)
-    table = speedups(args.results, args.device)
-    if not table:
-        raise SystemExit(f"error: {args.results} has no ortlib softmax rows for {args.device}")
-    text = module_text(table, args.device)
-    if args.check:
-        if TABLE.read_text() != text:
-            print(f"{TABLE.relative_to(ROOT)} differs from what {args.results} gives: run "
-                  "python benchmarks/softmax_choice.py", file=sys.stderr)
-            return 1
-        print(f"{TABLE.relative_to(ROOT)} is what {args.results} gives")
-        return 0
-    from tritonforge.atomic import write_text
+def summary(table) -> list[str]:
+    return [f"{dtype}: library from " + ", ".join(f"{c} ({v}x)" for c, v in by.items() if v >= 1)
+            for dtype, by in table.items()]
 
-    write_text(TABLE, text)
-    for dtype, by in table.items():
-        print(f"{dtype}: library from " + ", ".join(f"{c} ({v}x)" for c, v in by.items() if v >= 1))
-    return 0
+
+def main(argv=None) -> int:
+    return choice_table.run(argv, __doc__.splitlines()[0], TABLE, DEVICE, speedups, module_text, "ortlib softmax",
+                            summary)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,39 @@
+"""What the rewrite's measured-table scripts share (softmax_choice.py, attention_choice.py): read the rows,
+then write the table module or, with --check, compare it with the committed one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from benchmarks.results import RESULTS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(argv, description: str, table_path: Path, device: str, speedups, module_text, what: str, summary) -> int:
+    """speedups(results, device) -> table; module_text(table, device) -> the module; summary(table) -> lines."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--device", default=device)
+    ap.add_argument("--check", action="store_true", help="compare with the committed table instead of writing it")
+    args = ap.parse_args(argv)
+    table = speedups(args.results, args.device)
+    if not table:
+        raise SystemExit(f"error: {args.results} has no {what} rows for {args.device}")
+    text = module_text(table, args.device)
+    name = table_path.relative_to(ROOT)
+    if args.check:
+        if table_path.read_text() != text:
+            print(f"{name} differs from what {args.results} gives: run python benchmarks/{Path(sys.argv[0]).name}",
+                  file=sys.stderr)
+            return 1
+        print(f"{name} is what {args.results} gives")
+        return 0
+    from tritonforge.atomic import write_text
+
+    write_text(table_path, text)
+    for line in summary(table):
+        print(line)
+    return 0
