@@ -5,18 +5,20 @@ and values past them BLOCK_N at a time, keeping a running row maximum and sum, s
 never leave the chip. Traffic is one read of Q, K and V per query block and one write of O; work is
 4 * B * H * Sq * Skv * d flops.
 
-The head is split into two power-of-two parts, D1 + D2 (D2 may be 0): head dims like 40, 80 and 160
-run as 32+16, 64+16 and 128+32 instead of being padded to 64, 128 and 256, and both matrix products
-run as two dots. A head narrower than D1 + D2 is masked. Inputs are read through four strides each
-(batch, head, sequence; the last axis contiguous), so (B, S, H*d) projections, their (B, H, S, d)
-transposes and packed QKV all run as they are. Maths in fp32 (exp2, the scale folded with log2(e));
-fp32 inputs multiply at full precision. A row whose keys are all masked (causal, Sq > Skv) gives zeros.
+The head is split into two power-of-two parts, D1 + D2 (D2 may be 0): head dims like 80 and 160 run as
+64+16 and 128+32 instead of being padded to 128 and 256, and both matrix products run as two dots. A
+kernel either serves the split's width exactly (EXACT: no load or store masks a column) or masks the
+columns a narrower head leaves (a 40-wide head runs as 64, faster than as 32+16). Inputs are read through
+four strides each (batch, head, sequence; the last axis contiguous), so (B, S, H*d) projections, their
+(B, H, S, d) transposes and packed QKV all run as they are. Maths in fp32 (exp2, the scale folded with
+log2(e)); fp32 inputs multiply at full precision. A row whose keys are all masked (causal, Sq > Skv)
+gives zeros.
 
 Groups `attention_<dtype>` and `attention_causal_<dtype>` (a query attends keys at positions up to its
 own, top-left aligned, as torch's and ONNX's is_causal): strides and the head offset multiples of 8
 elements (16 bytes at 16 bits), and so the head dim, so tiles move as vectors. `attention_any_<dtype>` and
 `attention_causal_any_<dtype>` take any strides: the correctness fallback. Grid (cdiv(sq, BLOCK_M),
-batch * heads, 1); a kernel serves head dims in (D1 + D2 - 16 or D1 / 2, D1 + D2].
+batch * heads, 1); a kernel serves head dims in (D1 or D1 / 2, D1 + D2], or D1 + D2 alone if EXACT.
 """
 
 import triton
@@ -65,7 +67,9 @@ def _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, of
         if CAUSAL_MASK:
             qk = tl.where(offs_m[:, None] >= cols[None, :], qk, -float("inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # a row with nothing unmasked yet
+        m_safe = m_new
+        if MASK_N or CAUSAL_MASK:
+            m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # a row with nothing unmasked yet
         p = tl.math.exp2(qk - m_safe[:, None])
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -83,7 +87,7 @@ def _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, of
 def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
                      heads, sq, skv, head_dim,
                      D1: tl.constexpr, D2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     CAUSAL: tl.constexpr, ALIGNED: tl.constexpr):
+                     CAUSAL: tl.constexpr, ALIGNED: tl.constexpr, EXACT: tl.constexpr):
     if ALIGNED:
         # Written as multiples of 8 (the contract's promise), the compiler knows every row starts on 16 bytes.
         q_sb, q_sh, q_ss = q_sb // 8 * 8, q_sh // 8 * 8, q_ss // 8 * 8
@@ -130,17 +134,14 @@ def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_
     else:
         full = skv // BLOCK_N * BLOCK_N
         end = skv
-    if head_dim == D1 + D2:  # the head fills the split (every zoo head): its loads need no column mask
-        acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
-                                       offs_n, 0, full, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
-                                       D2, BLOCK_N, False, False, False, PRECISION)
-    else:
-        acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
-                                       offs_n, 0, full, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
-                                       D2, BLOCK_N, False, False, True, PRECISION)
+    # EXACT: the head fills the split, so no load or store needs a column mask (one copy of the loop, too:
+    # every copy holds its own pipeline buffers in shared memory)
+    acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
+                                   offs_n, 0, full, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
+                                   D2, BLOCK_N, False, False, not EXACT, PRECISION)
     acc1, acc2, m_i, l_i = _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, offs_m,
                                    offs_n, full, end, k_ss, v_ss, skv, qk_scale, head_mask1, head_mask2,
-                                   D2, BLOCK_N, True, CAUSAL, True, PRECISION)
+                                   D2, BLOCK_N, True, CAUSAL, not EXACT, PRECISION)
 
     inv = tl.where(l_i > 0, 1.0 / l_i, 0.0)
     o_base = Out + b * o_sb + h * o_sh + offs_m[:, None] * o_ss
@@ -152,17 +153,19 @@ def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_
 
 
 DTYPES = ("fp16", "bf16", "fp32")
-# (D1, D2): the head split; a kernel serves head dims in (low(D1, D2), D1 + D2].
-SPLITS = ((32, 0), (32, 16), (64, 0), (64, 16), (64, 32), (128, 0), (128, 32), (128, 64), (256, 0), (512, 0))
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) per head width: long blocks of queries where registers allow,
-# and a 64-row block for short query runs and wide heads.
+# (D1, D2): the head split; a kernel serves head dims in (low(D1, D2), D1 + D2]. No 32+16: a 40-wide head
+# runs faster as 64 with masked columns than as two dots.
+SPLITS = ((32, 0), (64, 0), (64, 16), (64, 32), (128, 0), (128, 32), (128, 64), (256, 0), (512, 0))
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per head width, from a sweep on the zoo's attention shapes: the
+# first for long self-attention, the last for 77-key cross-attention and short runs of queries.
 CONFIGS = {
-    64: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
-    128: [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3)],
-    192: [(128, 64, 8, 2), (64, 64, 4, 2)],
-    256: [(128, 32, 8, 2), (64, 64, 8, 2)],
-    512: [(64, 32, 8, 1), (32, 32, 4, 1)],
+    64: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (64, 64, 4, 2), (128, 32, 8, 3)],
+    128: [(128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3)],
+    192: [(64, 64, 4, 3), (64, 64, 4, 2), (64, 32, 4, 3)],
+    256: [(64, 32, 4, 3), (64, 64, 8, 2)],
+    512: [(32, 64, 4, 2), (64, 32, 8, 1)],
 }
+CAUSAL_CONFIGS = [(64, 64, 4, 3), (128, 64, 8, 3)]
 FALLBACK = {64: (64, 32, 4, 1), 128: (64, 32, 4, 1), 192: (32, 32, 4, 1), 256: (32, 32, 4, 1), 512: (16, 32, 4, 1)}
 CAUSAL_SPLITS = ((64, 0), (128, 0))  # the head dims of the decoder LLMs that attend causally
 
@@ -176,15 +179,15 @@ def _width(d1: int, d2: int) -> int:
     return next(w for w in sorted(CONFIGS) if d1 + d2 <= w)
 
 
-def _entry(dtype, causal, aligned, d1, d2, cfg):
+def _entry(dtype, causal, aligned, exact, d1, d2, cfg):
     bm, bn, warps, stages = cfg
     kind = ("causal_" if causal else "") + ("" if aligned else "any_")
-    return {"name": f"attention_{kind}{dtype}_d{d1}_{d2}_m{bm}_n{bn}_w{warps}_s{stages}",
+    return {"name": f"attention_{kind}{dtype}_d{d1}_{d2}{'' if exact else '_le'}_m{bm}_n{bn}_w{warps}_s{stages}",
             "group": f"attention_{kind}{dtype}", "func": attention_kernel,
             "sig": f"*{dtype}:16,*{dtype}:16,*{dtype}:16,*{dtype}:16,fp32," + ",".join(["i32"] * 16),
             "kwargs": {"num_warps": warps, "num_stages": stages,
                        "constants": {"D1": d1, "D2": d2, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": int(causal),
-                                     "ALIGNED": int(aligned)}}}
+                                     "ALIGNED": int(aligned), "EXACT": int(exact)}}}
 
 
 def get_function_table():
@@ -193,9 +196,14 @@ def get_function_table():
         for causal in (False, True):
             splits = CAUSAL_SPLITS if causal else SPLITS
             if dtype != "fp32":  # fp32 is served for correctness: the fallback alone
-                table += [_entry(dtype, causal, True, d1, d2, cfg) for d1, d2 in splits
-                          for cfg in CONFIGS[_width(d1, d2)]]
-            table += [_entry(dtype, causal, False, d1, d2, FALLBACK[_width(d1, d2)]) for d1, d2 in SPLITS]
+                for d1, d2 in splits:
+                    configs = CAUSAL_CONFIGS if causal else CONFIGS[_width(d1, d2)]
+                    # heads narrower than the split mask their columns: every config where such heads are
+                    # common (40 wide, SD 1.5), the long and the short one elsewhere
+                    masked = configs if d1 + d2 <= 64 else [configs[0], configs[-1]]
+                    table += [_entry(dtype, causal, True, True, d1, d2, cfg) for cfg in configs]
+                    table += [_entry(dtype, causal, True, False, d1, d2, cfg) for cfg in masked]
+            table += [_entry(dtype, causal, False, False, d1, d2, FALLBACK[_width(d1, d2)]) for d1, d2 in SPLITS]
     return table
 
 
@@ -205,7 +213,8 @@ PARAMS = ["q", "k", "v", "out", "scale", "q_batch_stride", "q_head_stride", "q_s
 
 
 def get_launch_contracts():
-    serves = ["head_dim <= D1 + D2", "head_dim > (D2 > 0) * D1 + (D2 == 0) * (D1 > 32) * (D1 // 2)"]
+    serves = ["head_dim <= D1 + D2", "head_dim > (D2 > 0) * D1 + (D2 == 0) * (D1 > 32) * (D1 // 2)",
+              "EXACT == 0 or head_dim == D1 + D2"]
     aligned = ["strides8 == 1"]
     grid = ["cdiv(sq, BLOCK_M)", "batch * heads", "1"]
     out = {}

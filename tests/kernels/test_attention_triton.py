@@ -17,10 +17,14 @@ def test_every_head_dim_from_16_to_256_and_512_has_kernels_of_one_width(table):
             splits = {(k.constants["D1"], k.constants["D2"]) for k in admitted(
                 table, group, batch=2, heads=8, sq=100, skv=77, head_dim=d, strides8=1)}
             assert splits and all(d <= a + b for a, b in splits), (d, group)
-    # 40, 80 and 160 run as 32+16, 64+16 and 128+32, not padded to a power of two
-    for d, split in ((40, (32, 16)), (80, (64, 16)), (160, (128, 32))):
-        assert split in {(k.constants["D1"], k.constants["D2"]) for k in admitted(
-            table, "attention_fp16", batch=1, heads=1, sq=1, skv=1, head_dim=d, strides8=1)}
+    # 80 and 160 run as 64+16 and 128+32, not padded to a power of two; 40 runs as 64, its columns masked
+    for d, split, exact in ((40, (64, 0), False), (80, (64, 16), True), (160, (128, 32), True)):
+        ks = admitted(table, "attention_fp16", batch=1, heads=1, sq=1, skv=1, head_dim=d, strides8=1)
+        assert split in {(k.constants["D1"], k.constants["D2"]) for k in ks}, d
+        assert {(k.constants["D1"], k.constants["D2"]) for k in ks if k.constants["EXACT"]} == ({split} if exact else set()), d
+    # an exact kernel never runs a narrower head
+    assert not [k for k in admitted(table, "attention_fp16", batch=1, heads=1, sq=1, skv=1, head_dim=56,
+                                    strides8=1) if k.constants["EXACT"]]
     assert not admitted(table, "attention_fp16", batch=1, heads=1, sq=1, skv=1, head_dim=40, strides8=0)
     k = next(k for k in table.kernels if k.group == "attention_fp16" and k.constants["BLOCK_M"] == 128)
     assert grid(table, k, batch=2, heads=8, sq=4097) == [33, 16, 1]
@@ -32,16 +36,17 @@ def test_fp32_is_served_by_the_fallback_alone(table):
 
 
 def test_awkward_shapes_match_float64_in_the_interpreter(table, root, tmp_path):
-    cases = [("attention_fp16", (32, 16), dict(batch=1, heads=1, sq=5, skv=1, head_dim=40)),
-             ("attention_fp16", (32, 16), dict(batch=2, heads=3, sq=70, skv=77, head_dim=40)),
+    cases = [("attention_fp16", (64, 0), dict(batch=1, heads=1, sq=5, skv=1, head_dim=40)),
+             ("attention_fp16", (64, 0), dict(batch=2, heads=3, sq=70, skv=77, head_dim=64)),
+             ("attention_fp16", (64, 16), dict(batch=1, heads=2, sq=33, skv=130, head_dim=80)),
              ("attention_bf16", (128, 32), dict(batch=1, heads=2, sq=19, skv=77, head_dim=160)),
              ("attention_any_fp32", (64, 16), dict(batch=1, heads=1, sq=9, skv=4097, head_dim=72)),
              ("attention_causal_fp16", (64, 0), dict(batch=1, heads=2, sq=70, skv=70, head_dim=64)),
              ("attention_causal_any_fp32", (32, 0), dict(batch=1, heads=1, sq=40, skv=33, head_dim=24))]
     spec = []
     for group, split, problem in cases:
-        k = next(k for k in table.kernels if k.group == group and (k.constants["D1"], k.constants["D2"]) == split
-                 and k.constants["BLOCK_M"] <= 64)
+        k = next(k for k in admitted(table, group, **problem, strides8=int(problem["head_dim"] % 8 == 0))
+                 if (k.constants["D1"], k.constants["D2"]) == split and k.constants["BLOCK_M"] <= 64)
         spec.append({"script": k.script, "name": k.name, "group": k.group, "constants": k.constants,
                      "num_warps": k.num_warps, "contract": table.contracts[group],
                      "problem": {**problem, "strides8": int(problem["head_dim"] % 8 == 0)}})

@@ -251,8 +251,14 @@ class DecomposedAttention:
         # a scale computed from the heads' shape sees the head dim the matcher worked out
         known = {on_q[0]: [None, heads, None, d], on_k[0]: [None, heads, d, None]}
         scale = _factor(g, on_scores, known) * _factor(g, on_q, known) * _factor(g, on_k, known)
-        new = _node(r, where, name, q, k, v, back.output[0], heads, scale, False)
-        return Match([*chain, mm1, sm, mm2, t, back], new, self.source)
+        # a Cast of the output to the type it has (the exporter's `.to(query.dtype)`) goes too: left after an op
+        # onnxruntime's CPU EP runs in float, versions before 1.31 mistype it and refuse the model
+        done = [back]
+        cast = g.only_reader(back.output[0])
+        if _is(cast, "Cast") and attrs(cast).get("to") == g.elem(back.output[0]) != 0:
+            done.append(cast)
+        new = _node(r, where, name, q, k, v, done[-1].output[0], heads, scale, False)
+        return Match([*chain, mm1, sm, mm2, t, *done], new, self.source)
 
 
 class OnnxAttention:

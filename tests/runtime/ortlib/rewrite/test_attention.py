@@ -16,8 +16,9 @@ from tritonforge.runtime.ortlib.rewrite import rewrite  # noqa: E402
 B, SQ, SKV, H, D = 2, 6, 5, 2, 8
 
 
-def _decomposed(mask: bool = False, div: bool = False, opset: int = 17):
-    """torch.onnx's TorchScript form of SDPA with the scale folded (or divided on the scores)."""
+def _decomposed(mask: bool = False, div: bool = False, opset: int = 17, cast: bool = False):
+    """torch.onnx's TorchScript form of SDPA with the scale folded (or divided on the scores); `cast`: the
+    output cast to the type it has, as diffusers' `.to(query.dtype)` exports."""
     c = H * D
     inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
              (("qs", [B, SQ, H, D]), ("ks", [B, SKV, H, D]), ("os", [B, SQ, c]))]
@@ -36,7 +37,9 @@ def _decomposed(mask: bool = False, div: bool = False, opset: int = 17):
         nodes += [n("Add", ["s", "mask"], ["sm_in"], name="add_mask")]
     nodes += [n("Softmax", ["sm_in" if mask else "s"], ["p"], axis=-1, name="attn.softmax"),
               n("MatMul", ["p", "vt"], ["o"]), n("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
-              n("Reshape", ["ot", "os"], ["y"])]
+              n("Reshape", ["ot", "os"], ["yc" if cast else "y"])]
+    if cast:
+        nodes.append(n("Cast", ["yc"], ["y"], to=TensorProto.FLOAT))
     vi = helper.make_tensor_value_info
     ins = [vi("q", TensorProto.FLOAT, [B, SQ, c]), vi("k", TensorProto.FLOAT, [B, SKV, c]),
            vi("v", TensorProto.FLOAT, [B, SKV, c])]
@@ -92,6 +95,16 @@ def test_attention_to_orts_own_op_computes_the_same(ort_library):
     report = rewrite(m, ort_library, attention="ort")
     assert report.rewritten == {"MultiHeadAttention": 1}
     assert _ops(m) == [("com.microsoft", "MultiHeadAttention")]
+    np.testing.assert_allclose(_run(m, ort_library), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("attention", ["ort", "tritonforge"])
+def test_the_outputs_cast_to_its_own_type_goes_with_the_attention(ort_library, attention):
+    # left behind ORT's op, onnxruntime before 1.31 mistypes it on the CPU EP and refuses the model
+    m = _decomposed(cast=True)
+    want = _run(m)
+    assert rewrite(m, ort_library, attention=attention).rewritten == {"MultiHeadAttention": 1}
+    assert [n.op_type for n in m.graph.node] == ["MultiHeadAttention"] and m.graph.node[0].output[0] == "y"
     np.testing.assert_allclose(_run(m, ort_library), want, atol=1e-5, rtol=1e-5)
 
 
