@@ -6,6 +6,10 @@
     ortlib.register(so)                      # or ortlib.register(so, "path/to/libtritonforge_ort.so")
     sess = ort.InferenceSession("model.tf.onnx", so, providers=["CUDAExecutionProvider"])
 
+or, with the CUDA EP options the rewritten models run best with (settings.py):
+
+    sess = ortlib.session("model.tf.onnx")
+
 The library (built by `invoke build` into `dist/cuda/multi/`, `dist/full/cuda/multi/` for every group,
 or fetched) serves the domain `tritonforge` (rewrite.py puts a model's nodes there). Without a path,
 `TRITONFORGE_ORT_LIBRARY` names it, else the full build's and then the ort build's `multi` library under
@@ -91,3 +95,8 @@ def choices(path: str | os.PathLike | None = None) -> list[dict]:
             device, op, signature, kernel = line.split("\t")
             rows.append({"device": device, "op": op, "signature": signature, "kernel": kernel})
     return rows
+
+
+# settings.py uses register() above: imported last
+from .settings import cuda_options as cuda_options  # noqa: E402
+from .settings import session as session  # noqa: E402

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .errors import TritonforgeError
+from .settings import meant_for
 
 
 def output_for(model: str | Path) -> Path:
@@ -36,6 +37,7 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
         say(line)
     say(f"checked: it {report.loads}" if report.loads.startswith("loads") else f"note: {report.loads}")
     say(f"wrote {' and '.join(report.wrote)}")
+    say(meant_for())
     return report.wrote
 
 

@@ -26,7 +26,8 @@ def test_it_says_what_it_rewrote_checked_and_wrote(ort_library, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == ("GroupNormalization: 1 node(s) -> tritonforge.GroupNormalization "
                         "(from 1 ONNX GroupNormalization)")
-    assert lines[-2].startswith("checked: it loads in onnxruntime ") and lines[-1] == "wrote block.tf.onnx"
+    assert lines[-3].startswith("checked: it loads in onnxruntime ") and lines[-2] == "wrote block.tf.onnx"
+    assert lines[-1].startswith("run it with tritonforge_ort.session(path)") and "prefer_nhwc=1" in lines[-1]
 
 
 @pytest.mark.parametrize("attention", ["tritonforge", "ort"])

@@ -1,0 +1,103 @@
+"""ortlib.session (settings.py): the CUDA EP options it starts from, a session that runs the library's ops,
+and on a GPU what onnxruntime accepts of the options, a CUDA graph on fixed shapes, and the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tritonforge.runtime import ortlib
+from tritonforge.runtime.ortlib.rewrite import rewrite
+from tritonforge.runtime.ortlib.settings import BEST, SessionError, cuda_options
+
+onnx = pytest.importorskip("onnx", reason="the tests build ONNX models")
+ort = pytest.importorskip("onnxruntime", reason="the sessions are onnxruntime's")
+
+CUDA = "CUDAExecutionProvider"
+
+
+def test_the_options_start_from_the_best_settings_and_never_fuse_the_bias_without_nhwc():
+    assert cuda_options() == {"prefer_nhwc": "1", "fuse_conv_bias": "1"} == BEST
+    assert cuda_options(cuda_graph=True)["enable_cuda_graph"] == "1"
+    assert cuda_options(prefer_nhwc=0, fuse_conv_bias=0) == {"prefer_nhwc": "0", "fuse_conv_bias": "0"}
+    with pytest.raises(SessionError, match="fuse_conv_bias=1 needs prefer_nhwc=1"):
+        cuda_options(prefer_nhwc="0")
+
+
+def _rewritten(lib, dynamic: bool = False):
+    from .rewrite.test_rewrite import sd_block
+
+    m = sd_block(21)
+    if dynamic:
+        m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    want = _plain(m)
+    rewrite(m, lib, softmax_min_cols=0)
+    assert {n.domain for n in m.graph.node} >= {"tritonforge"}
+    return m, want
+
+
+def _feeds():
+    return {"x": (np.random.default_rng(1).standard_normal((2, 8, 5, 6)) * 3 + 2).astype(np.float32)}
+
+
+def _plain(m):
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, _feeds())
+
+
+def test_a_cpu_session_runs_the_librarys_ops_and_says_what_it_applied(ort_library, tmp_path):
+    m, want = _rewritten(ort_library)
+    onnx.save(m, str(tmp_path / "block.tf.onnx"))
+    sess = ortlib.session(tmp_path / "block.tf.onnx", ort_library, providers=["CPUExecutionProvider"])
+    assert sess.tritonforge_settings == {"providers": ["CPUExecutionProvider"], "cuda_options": {}, "dropped": {},
+                                         "library": str(ort_library)}
+    for got, w in zip(sess.run(None, _feeds()), want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)
+
+
+def test_the_cuda_ep_asked_of_an_onnxruntime_without_it_is_a_clear_error(ort_library):
+    if CUDA in ort.get_available_providers():
+        pytest.skip(f"onnxruntime {ort.__version__} has the CUDA EP here")
+    m, _ = _rewritten(ort_library)
+    with pytest.raises(SessionError, match="has no CUDA EP"):
+        ortlib.session(m.SerializeToString(), ort_library, providers=[CUDA, "CPUExecutionProvider"])
+
+
+def test_a_cuda_graph_on_dims_that_are_not_fixed_names_the_input(ort_library):
+    m, _ = _rewritten(ort_library, dynamic=True)
+    with pytest.raises(SessionError, match=r"input 'x' has dims that are not fixed \(axes \[0\], shape \['batch', 8"):
+        ortlib.session(m.SerializeToString(), ort_library, cuda_graph=True)
+    with pytest.raises(SessionError, match="cuda_graph=True is a CUDA EP setting"):
+        ortlib.session(_rewritten(ort_library)[0].SerializeToString(), ort_library, cuda_graph=True,
+                       providers=["CPUExecutionProvider"])
+
+
+# ---- on a GPU: onnxruntime-gpu's CUDA EP ------------------------------------------------------------------
+def _bound(sess):
+    """Runs on the same device buffers (IOBinding), as a CUDA graph needs: onnxruntime captures after its
+    first runs and replays from then on."""
+    b = sess.io_binding()
+    x = ort.OrtValue.ortvalue_from_numpy(_feeds()["x"], "cuda", 0)
+    b.bind_ortvalue_input("x", x)
+    outs = [ort.OrtValue.ortvalue_from_shape_and_type([2, 8, 5, 6], np.float32, "cuda", 0) for _ in range(2)]
+    for o, v in zip(sess.get_outputs(), outs):
+        b.bind_ortvalue_output(o.name, v)
+    for _ in range(4):
+        sess.run_with_iobinding(b)
+    return [v.numpy() for v in outs]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_on_the_cuda_ep_the_settings_apply_or_are_dropped_with_the_reason(ort_cuda, library, cuda_graph):
+    m, want = _rewritten(library)
+    sess = ortlib.session(m.SerializeToString(), library, cuda_graph=cuda_graph)
+    s = sess.tritonforge_settings
+    assert s["providers"][0] == CUDA
+    # every option the session starts from is either applied or dropped with onnxruntime's reason
+    assert set(s["cuda_options"]) | set(s["dropped"]) == set(cuda_options(cuda_graph))
+    assert all(s["dropped"].values())
+    applied = sess.get_provider_options()[CUDA]
+    assert all(applied.get(k) == v for k, v in s["cuda_options"].items()), applied
+    for got, w in zip(_bound(sess), want):
+        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4)
+
+
