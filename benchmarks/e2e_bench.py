@@ -13,7 +13,10 @@ configs, random weights), exporter (torch.onnx with `dynamo=False` at opset 17 a
 outputs compared (max |a - b| over max |a|, against 2e-2 for fp16 and 5e-3 for fp32), then timed
 interleaved, one run of each at a time, and the medians kept. `--sides` runs other image sides (a static
 export for each); `--dynamic` exports once with symbolic batch, height and width (as Optimum does) and
-runs that one file, rewritten once, at every side. `--breakdown` adds each session's GPU
+runs that one file, rewritten once, at every side. `--settings best` times three sessions: the export under
+ORT's default settings (`ort`), the export under the settings `tritonforge_ort.session` gives
+(`ort_best`: NHWC, conv-bias fusion, and a CUDA graph where every shape is fixed) and the rewrite under
+the same (`tritonforge`); its rows' exporter ends in `+best`. `--breakdown` adds each session's GPU
 time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a speed-up
 stops. Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
 """
@@ -65,12 +68,19 @@ class Result:
     breakdown: dict = field(default_factory=dict)  # session -> {kind: ms per run}
     error: str = ""  # what stopped the measurement
     recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
+    settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
 
     @property
     def speedup(self) -> float:
         if self.recorded_speedup is not None:
             return self.recorded_speedup
         return self.ms["ort"] / self.ms["tritonforge"]
+
+    @property
+    def same_settings_speedup(self) -> float | None:
+        """The rewrite against the export under the same settings (--settings best), else None."""
+        return self.ms["ort_best"] / self.ms["tritonforge"] if "ort_best" in self.ms and "tritonforge" in self.ms \
+            else None
 
     @property
     def ok(self) -> bool:
@@ -86,6 +96,20 @@ def _session(path: Path, provider: str, library: Path | None):
         ortlib.register(so, library)
     providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
     return ort.InferenceSession(str(path), so, providers=providers)
+
+
+def _best_session(path: Path, provider: str, library: Path, graph: bool):
+    """ortlib.session's settings (the library registered for the export too: it runs none of its ops)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
+    return ortlib.session(path, library, providers=providers, cuda_graph=graph, session_options=so)
+
+
+def _fixed(sess) -> bool:
+    return all(isinstance(d, int) for io in (*sess.get_inputs(), *sess.get_outputs()) for d in io.shape)
 
 
 def random_inputs(sess, seed: int = 0, free: dict | None = None) -> dict:
@@ -115,7 +139,12 @@ class Bound:
         for name, v in zip(feeds, self.values):
             self.io.bind_ortvalue_input(name, v)
         for o in sess.get_outputs():
-            self.io.bind_output(o.name, device)
+            if _fixed(sess):  # the same output buffers every run, as a CUDA graph's replay needs
+                out = ort.OrtValue.ortvalue_from_shape_and_type(o.shape, _NP[o.type], device, 0)
+                self.values.append(out)
+                self.io.bind_ortvalue_output(o.name, out)
+            else:
+                self.io.bind_output(o.name, device)
 
     def run(self) -> float:
         t = time.perf_counter()
@@ -162,17 +191,26 @@ def rewrite(path: Path, library: Path, log=print) -> tuple[Path, object]:
 
 
 def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
-            result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None) -> Result:
+            result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None,
+            best: bool = False) -> Result:
     """Rewrite `path` (or take `rewritten`, rewrite()'s pair), check and time it against the original at the
-    inputs `free` sizes (random_inputs); fills and returns `result`."""
+    inputs `free` sizes (random_inputs); fills and returns `result`. `best`: the export and the rewrite under
+    ortlib.session's settings too (a CUDA graph where every shape is fixed), the rewrite under them only."""
     out, report = rewritten or rewrite(path, library, log)
     result.rewritten = sum(report.rewritten.values())
     result.left = list(report.left)
     try:
         base = _session(path, provider, None)
         feeds = random_inputs(base, free=free)
-        sessions = {"ort": Bound(base, feeds, provider),
-                    "tritonforge": Bound(_session(out, provider, library), feeds, provider)}
+        sessions = {"ort": Bound(base, feeds, provider)}
+        if best:
+            graph = provider == "cuda" and _fixed(base)
+            for name, model in (("ort_best", path), ("tritonforge", out)):
+                sess = _best_session(model, provider, library, graph)
+                result.settings[name] = sess.tritonforge_settings
+                sessions[name] = Bound(sess, feeds, provider)
+        else:
+            sessions["tritonforge"] = Bound(_session(out, provider, library), feeds, provider)
     except Exception as exc:  # e.g. ORT's contrib ops on the CPU EP: say so and go on with the next model
         result.error = str(exc).strip().splitlines()[0][:300]
         log(f"  not run: {result.error}")
@@ -205,10 +243,14 @@ def record(results: list[Result], device: str, path) -> None:
                      "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")
                      + (f" | not run: {r.error}" if r.error else "")})
         for k, ms in r.ms.items():
-            rows.append({**common, "provider": k, "metric": "ms", "unit": "ms", "value": f"{ms:.3f}"})
+            rows.append({**common, "provider": k, "metric": "ms", "unit": "ms", "value": f"{ms:.3f}",
+                         "extra": settings_said(r.settings.get(k))})
         if r.ms:
             rows.append({**common, "provider": "tritonforge", "metric": "speedup", "unit": "x",
                          "value": f"{r.speedup:.3f}"})
+        if r.same_settings_speedup is not None:
+            rows.append({**common, "provider": "tritonforge", "metric": "speedup_same_settings", "unit": "x",
+                         "value": f"{r.same_settings_speedup:.3f}"})
         for k, kinds in r.breakdown.items():
             rows += [{**common, "provider": k, "metric": f"gpu_ms:{kind}", "unit": "ms", "value": f"{ms:.3f}"}
                      for kind, ms in kinds.items()]
@@ -216,15 +258,28 @@ def record(results: list[Result], device: str, path) -> None:
         write_rows("e2e", device, rows, path)
 
 
+def settings_said(settings: dict | None) -> str:
+    """One line of what ortlib.session applied and dropped ("" for ORT's default settings)."""
+    if not settings:
+        return ""
+    applied = ",".join(f"{k}={v}" for k, v in settings["cuda_options"].items()) or "none"
+    dropped = ",".join(settings["dropped"])
+    return f"settings: {applied}" + (f"; dropped: {dropped}" if dropped else "")
+
+
 def table(results: list[Result]) -> list[str]:
-    lines = ["| model | exporter | dtype | as exported ms | rewritten ms | speed-up | nodes rewritten | left | "
-             "max rel diff |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | exporter | dtype | as exported ms | rewritten ms | speed-up | as exported, same settings ms | "
+             "speed-up, same settings | nodes rewritten | left | max rel diff |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         ms = r.ms or {}
+        same = r.same_settings_speedup
+        best = f"{ms['ort_best']:.2f}" if "ort_best" in ms else "-"
         lines.append(f"| {r.model} | {r.exporter} | {r.dtype} | {ms.get('ort', float('nan')):.2f} | "
                      f"{ms.get('tritonforge', float('nan')):.2f} | "
-                     f"{f'{r.speedup:.2f}x' if ms else 'not run' if r.error else 'not timed'} | {r.rewritten} | "
-                     f"{len(r.left)} | {r.diff:.2g} |")
+                     f"{f'{r.speedup:.2f}x' if ms else 'not run' if r.error else 'not timed'} | "
+                     f"{best} | "
+                     f"{f'{same:.2f}x' if same is not None else '-'} | {r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
     for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
@@ -233,11 +288,14 @@ def table(results: list[Result]) -> list[str]:
 
 
 def report_order(r: Result) -> tuple:
-    """Model, then image side, dtype, exporter (as exported before ORT's optimizer, static before dynamic)."""
+    """Model, then image side, dtype, exporter (as exported before ORT's optimizer, static before dynamic,
+    ORT's default settings before the best)."""
     model, _, side = r.model.partition("@")
-    exporter, _, dynamic = r.exporter.partition(".")
+    name, _, best = r.exporter.partition("+")
+    exporter, _, dynamic = name.partition(".")
     known = ("torchscript", "dynamo", "ort", "file")
-    return (model, int(side or 0), r.dtype, known.index(exporter) if exporter in known else len(known), dynamic)
+    return (model, int(side or 0), r.dtype, known.index(exporter) if exporter in known else len(known), dynamic,
+            best)
 
 
 def from_rows(path: Path, device: str | None = None) -> list[Result]:
@@ -255,6 +313,8 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 r.ms[row["provider"]] = float(row["value"])
             elif row["metric"] == "speedup":
                 r.recorded_speedup = float(row["value"])
+            elif row["metric"] == "speedup_same_settings":
+                continue  # derived again from the ms rows
             elif row["metric"] == "max_rel_diff":
                 r.diff = float(row["value"])
                 counts = re.match(r"(\d+) nodes rewritten, (\d+) left", row["extra"])
@@ -291,9 +351,10 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
         if rewritten is None or not args.dynamic:
             rewritten = rewrite(path, library)
         free = {0: m.batch, 2: (32 if args.tiny else side) // 8, 3: (32 if args.tiny else side) // 8}
+        best = args.settings == "best"
         r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                    Result(label, exporter + (".dynamic" if args.dynamic else ""), dtype), rewritten=rewritten,
-                    free=free)
+                    Result(label, exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else ""), dtype),
+                    rewritten=rewritten, free=free, best=best)
         out.append(r)
         print("  " + table([r])[2], flush=True)
         record([r], device, results_path)
@@ -322,6 +383,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sides", default="", help="comma list of image sides in pixels (default: each model's own)")
     ap.add_argument("--dynamic", action="store_true",
                     help="export with dynamic batch, height and width, once, and run it at every side")
+    ap.add_argument("--settings", choices=("default", "best"), default="default",
+                    help="best: also the export under tritonforge_ort.session's settings, and the rewrite under them")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
@@ -335,8 +398,9 @@ def main(argv=None) -> int:
     results_path = args.results or ROOT / "benchmarks" / "results" / "results.csv"
     if args.onnx:
         dtype = "fp16" if "float16" in _session(args.onnx, "cpu", None).get_inputs()[0].type else "fp32"
+        best = args.settings == "best"
         results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                               Result(args.onnx.stem, "file", dtype)))
+                               Result(args.onnx.stem, "file+best" if best else "file", dtype), best=best))
     else:
         from benchmarks import e2e_models
 

@@ -48,7 +48,33 @@ def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_libra
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     speedup = float(rows[("tritonforge", "speedup")]["value"])
     assert table.returncode == 0 and "| fp16 | " in table.stdout
-    assert f"| {speedup:.2f}x | {done} | {left} |" in table.stdout
+    assert f"| {speedup:.2f}x | - | - | {done} | {left} |" in table.stdout
+
+
+def test_best_settings_time_the_export_under_them_too_and_say_what_they_were(ort_library, tmp_path):
+    import shutil
+
+    for f in EXPORT.parent.glob(EXPORT.name + "*"):
+        shutil.copy(f, tmp_path / f.name)
+    results = tmp_path / "results.csv"
+    proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
+                           "--provider", "cpu", "--library", str(ort_library), "--runs", "2", "--warmup", "1",
+                           "--settings", "best", "--results", str(results)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
+    assert {r["shape"] for r in rows.values()} == {"sd15_vae_decoder_tiny.dynamo.fp16/file+best"}
+    ms = {p: float(rows[(p, "ms")]["value"]) for p in ("ort", "ort_best", "tritonforge")}
+    assert all(v > 0 for v in ms.values())
+    assert rows[("ort", "ms")]["extra"] == ""  # ORT's defaults
+    # on the CPU EP the CUDA options do not apply, and the rows say so
+    assert rows[("ort_best", "ms")]["extra"] == rows[("tritonforge", "ms")]["extra"] == "settings: none"
+    same = float(rows[("tritonforge", "speedup_same_settings")]["value"])
+    assert same == pytest.approx(ms["ort_best"] / ms["tritonforge"], rel=1e-2)
+    table = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--report", "--results", str(results)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert f"| file+best | fp16 | {ms['ort']:.2f} | {ms['tritonforge']:.2f} |" in table.stdout
+    assert f"| {ms['ort_best']:.2f} | {same:.2f}x |" in table.stdout, table.stdout
 
 
 def test_outputs_are_compared_relative_to_their_largest_magnitude_and_nans_fail():
