@@ -610,10 +610,11 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
                    "columns; runtime/ortlib/rewrite/softmax_measured.py)",
     "attention": "measured (default: the fastest measured per class of shape), tritonforge (the library's op) or "
                  "ort (com.microsoft.MultiHeadAttention)",
+    "layout": "nchw (default: the export's) or nhwc (GroupNorms channels-last, for sessions with prefer_nhwc)",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
-            any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured"):
+            any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nchw"):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
     ORT's own, where it measured faster); any size (external data)."""
@@ -622,5 +623,7 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
     _need("rewrite", model=model)
     if attention not in ("measured", "tritonforge", "ort"):
         raise Exit(f"error: --attention must be measured, tritonforge or ort, not '{attention}'", code=2)
+    if layout not in ("nchw", "nhwc"):
+        raise Exit(f"error: --layout must be nchw or nhwc, not '{layout}'", code=2)
     rewrite_and_say(model, out, library, any_dtype, all_softmax,
-                    attention=None if attention == "measured" else attention)
+                    attention=None if attention == "measured" else attention, layout=layout)

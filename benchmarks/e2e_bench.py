@@ -16,7 +16,8 @@ export for each); `--dynamic` exports once with symbolic batch, height and width
 runs that one file, rewritten once, at every side. `--settings best` times three sessions: the export under
 ORT's default settings (`ort`), the export under the settings `tritonforge_ort.session` gives
 (`ort_best`: NHWC, conv-bias fusion, and a CUDA graph where every shape is fixed) and the rewrite under
-the same (`tritonforge`); its rows' exporter ends in `+best`. `--breakdown` adds each session's GPU
+the same (`tritonforge`); its rows' exporter ends in `+best`. `--layout nhwc` rewrites the GroupNorms
+channels-last (rows `+nhwc`). `--breakdown` adds each session's GPU
 time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a speed-up
 stops. Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
 """
@@ -180,11 +181,11 @@ def kernel_breakdown(bound: Bound, runs: int = 3) -> dict:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def rewrite(path: Path, library: Path, log=print) -> tuple[Path, object]:
+def rewrite(path: Path, library: Path, log=print, layout: str = "nchw") -> tuple[Path, object]:
     """`path` rewritten beside it: (the rewrite's path, its report)."""
     out = path.with_name(path.name.removesuffix(".onnx") + ".tf.onnx")
     t = time.perf_counter()
-    report = rewrite_file(path, out, library)
+    report = rewrite_file(path, out, library, layout=layout)
     log(f"  rewrite ({time.perf_counter() - t:.1f} s): " + "; ".join(report.lines()[:3]) +
         (f"; {len(report.left)} left" if report.left else ""))
     return out, report
@@ -192,11 +193,11 @@ def rewrite(path: Path, library: Path, log=print) -> tuple[Path, object]:
 
 def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
             result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None,
-            best: bool = False) -> Result:
+            best: bool = False, layout: str = "nchw") -> Result:
     """Rewrite `path` (or take `rewritten`, rewrite()'s pair), check and time it against the original at the
     inputs `free` sizes (random_inputs); fills and returns `result`. `best`: the export and the rewrite under
     ortlib.session's settings too (a CUDA graph where every shape is fixed), the rewrite under them only."""
-    out, report = rewritten or rewrite(path, library, log)
+    out, report = rewritten or rewrite(path, library, log, layout)
     result.rewritten = sum(report.rewritten.values())
     result.left = list(report.left)
     try:
@@ -335,6 +336,10 @@ def _device(provider: str) -> str:
     return CudaBackend(0).device_name
 
 
+def _layout_tag(layout: str) -> str:
+    return "" if layout == "nchw" else f"+{layout}"
+
+
 def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Path, work: Path, device: str,
               results_path: Path) -> list[Result]:
     """One model, exporter and dtype at every side: a static export each, or one dynamic export rewritten once."""
@@ -349,12 +354,12 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
                                  side=None if args.dynamic else side)
         print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
         if rewritten is None or not args.dynamic:
-            rewritten = rewrite(path, library)
+            rewritten = rewrite(path, library, layout=args.layout)
         free = {0: m.batch, 2: (32 if args.tiny else side) // 8, 3: (32 if args.tiny else side) // 8}
         best = args.settings == "best"
+        name = exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(args.layout)
         r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                    Result(label, exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else ""), dtype),
-                    rewritten=rewritten, free=free, best=best)
+                    Result(label, name, dtype), rewritten=rewritten, free=free, best=best)
         out.append(r)
         print("  " + table([r])[2], flush=True)
         record([r], device, results_path)
@@ -385,6 +390,8 @@ def main(argv=None) -> int:
                     help="export with dynamic batch, height and width, once, and run it at every side")
     ap.add_argument("--settings", choices=("default", "best"), default="default",
                     help="best: also the export under tritonforge_ort.session's settings, and the rewrite under them")
+    ap.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw",
+                    help="the rewrite's layout (nhwc: GroupNorms channels-last, for --settings best)")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
@@ -399,8 +406,9 @@ def main(argv=None) -> int:
     if args.onnx:
         dtype = "fp16" if "float16" in _session(args.onnx, "cpu", None).get_inputs()[0].type else "fp32"
         best = args.settings == "best"
+        name = "file" + ("+best" if best else "") + _layout_tag(args.layout)
         results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                               Result(args.onnx.stem, "file+best" if best else "file", dtype), best=best))
+                               Result(args.onnx.stem, name, dtype), best=best, layout=args.layout))
     else:
         from benchmarks import e2e_models
 

@@ -20,14 +20,14 @@ def output_for(model: str | Path) -> Path:
 
 def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: str | None = None,
                     any_dtype: bool = False, all_softmax: bool = False, say=print,
-                    attention: str | None = None) -> list[str]:
+                    attention: str | None = None, layout: str = "nchw") -> list[str]:
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
 
     try:
         report = rewrite_file(model, out or output_for(model), library, use_library=not any_dtype,
-                              softmax_min_cols=0 if all_softmax else None, attention=attention)
+                              softmax_min_cols=0 if all_softmax else None, attention=attention, layout=layout)
     except TritonforgeError:
         raise
     except Exception as exc:  # anything else (a library that does not load, a full disk) is one line too
@@ -53,10 +53,13 @@ def main(argv=None) -> int:
     ap.add_argument("--attention", choices=("measured", "tritonforge", "ort"), default="measured",
                     help="where attention goes: the fastest measured per class of shape (default), the library's "
                          "op, or ORT's com.microsoft.MultiHeadAttention")
+    ap.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw",
+                    help="nhwc: GroupNorms channels-last between Transposes, for sessions with prefer_nhwc (which "
+                         "cancel them against ORT's own around its NHWC convolutions)")
     args = ap.parse_args(argv)
     try:
         rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax,
-                        attention=None if args.attention == "measured" else args.attention)
+                        attention=None if args.attention == "measured" else args.attention, layout=args.layout)
     except TritonforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

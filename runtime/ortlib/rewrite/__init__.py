@@ -34,6 +34,7 @@ from ..errors import TritonforgeError
 from .attention import ATTENTION
 from .files import ModelFileError, read, tensors, write
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
+from .layout import channels_last
 from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
 
@@ -50,6 +51,7 @@ class Report:
     sources: Counter = field(default_factory=Counter)  # (library op, the form it came from) -> nodes
     targets: Counter = field(default_factory=Counter)  # (op, the domain written: the library's or ORT's) -> nodes
     fused_silu: int = 0
+    channels_last: int = 0  # GroupNormalizations written as the NHWC GroupNorm between Transposes (layout.py)
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
     loads: str = ""  # what rewrite_file checked before writing: "loads in onnxruntime 1.31.1 (...)"
@@ -65,11 +67,15 @@ class Report:
             out.append(f"{op}: {n} node(s) -> {where} (from {forms}{why})")
         if self.fused_silu:
             out.append(f"SiLU fused into {self.fused_silu} GroupNormalization node(s)")
+        if self.channels_last:
+            out.append(f"channels-last: {self.channels_last} GroupNormalization node(s) as tritonforge.GroupNorm "
+                       "between Transposes, for sessions with prefer_nhwc (rewrite/layout.py)")
         out += [f"left as is: {why}" for why in self.left]
         return out or ["nothing to rewrite"]
 
     def as_dict(self) -> dict:
-        return {"rewritten": dict(self.rewritten), "fused_silu": self.fused_silu, "left": list(self.left),
+        return {"rewritten": dict(self.rewritten), "fused_silu": self.fused_silu,
+                "channels_last": self.channels_last, "left": list(self.left),
                 "wrote": list(self.wrote), "loads": self.loads}
 
 
@@ -87,7 +93,7 @@ def _check(model, what: str) -> bool:
 
 def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True,
             softmax_min_cols: dict | int | None = None, base_dir: str | os.PathLike | None = None,
-            check: bool | None = None, attention: str | None = None) -> Report:
+            check: bool | None = None, attention: str | None = None, layout: str = "nchw") -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
@@ -95,9 +101,13 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     where the model's external data lives.
     `check`: run onnx.checker before and after (default: when the model's data is all in memory).
     `attention`: "tritonforge" (every attention the matchers find to the library), "ort" (to ORT's
-    com.microsoft.MultiHeadAttention), or None: the fastest measured per class of shape (attention.py)."""
+    com.microsoft.MultiHeadAttention), or None: the fastest measured per class of shape (attention.py).
+    `layout`: "nchw" (the export's), or "nhwc": GroupNorms channels-last for sessions with prefer_nhwc
+    (layout.py)."""
     if attention not in (None, "tritonforge", "ort"):
         raise RewriteError(f"attention={attention!r}: choose tritonforge, ort or None (the measured choice)")
+    if layout not in ("nchw", "nhwc"):
+        raise RewriteError(f"layout={layout!r}: choose nchw or nhwc")
     cuda = info(library)["cuda"] if use_library else None
     min_cols = (softmax_min_cols if isinstance(softmax_min_cols, dict) or softmax_min_cols is None
                 else dict.fromkeys(FLOAT_TYPES.values(), softmax_min_cols))
@@ -105,7 +115,11 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
         check = not any(t.data_location == t.EXTERNAL for t in tensors(model))
     valid = check and _check(model, "before")
     report = Report()
-    _rewrite_scope(Graph(model, base_dir), cuda, min_cols, report, attention)
+    graph = Graph(model, base_dir)
+    _rewrite_scope(graph, cuda, min_cols, report, attention)
+    if layout == "nhwc":
+        report.channels_last, kept = channels_last(graph, cuda)
+        report.left += kept
     # the domains the written nodes use (the library's, and ORT's where attention went to its own op)
     used = {n.domain for n in every_node(model.graph)} & {DOMAIN, MS} if report.rewritten else set()
     for domain in sorted(used - {o.domain for o in model.opset_import}):
@@ -195,7 +209,7 @@ def _splice(graph: Graph, taken: dict, initializers: list) -> None:
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
                  use_library: bool = True, softmax_min_cols: dict | int | None = None,
-                 attention: str | None = None) -> Report:
+                 attention: str | None = None, layout: str = "nchw") -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
     model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
     model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one
@@ -216,7 +230,8 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
         valid = True
     except onnx.checker.ValidationError:
         valid = False
-    report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False, attention=attention)
+    report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False, attention=attention,
+                     layout=layout)
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst)

@@ -44,6 +44,27 @@ def test_attention_goes_where_it_is_told(ort_library, tmp_path, attention):
     assert bad.returncode == 2 and "--attention: invalid choice: 'fastest'" in bad.stderr
 
 
+def test_the_layout_is_chosen_on_the_command_line_and_through_invoke(ort_library, tmp_path):
+    from tests.cli import invoke
+
+    from .rewrite.test_rewrite import sd_block
+
+    onnx.save(sd_block(21), str(tmp_path / "block.onnx"))
+    proc = _cli("block.onnx", "--library", ort_library, "--layout", "nhwc", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "channels-last: 1 GroupNormalization node(s) as tritonforge.GroupNorm between Transposes" in proc.stdout
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "block.tf.onnx")).graph.node]
+    assert ops[:3] == ["Transpose", "GroupNorm", "Transpose"], ops
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    done = invoke(root, "rewrite", "--model", str(tmp_path / "block.onnx"), "--out", str(tmp_path / "i.onnx"),
+                  "--library", str(ort_library), "--layout", "nhwc")
+    assert done.returncode == 0 and "channels-last: 1 GroupNormalization" in done.stdout, done.stdout
+    bad = invoke(root, "rewrite", "--model", str(tmp_path / "block.onnx"), "--layout", "hwc")
+    assert bad.returncode == 2 and "error: --layout must be nchw or nhwc, not 'hwc'" in bad.stdout, bad.stdout
+
+
 @pytest.mark.parametrize("case", ["no model", "not a model", "a library that does not load", "no library"])
 def test_every_failure_is_one_line_on_stderr(ort_library, tmp_path, case):
     from .rewrite.test_rewrite import sd_block

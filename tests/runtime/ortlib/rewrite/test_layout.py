@@ -1,0 +1,65 @@
+"""layout.py: the GroupNorms channels-last between Transposes (the real exports, both exporters), numbers
+equal to the export's on the library's CPU ops, and what stays NCHW named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the rewrite edits ONNX models")
+ort = pytest.importorskip("onnxruntime", reason="the rewritten models run in onnxruntime")
+
+from tritonforge.runtime.ortlib.rewrite import RewriteError, rewrite  # noqa: E402
+
+EXPORTS = Path(__file__).parent / "exports"
+
+
+def _run(model, lib=None):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if lib:
+        so.register_custom_ops_library(str(lib))
+    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in s.get_inputs():
+        dt = {"tensor(float16)": np.float16, "tensor(int64)": np.int64}.get(i.type, np.float32)
+        feeds[i.name] = rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(dt)
+    return s.run(None, feeds)[0].astype(np.float64)
+
+
+@pytest.mark.parametrize("name", ["sd15_unet_tiny.torchscript.fp16.onnx", "sd15_vae_decoder_tiny.torchscript.fp32.onnx",
+                                  "sd15_vae_decoder_tiny.dynamo.fp16.onnx"])
+def test_every_4d_group_norm_runs_channels_last_between_inverse_transposes(ort_library, name):
+    m = onnx.load(str(EXPORTS / name))
+    want = _run(m)
+    report = rewrite(m, ort_library, layout="nhwc")
+    g = m.graph
+    producer = {o: n for n in g.node for o in n.output}
+    readers = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    norms = [n for n in g.node if n.domain == "tritonforge" and n.op_type == "GroupNorm"]
+    assert norms and len(norms) == report.channels_last
+    for n in norms:
+        before, after = producer[n.input[0]], readers[n.output[0]]
+        assert before.op_type == "Transpose" and list(before.attribute[0].ints) == [0, 2, 3, 1], n.name
+        assert [a.op_type for a in after] == ["Transpose"] and list(after[0].attribute[0].ints) == [0, 3, 1, 2]
+    nchw = [n for n in g.node if n.domain == "tritonforge" and n.op_type == "GroupNormalization"]
+    stays = [why for why in report.left if "stays NCHW" in why]
+    assert len(stays) == len(nchw) and all("its input has rank 3" in why for why in stays), stays
+    assert f"channels-last: {len(norms)} GroupNormalization node(s)" in "\n".join(report.lines())
+    got = _run(m, ort_library)
+    tol = 2e-2 if "fp16" in name else 1e-4
+    assert np.abs(got - want).max() / np.abs(want).max() < tol
+
+
+def test_the_layout_is_nchw_or_nhwc(ort_library):
+    m = onnx.load(str(EXPORTS / "sd15_unet_tiny.torchscript.fp16.onnx"))
+    with pytest.raises(RewriteError, match="layout='nc': choose nchw or nhwc"):
+        rewrite(m, ort_library, layout="nc")
+    rewrite(m, ort_library)  # the default: the export's layout, no Transpose added
+    assert not [n for n in m.graph.node if n.op_type == "GroupNorm"]
