@@ -97,6 +97,11 @@ def choices(path: str | os.PathLike | None = None) -> list[dict]:
     return rows
 
 
-# settings.py uses register() above: imported last
-from .settings import cuda_options as cuda_options  # noqa: E402
-from .settings import session as session  # noqa: E402
+def session(model, library: str | os.PathLike | None = None, **settings):
+    """An onnxruntime.InferenceSession of `model` with the library registered and the CUDA EP settings the
+    rewritten models are meant for (settings.py: `providers`, `cuda_graph`, `session_options`, and CUDA EP
+    options as keywords); its `tritonforge_settings` says what applied and what onnxruntime refused."""
+    from .settings import make_session
+
+    return make_session(model, library_path(library), **settings)
+

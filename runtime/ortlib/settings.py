@@ -24,8 +24,8 @@ Without the CUDA EP the session runs the library's CPU ops and the options do no
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from . import register
 from .errors import TritonforgeError
 
 BEST = {"prefer_nhwc": "1", "fuse_conv_bias": "1"}
@@ -68,17 +68,17 @@ def _fixed_inputs(model) -> None:
                                "a CUDA graph replays one shape; export with static axes, or leave cuda_graph off")
 
 
-def session(model: str | os.PathLike | bytes, library: str | os.PathLike | None = None, *,
-            providers: list[str] | None = None, cuda_graph: bool = False, session_options=None,
-            **provider_options: str):
-    """An onnxruntime.InferenceSession of `model` (a path or the serialized bytes) with the library
-    registered and the CUDA EP options above (`provider_options` override or add to them). `providers`:
-    default the CUDA EP where onnxruntime has it, then the CPU EP. The session's `tritonforge_settings`
-    holds {"providers", "cuda_options" (as applied), "dropped" ({option: onnxruntime's reason})}."""
+def make_session(model: str | os.PathLike | bytes, lib: Path, *, providers: list[str] | None = None,
+                 cuda_graph: bool = False, session_options=None, **provider_options: str):
+    """ortlib.session's work, the library's path found: an onnxruntime.InferenceSession of `model` (a path or
+    the serialized bytes) with `lib` registered and the CUDA EP options above (`provider_options` override or
+    add to them). `providers`: default the CUDA EP where onnxruntime has it, then the CPU EP. The session's
+    `tritonforge_settings` holds {"providers", "cuda_options" (as applied), "dropped" ({option: onnxruntime's
+    reason}), "library"}."""
     import onnxruntime as ort
 
     so = session_options or ort.SessionOptions()
-    lib = register(so, library)
+    so.register_custom_ops_library(str(lib))
     if providers is None:
         providers = [CUDA, CPU] if CUDA in ort.get_available_providers() else [CPU]
     source = model if isinstance(model, bytes) else str(model)
