@@ -95,12 +95,12 @@ def make_session(model: str | os.PathLike | bytes, lib: Path, *, providers: list
                            f"providers={[CPU]!r})")
     options = cuda_options(cuda_graph, **provider_options)
     dropped: dict[str, str] = {}
+    kept = set(provider_options) | {_NEEDS[o] for o in provider_options if o in _NEEDS}  # the caller's
     while True:
         try:
             sess = ort.InferenceSession(
                 source, so, providers=[(p, options) if p == CUDA else p for p in providers])
         except Exception as exc:  # onnxruntime's own classes (Fail, InvalidArgument, ...) share no public base
-            kept = set(provider_options) | {_NEEDS[o] for o in provider_options if o in _NEEDS}
             droppable = [o for o in _DROP_ORDER if o in options and o not in kept]
             if not droppable:
                 raise

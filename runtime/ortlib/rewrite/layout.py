@@ -25,43 +25,47 @@ TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
 
 
+def _stays_nchw(g, n, cuda: dict | None) -> str | None:
+    """Why the GroupNormalization `n` cannot run channels-last, or None when it can."""
+    dims = g.dims(n.input[0])
+    if dims is None:
+        return "its input's rank is unknown"
+    if len(dims) != 4:
+        return f"its input has rank {len(dims)}"
+    dtype = FLOAT_TYPES.get(g.elem(n.input[0]))
+    if cuda is not None and dtype not in cuda.get("GroupNorm", ()):
+        return f"the library's NHWC GroupNorm has no CUDA kernels for {dtype}"
+    return None
+
+
+def _nhwc(g, n) -> list:
+    """`n` as Transpose -> tritonforge.GroupNorm -> Transpose, writing the values it wrote."""
+    from onnx import helper
+
+    a = attrs(n)
+    base = n.name or n.output[0]
+    x_nhwc, y_nhwc = g.unique(f"{n.input[0]}_nhwc"), g.unique(f"{n.output[0]}_nhwc")
+    return [helper.make_node("Transpose", [n.input[0]], [x_nhwc], name=g.unique(f"{base}_to_nhwc"), perm=TO_NHWC),
+            helper.make_node("GroupNorm", [x_nhwc, n.input[1], n.input[2]], [y_nhwc], name=n.name, domain=DOMAIN,
+                             groups=int(a["num_groups"]), epsilon=float(a.get("epsilon", 1e-5)),
+                             activation=int(a.get("activation", 0))),
+            helper.make_node("Transpose", [y_nhwc], [n.output[0]], name=g.unique(f"{base}_to_nchw"), perm=TO_NCHW)]
+
+
 def channels_last(g, cuda: dict | None) -> tuple[int, list[str]]:
     """Every 4-D tritonforge.GroupNormalization of the graph `g` (rewrite.graph.Graph) as tritonforge.GroupNorm
     between Transposes, in place. `cuda`: the library's CUDA dtypes per op (None: any). Returns (how many
     were written channels-last, why each other one was not)."""
-    from onnx import helper
-
-    nodes = g.scope.node
-    done, kept = 0, []
-    i = 0
-    while i < len(nodes):
-        n = nodes[i]
-        if n.domain != DOMAIN or n.op_type != "GroupNormalization":
-            i += 1
+    out, done, kept = [], 0, []
+    for n in g.scope.node:
+        why = _stays_nchw(g, n, cuda) if n.domain == DOMAIN and n.op_type == "GroupNormalization" else ""
+        if why is None:
+            out += _nhwc(g, n)
+            done += 1
             continue
-        dims = g.dims(n.input[0])
-        dtype = FLOAT_TYPES.get(g.elem(n.input[0]))
-        if dims is None or len(dims) != 4:
-            why = f"its input has rank {len(dims)}" if dims is not None else "its input's rank is unknown"
-        elif cuda is not None and dtype not in cuda.get("GroupNorm", ()):
-            why = f"the library's NHWC GroupNorm has no CUDA kernels for {dtype}"
-        else:
-            why = None
         if why:
             kept.append(f"GroupNormalization node '{n.name or n.output[0]}' stays NCHW: {why}")
-            i += 1
-            continue
-        a = attrs(n)
-        base = n.name or n.output[0]
-        x_nhwc, y_nhwc = g.unique(f"{n.input[0]}_nhwc"), g.unique(f"{n.output[0]}_nhwc")
-        new = [helper.make_node("Transpose", [n.input[0]], [x_nhwc], name=g.unique(f"{base}_to_nhwc"), perm=TO_NHWC),
-               helper.make_node("GroupNorm", [x_nhwc, n.input[1], n.input[2]], [y_nhwc], name=n.name, domain=DOMAIN,
-                                groups=int(a["num_groups"]), epsilon=float(a.get("epsilon", 1e-5)),
-                                activation=int(a.get("activation", 0))),
-               helper.make_node("Transpose", [y_nhwc], [n.output[0]], name=g.unique(f"{base}_to_nchw"), perm=TO_NCHW)]
-        del nodes[i]
-        for k, m in enumerate(new):
-            nodes.insert(i + k, m)
-        i += len(new)
-        done += 1
+        out.append(n)
+    del g.scope.node[:]
+    g.scope.node.extend(out)
     return done, kept
