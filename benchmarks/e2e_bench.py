@@ -17,9 +17,10 @@ runs that one file, rewritten once, at every side. `--settings best` times three
 ORT's default settings (`ort`), the export under the settings `tritonforge_ort.session` gives
 (`ort_best`: NHWC, conv-bias fusion, and a CUDA graph where every shape is fixed) and the rewrite under
 the same (`tritonforge`); its rows' exporter ends in `+best`. `--layout nhwc` rewrites the GroupNorms
-channels-last (rows `+nhwc`). `--breakdown` adds each session's GPU
-time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a speed-up
-stops. Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
+channels-last (rows `+nhwc`; `--layout nchw,nhwc` times both against one export). `--breakdown` adds each
+session's GPU time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a
+speed-up stops, and names the layout conversions (cuDNN's NCHW/NHWC kernels, Transposes). Rows go to
+benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from tritonforge.runtime.ortlib.rewrite import rewrite_file  # noqa: E402
 
 from benchmarks.results import write_rows  # noqa: E402
 
+# cuDNN's conversions around its NHWC convolutions and ORT's Transpose: the kernels a layout-aware graph avoids.
+LAYOUT = r"[Nn]chw[Tt]o[Nn]hwc|[Nn]hwc[Tt]o[Nn]chw|[Tt]ranspose"
 TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}
 _NP = {"tensor(float16)": np.float16, "tensor(float)": np.float32, "tensor(double)": np.float64,
        "tensor(int64)": np.int64, "tensor(int32)": np.int32}
@@ -51,6 +54,7 @@ KINDS = (("tritonforge", r"^(group_norm|softmax|attention)\w*_kernel$"),  # the 
          ("group/instance norm (ORT)", r"[Gg]roup[Nn]orm|[Ii]nstance[Nn]orm|bn_fw|[Bb]atch[Nn]orm|Welford"),
          ("softmax (ORT)", r"[Ss]oftmax"),
          ("attention (ORT)", r"[Ff]lash|[Ff]mha|[Mm]emory[Ee]fficient|[Aa]ttention"),
+         ("layout conversion", LAYOUT),
          ("convolution", r"conv|fprop|dgrad|implicit|winograd|nhwc|nchw"),
          ("matmul", r"gemm|Gemm|cutlass|xmma|cublas|sm\d+_"),
          ("transpose / copy", r"[Tt]ranspose|[Cc]opy|[Mm]emcpy|[Mm]emset|[Cc]ast|[Cc]oncat|[Ss]lice|[Gg]ather|[Pp]ad"),
@@ -67,6 +71,7 @@ class Result:
     left: list = field(default_factory=list)
     diff: float = float("nan")
     breakdown: dict = field(default_factory=dict)  # session -> {kind: ms per run}
+    layout_kernels: dict = field(default_factory=dict)  # session -> {layout-conversion kernel: ms per run}
     error: str = ""  # what stopped the measurement
     recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
@@ -165,25 +170,37 @@ def rel_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30))
 
 
-def kernel_breakdown(bound: Bound, runs: int = 3) -> dict:
-    """GPU ms per run by kind of kernel (KINDS), from torch.profiler's CUPTI trace of `runs` inferences."""
+def kernel_breakdown(bound: Bound, runs: int = 3) -> tuple[dict, dict]:
+    """GPU ms per run by kind of kernel (KINDS), and by name for the layout conversions, from torch.profiler's
+    CUPTI trace of `runs` inferences."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             bound.run()
-    out: dict[str, float] = {}
+    kinds: dict[str, float] = {}
+    layout: dict[str, float] = {}
     for e in prof.events():
         if e.device_type.name != "CUDA":
             continue
         kind = next((k for k, rx in KINDS if re.search(rx, e.name)), "other")
-        out[kind] = out.get(kind, 0.0) + e.time_range.elapsed_us() / 1e3 / runs
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+        ms = e.time_range.elapsed_us() / 1e3 / runs
+        kinds[kind] = kinds.get(kind, 0.0) + ms
+        if kind == "layout conversion":
+            layout[kernel_name(e.name)] = layout.get(kernel_name(e.name), 0.0) + ms
+    by_ms = lambda d: dict(sorted(d.items(), key=lambda kv: -kv[1]))  # noqa: E731
+    return by_ms(kinds), by_ms(layout)
+
+
+def kernel_name(name: str) -> str:
+    """A CUDA kernel's function name without its namespace, template and parameter lists."""
+    base = re.sub(r"<.*|\(.*", "", name).strip()
+    return base.rsplit("::", 1)[-1].rsplit(" ", 1)[-1] or name[:60]
 
 
 def rewrite(path: Path, library: Path, log=print, layout: str = "nchw") -> tuple[Path, object]:
     """`path` rewritten beside it: (the rewrite's path, its report)."""
-    out = path.with_name(path.name.removesuffix(".onnx") + ".tf.onnx")
+    out = path.with_name(path.name.removesuffix(".onnx") + _layout_tag(layout).replace("+", ".") + ".tf.onnx")
     t = time.perf_counter()
     report = rewrite_file(path, out, library, layout=layout)
     log(f"  rewrite ({time.perf_counter() - t:.1f} s): " + "; ".join(report.lines()[:3]) +
@@ -229,7 +246,8 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
             times[k].append(b.run())
     result.ms = {k: statistics.median(v) for k, v in times.items()}
     if breakdown:
-        result.breakdown = {k: kernel_breakdown(b) for k, b in sessions.items()}
+        for k, b in sessions.items():
+            result.breakdown[k], result.layout_kernels[k] = kernel_breakdown(b)
     del sessions, base
     return result
 
@@ -253,7 +271,9 @@ def record(results: list[Result], device: str, path) -> None:
             rows.append({**common, "provider": "tritonforge", "metric": "speedup_same_settings", "unit": "x",
                          "value": f"{r.same_settings_speedup:.3f}"})
         for k, kinds in r.breakdown.items():
-            rows += [{**common, "provider": k, "metric": f"gpu_ms:{kind}", "unit": "ms", "value": f"{ms:.3f}"}
+            named = "; ".join(f"{n} {ms:.3f}" for n, ms in r.layout_kernels.get(k, {}).items())
+            rows += [{**common, "provider": k, "metric": f"gpu_ms:{kind}", "unit": "ms", "value": f"{ms:.3f}",
+                      "extra": named if kind == "layout conversion" else ""}
                      for kind, ms in kinds.items()]
     if rows:
         write_rows("e2e", device, rows, path)
@@ -285,6 +305,9 @@ def table(results: list[Result]) -> list[str]:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} {k}: {top} (GPU ms per run)")
+            named = ", ".join(f"{n} {ms:.2f}" for n, ms in r.layout_kernels.get(k, {}).items())
+            if named:
+                lines.append(f"  - layout conversions: {named}")
     return lines
 
 
@@ -323,6 +346,9 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 r.error = row["extra"].partition(" | not run: ")[2]
             elif row["metric"].startswith("gpu_ms:"):
                 r.breakdown.setdefault(row["provider"], {})[row["metric"][7:]] = float(row["value"])
+                if row["metric"] == "gpu_ms:layout conversion" and row.get("extra"):
+                    r.layout_kernels[row["provider"]] = {
+                        n: float(ms) for n, _, ms in (part.rpartition(" ") for part in row["extra"].split("; "))}
     return list(out.values())
 
 
@@ -345,7 +371,7 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
     """One model, exporter and dtype at every side: a static export each, or one dynamic export rewritten once."""
     from benchmarks import e2e_models
 
-    out, rewritten = [], None
+    out, rewritten = [], {}
     for side in sides:
         label = m.name + ("_tiny" if args.tiny else "") + (f"@{side}" if side != m.side and not args.tiny else "")
         print(f"{label} {exporter}{' (dynamic axes)' if args.dynamic else ''} {dtype}", flush=True)
@@ -353,16 +379,17 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
         path = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny, dynamic=args.dynamic,
                                  side=None if args.dynamic else side)
         print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
-        if rewritten is None or not args.dynamic:
-            rewritten = rewrite(path, library, layout=args.layout)
         free = {0: m.batch, 2: (32 if args.tiny else side) // 8, 3: (32 if args.tiny else side) // 8}
         best = args.settings == "best"
-        name = exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(args.layout)
-        r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                    Result(label, name, dtype), rewritten=rewritten, free=free, best=best)
-        out.append(r)
-        print("  " + table([r])[2], flush=True)
-        record([r], device, results_path)
+        for layout in args.layouts:  # one export, each layout's rewrite timed against it
+            if layout not in rewritten or not args.dynamic:
+                rewritten[layout] = rewrite(path, library, layout=layout)
+            name = exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(layout)
+            r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
+                        Result(label, name, dtype), rewritten=rewritten[layout], free=free, best=best)
+            out.append(r)
+            print("  " + table([r])[2], flush=True)
+            record([r], device, results_path)
         if not args.dynamic and not args.keep and not (exporter == "torchscript" and dtype == "fp32"
                                                        and "ort" in args.exporters):
             shutil.rmtree(path.parent)  # disks are finite: an SDXL UNet is 10 GB in fp32
@@ -390,11 +417,16 @@ def main(argv=None) -> int:
                     help="export with dynamic batch, height and width, once, and run it at every side")
     ap.add_argument("--settings", choices=("default", "best"), default="default",
                     help="best: also the export under tritonforge_ort.session's settings, and the rewrite under them")
-    ap.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw",
-                    help="the rewrite's layout (nhwc: GroupNorms channels-last, for --settings best)")
+    ap.add_argument("--layout", default="nchw",
+                    help="comma list of the rewrite's layouts, nchw and nhwc (GroupNorms channels-last, for "
+                         "--settings best); each is timed against the same export")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
+    args.layouts = [v.strip() for v in args.layout.split(",") if v.strip()]
+    bad = [v for v in args.layouts if v not in ("nchw", "nhwc")]
+    if bad or not args.layouts:
+        raise SystemExit(f"error: --layout: '{args.layout}' is not a comma list of nchw, nhwc")
     if args.report:
         rows = from_rows(args.results or ROOT / "benchmarks" / "results" / "results.csv")
         print("\n".join(table(sorted(rows, key=report_order))))
@@ -406,9 +438,10 @@ def main(argv=None) -> int:
     if args.onnx:
         dtype = "fp16" if "float16" in _session(args.onnx, "cpu", None).get_inputs()[0].type else "fp32"
         best = args.settings == "best"
-        name = "file" + ("+best" if best else "") + _layout_tag(args.layout)
-        results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                               Result(args.onnx.stem, name, dtype), best=best, layout=args.layout))
+        for layout in args.layouts:
+            name = "file" + ("+best" if best else "") + _layout_tag(layout)
+            results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup,
+                                   args.breakdown, Result(args.onnx.stem, name, dtype), best=best, layout=layout))
     else:
         from benchmarks import e2e_models
 

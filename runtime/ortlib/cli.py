@@ -20,7 +20,7 @@ def output_for(model: str | Path) -> Path:
 
 def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: str | None = None,
                     any_dtype: bool = False, all_softmax: bool = False, say=print,
-                    attention: str | None = None, layout: str = "nchw") -> list[str]:
+                    attention: str | None = None, layout: str = "nhwc") -> list[str]:
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
@@ -53,9 +53,10 @@ def main(argv=None) -> int:
     ap.add_argument("--attention", choices=("measured", "tritonforge", "ort"), default="measured",
                     help="where attention goes: the fastest measured per class of shape (default), the library's "
                          "op, or ORT's com.microsoft.MultiHeadAttention")
-    ap.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw",
-                    help="nhwc: GroupNorms channels-last between Transposes, for sessions with prefer_nhwc (which "
-                         "cancel them against ORT's own around its NHWC convolutions)")
+    ap.add_argument("--layout", choices=("nchw", "nhwc"), default="nhwc",
+                    help="nhwc (default): GroupNorms channels-last between Transposes, which tritonforge_ort.session's "
+                         "prefer_nhwc cancels against ORT's own around its NHWC convolutions; nchw: the export's "
+                         "layout, for sessions without prefer_nhwc")
     args = ap.parse_args(argv)
     try:
         rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax,

@@ -59,11 +59,15 @@ def test_best_settings_time_the_export_under_them_too_and_say_what_they_were(ort
     results = tmp_path / "results.csv"
     proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
                            "--provider", "cpu", "--library", str(ort_library), "--runs", "2", "--warmup", "1",
-                           "--settings", "best", "--results", str(results)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+                           "--settings", "best", "--layout", "nchw,nhwc", "--results", str(results)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
-    assert {r["shape"] for r in rows.values()} == {"sd15_vae_decoder_tiny.dynamo.fp16/file+best"}
+    every = list(csv.DictReader(results.open()))
+    # both layouts' rewrites timed against the one export, each beside it
+    assert {r["shape"] for r in every} == {"sd15_vae_decoder_tiny.dynamo.fp16/file+best",
+                                           "sd15_vae_decoder_tiny.dynamo.fp16/file+best+nhwc"}
+    assert (tmp_path / "sd15_vae_decoder_tiny.dynamo.fp16.nhwc.tf.onnx").is_file()
+    rows = {(r["provider"], r["metric"]): r for r in every if r["shape"].endswith("+best")}
     ms = {p: float(rows[(p, "ms")]["value"]) for p in ("ort", "ort_best", "tritonforge")}
     assert all(v > 0 for v in ms.values())
     assert rows[("ort", "ms")]["extra"] == ""  # ORT's defaults
@@ -87,14 +91,34 @@ def test_outputs_are_compared_relative_to_their_largest_magnitude_and_nans_fail(
     assert not e2e_bench.Result("m", "dynamo", "fp32", diff=float("nan")).ok
 
 
+CUDNN_NHWC = ("void cudnn::ops::nchwToNhwcKernel<__half, __half, float, false, true>"
+              "(cudnn::ops::nchw2nhwc_params_t<float>, __half const*, __half*)")
+
+
 def test_kernels_are_told_apart_by_what_they_do():
     kind = {name: next((k for k, rx in e2e_bench.KINDS if re.search(rx, name)), "other")
             for name in ("group_norm_nchw_kernel", "softmax_rows_kernel", "bn_fw_tr_1C11_kernel_NCHW",
                          "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32", "sm90_xmma_gemm_f16f16_f16f32",
-                         "onnxruntime::cuda::softmax_warp_forward", "GroupNormNHWCSumKernel")}
+                         "onnxruntime::cuda::softmax_warp_forward", "GroupNormNHWCSumKernel",
+                         CUDNN_NHWC, "void onnxruntime::cuda::Transpose4DKernel<uint16_t>(int)")}
     assert kind == {"group_norm_nchw_kernel": "tritonforge", "softmax_rows_kernel": "tritonforge",
                     "bn_fw_tr_1C11_kernel_NCHW": "group/instance norm (ORT)",
                     "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32": "convolution",
                     "sm90_xmma_gemm_f16f16_f16f32": "matmul",
                     "onnxruntime::cuda::softmax_warp_forward": "softmax (ORT)",
-                    "GroupNormNHWCSumKernel": "group/instance norm (ORT)"}
+                    "GroupNormNHWCSumKernel": "group/instance norm (ORT)",
+                    CUDNN_NHWC: "layout conversion",
+                    "void onnxruntime::cuda::Transpose4DKernel<uint16_t>(int)": "layout conversion"}
+    # the report names layout conversions by function, without namespace, template or parameters
+    assert e2e_bench.kernel_name(CUDNN_NHWC) == "nchwToNhwcKernel"
+    assert e2e_bench.kernel_name("void onnxruntime::cuda::Transpose4DKernel<uint16_t>(int)") == "Transpose4DKernel"
+
+
+def test_layout_conversions_are_recorded_by_name_and_read_back(tmp_path):
+    r = e2e_bench.Result("sd15_unet", "torchscript+best", "fp16", ms={"ort": 2.0, "tritonforge": 1.0}, diff=0.001,
+                         breakdown={"tritonforge": {"convolution": 5.0, "layout conversion": 0.5}},
+                         layout_kernels={"tritonforge": {"nchwToNhwcKernel": 0.3, "Transpose4DKernel": 0.2}})
+    e2e_bench.record([r], "test GPU", tmp_path / "r.csv")
+    (back,) = e2e_bench.from_rows(tmp_path / "r.csv")
+    assert back.breakdown == r.breakdown and back.layout_kernels == r.layout_kernels
+    assert "  - layout conversions: nchwToNhwcKernel 0.30, Transpose4DKernel 0.20" in e2e_bench.table([back])

@@ -17,7 +17,8 @@ from tritonforge.runtime.ortlib.rewrite import RewriteError, rewrite, rewrite_fi
 
 def model(nodes, inputs, outputs, inits, opset, extra=()):
     g = helper.make_graph(nodes, "m", inputs, outputs, inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), *extra])
+    # IR 10 (opset 21's): what onnxruntime >= 1.17 loads, whatever IR the installed onnx writes by default
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), *extra], ir_version=10)
 
 
 def run(m, feeds, lib=None):
