@@ -32,6 +32,10 @@ from benchmarks.results import RESULTS, write_rows  # noqa: E402
 TARGETS = [(32768, 2048), (16384, 8192), (8192, 16384), (65536, 4096)]
 LONG_ROWS = [(2048, 32768), (1024, 65536), (512, 131072), (256, 262144)]
 LATENCY = [(1, 2048), (1, 1024), (32, 4096), (256, 4096)]
+# LLM vocabularies, most of them no multiple of 16: GPT-2 50257, Whisper 51865, BERT 30522, Qwen 151936,
+# XLM-R 250002 (one row: a decoding step; 16 and 128: a batch, a prompt's last positions).
+VOCAB = [(1, 50257), (16, 50257), (128, 50257), (16, 51865), (16, 30522), (16, 151936), (128, 151936),
+         (1, 250002)]
 SWEEP_COLS = [256, 512, 1000, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144]
 SWEEP_ELEMENTS = 2**26
 
@@ -58,7 +62,8 @@ def main() -> None:
     ap.add_argument("--dist", default=str(ROOT / "dist" / "full"))
     ap.add_argument("--dtypes", default="fp32,fp16,bf16")
     ap.add_argument("--quick", action="store_true", help="targets, long rows and latency: no sweep")
-    ap.add_argument("--sets", help="comma list of targets,long,latency,sweep,grid (grid: the tuner's 60 shapes; "
+    ap.add_argument("--label", default="", help="added to each row's shape, e.g. the Triton a --dist was built by")
+    ap.add_argument("--sets", help="comma list of targets,long,latency,vocab,sweep,grid (grid: the tuner's 60 shapes; "
                                    "default: all but grid; --quick: no sweep)")
     ap.add_argument("--candidates", action="store_true", help="also print every candidate's time, fastest first")
     ap.add_argument("--results", default=str(RESULTS))
@@ -67,7 +72,7 @@ def main() -> None:
     rows = [{"provider": "copy", "metric": "GB/s", "unit": "GB/s", "value": f"{ceiling:.1f}"}]
     rng = np.random.default_rng()
     plot = []
-    sets = {"targets": TARGETS, "long": LONG_ROWS, "latency": LATENCY,
+    sets = {"targets": TARGETS, "long": LONG_ROWS, "latency": LATENCY, "vocab": VOCAB,
             "sweep": [(max(1, SWEEP_ELEMENTS // n), n) for n in SWEEP_COLS], "grid": default_shapes()}
     default = ["targets", "long", "latency"] + ([] if args.quick else ["sweep"])
     chosen = args.sets.split(",") if args.sets else default
@@ -102,7 +107,7 @@ def main() -> None:
             if args.candidates:
                 for name in sorted(timed, key=timed.get):
                     print(line(timed[name], p, name, ceiling, "  "))
-            shape = f"{batch}x{n}"
+            shape = f"{batch}x{n}" + (f" {args.label}" if args.label else "")
             ort_ms = found.ort_ms if ort_best else None
             for provider, ms, name in (("ort_contract", ort_ms, ort_best), ("best", timed[best], best),
                                        ("tuned", tuned.best_ms, tuned.best), ("torch", ref, "torch.softmax")):

@@ -63,13 +63,24 @@ def load_words(ptr, row_stride, row, words, mask, DT: tl.constexpr, EVICT: tl.co
 
 
 @triton.jit
+def words_max(packed, DT: tl.constexpr):
+    lo, hi = unpack(packed, DT)
+    return tl.max(tl.maximum(lo, hi), axis=0)
+
+
+@triton.jit
+def words_sum(packed, row_max, DT: tl.constexpr):
+    """Sum of exp(x - row_max) over the words (0, not NaN, when row_max is -inf)."""
+    lo, hi = unpack(packed, DT)
+    block_sum = tl.sum(exp2((lo - row_max) * LOG2E) + exp2((hi - row_max) * LOG2E), axis=0)
+    return tl.where(row_max > -float("inf"), block_sum, 0.0)
+
+
+@triton.jit
 def max_and_sum(packed, DT: tl.constexpr):
     """Max of the row and sum of exp(x - max) (0, not NaN, for a row that is all -inf)."""
-    lo, hi = unpack(packed, DT)
-    block_max = tl.max(tl.maximum(lo, hi), axis=0)
-    lo, hi = unpack(packed, DT)
-    block_sum = tl.sum(exp2((lo - block_max) * LOG2E) + exp2((hi - block_max) * LOG2E), axis=0)
-    return block_max, tl.where(block_max > -float("inf"), block_sum, 0.0)
+    block_max = words_max(packed, DT)
+    return block_max, words_sum(packed, block_max, DT)
 
 
 @triton.jit

@@ -20,16 +20,19 @@ class RotatingSetup:
 
     def __init__(self, registry, timer, tensor_bytes: int, roles: tuple[str, ...]):
         self.registry, self.timer, self.tensor_bytes = registry, timer, tensor_bytes
+        # Each slot starts 256-byte aligned, as ORT's allocator places tensors: the kernels' signatures
+        # promise 16-byte-aligned pointers, and a tensor of an odd size (1 x 50257 fp16) must not break it.
+        self.slot_bytes = -(-tensor_bytes // 256) * 256
         backend = registry.backend
-        self.slots = rotation_slots(len(roles) * tensor_bytes, backend.limits["l2_bytes"])
-        self.base = {role: backend.alloc(self.slots * tensor_bytes) for role in roles}
+        self.slots = rotation_slots(len(roles) * self.slot_bytes, backend.limits["l2_bytes"])
+        self.base = {role: backend.alloc(self.slots * self.slot_bytes) for role in roles}
         self._launches = {}
 
     def fill_slots(self, role: str, host: np.ndarray) -> None:
         backend = self.registry.backend
         backend.copy_htod(self.base[role], host.ctypes.data, self.tensor_bytes)
         for s in range(1, self.slots):
-            backend.copy_dtod(self.base[role] + s * self.tensor_bytes, self.base[role], self.tensor_bytes)
+            backend.copy_dtod(self.base[role] + s * self.slot_bytes, self.base[role], self.tensor_bytes)
         backend.synchronize()
 
     def _prepare(self, name: str):
@@ -51,7 +54,7 @@ class RotatingSetup:
         info = launch.kernel.info
         by_role = dict(zip(self.registry.artifacts.contract(info.group)["params"], (p["name"] for p in info.params)))
         params = {by_role[role]: base for role, base in self.base.items()}
-        size = self.tensor_bytes
+        size = self.slot_bytes
 
         def body(stream, i):
             offset = (i % self.slots) * size
