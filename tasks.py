@@ -428,13 +428,15 @@ def publish(c: Context, version: str | None = None, store: str | None = None, di
     "trust": "public key (PEM file) the manifest must be signed with (default: invoke.yaml trust)",
     "lock": "a lock file (`invoke lock`): fetch exactly its bytes; it names version, platform, arch, profile",
     "wheel": "fetch the version's tritonforge_ort wheel into --dest instead of a build (no --platform, --arch)",
+    "ort_sources": "fetch the version's ONNX Runtime SparseAttention sources (invoke ort-sources) into --dest",
 })
 @_fail_on_pipeline_error
 def fetch(c: Context, dest: str | None = None, version: str | None = None, platform: str | None = None,
           arch: str | None = None, store: str | None = None, endpoint_url: str | None = None,
-          profile: str | None = None, trust: str | None = None, lock: str | None = None, wheel: bool = False):
-    """Download one build of a version (or its wheel, --wheel), verify every sha256 (and signature, lock), add
-    a CMake file."""
+          profile: str | None = None, trust: str | None = None, lock: str | None = None, wheel: bool = False,
+          ort_sources: bool = False):
+    """Download one build of a version (or its wheel, --wheel, or its ORT sources, --ort-sources), verify every
+    sha256 (and signature, lock), add a CMake file."""
     from tritonforge.pipeline.release.publish import fetch as do_fetch
     from tritonforge.pipeline.release.publish import fetch_locked, resolve_version
     from tritonforge.pipeline.scripts.profiles import check_profile
@@ -447,6 +449,15 @@ def fetch(c: Context, dest: str | None = None, version: str | None = None, platf
         s = _store(c, store, endpoint_url)
         for w in fetch_wheels(s, resolve_version(s, version), dest, print, _trust(c, trust)):
             print(f"fetched {w}; pip install {w}")
+        return
+    if ort_sources:
+        from tritonforge.pipeline.release.publish import fetch_ort_sources
+
+        _need("fetch --ort-sources", version=version)
+        s = _store(c, store, endpoint_url)
+        files = fetch_ort_sources(s, resolve_version(s, version), dest, print, _trust(c, trust))
+        print(f"fetched {len(files)} files into {dest}; lay them into ONNX Runtime: "
+              f"invoke ort-sources --fetched {dest} --ort-root ORT")
         return
     if lock:
         if version or platform or arch or profile:
@@ -610,11 +621,12 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
                    "columns; runtime/ortlib/rewrite/softmax_measured.py)",
     "attention": "measured (default: the fastest measured per class of shape), tritonforge (the library's op) or "
                  "ort (com.microsoft.MultiHeadAttention)",
-    "layout": "nchw (default: the export's) or nhwc (GroupNorms channels-last, for sessions with prefer_nhwc)",
+    "layout": "nhwc (default: GroupNorms channels-last, for tritonforge_ort.session's prefer_nhwc) or nchw (the "
+              "export's layout, for sessions without prefer_nhwc)",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
-            any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nchw"):
+            any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nhwc"):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
     ORT's own, where it measured faster); any size (external data)."""
@@ -627,3 +639,42 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
         raise Exit(f"error: --layout must be nchw or nhwc, not '{layout}'", code=2)
     rewrite_and_say(model, out, library, any_dtype, all_softmax,
                     attention=None if attention == "measured" else attention, layout=layout)
+
+
+@task(name="ort-sources", help={
+    "arch": "comma-separated archs among sm_75,sm_80,sm_90,sm_100,sm_120 (default: all five)",
+    "out": "where the two folders, the patch and ort-sources.json go (default: dist/ort-sources)",
+    "ort_root": "an ONNX Runtime checkout to lay the files into (its generated files replaced, the patch applied)",
+    "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
+    "allow_unpinned_triton": "generate even if the running triton is not the pinned one",
+    "fetched": "lay these already generated files (invoke fetch --ort-sources) into --ort-root; no compile",
+})
+@_fail_on_pipeline_error
+def ort_sources(c: Context, arch: str | None = None, out: str = "dist/ort-sources", ort_root: str | None = None,
+                jobs: int = 0, allow_unpinned_triton: bool = False, fetched: str | None = None):
+    """Write ONNX Runtime's SparseAttention kernel sources (sparse_attention_v1/, sparse_attention_v2/) from
+    kernels/sparse_attention/, compiled here by the pinned Triton for each arch."""
+    from tritonforge.pipeline.compile.pin import check_pin
+    from tritonforge.pipeline.package import ort_sources as gen
+    from tritonforge.pipeline.report import compile_progress
+
+    if fetched:
+        _need("ort-sources --fetched", ort_root=ort_root)
+        gen.check_folder(Path(fetched))
+        removed = gen.lay_into(Path(fetched), Path(ort_root))
+        print(f"{ort_root}: {len(removed)} generated files replaced by {fetched}'s, {gen.PATCH_NAME} applied")
+        return
+    archs = gen.parse_archs(arch)
+    check_pin(allow_unpinned_triton)
+    cfg = _cfg(c)
+    with compile_progress(True) as progress:
+        compiled, triton = gen.compile_kernels(Path(cfg.kernels_dir), archs, Path(cfg.cache_dir),
+                                               jobs or cfg.jobs, progress)
+    data = gen.render(compiled, archs, triton)
+    path = gen.write(data, Path(out))
+    kernels = sum(1 for k in data if k.endswith(".cc") and not k.endswith("_api.cc"))
+    print(f"{path}: {kernels} kernels for {', '.join(f'sm_{a}' for a in archs)} (Triton {triton}), "
+          f"{sum(len(b) for b in data.values()) / 2**20:.1f} MiB")
+    if ort_root:
+        removed = gen.lay_into(path, Path(ort_root))
+        print(f"{ort_root}: {len(removed)} generated files replaced, {gen.PATCH_NAME} applied")

@@ -46,6 +46,7 @@ from tritonforge.atomic import replace_dir
 
 SCHEMA = "tritonforge.release/1"
 WHEELS = "wheels"  # <dist>/wheels/ (invoke wheel) and a version's wheels/ in the store
+ORT_SOURCES = "ort-sources"  # <dist>/ort-sources/ (invoke ort-sources) and a version's ort-sources/ in the store
 ARTIFACT_FILES = FILES
 CMAKE_FILE = "tritonforge-kernels.cmake"
 
@@ -123,7 +124,22 @@ def collect(dist: Path, tune: Path | None, profiles=("ort",), version: str | Non
         named = None
     for wheel in sorted((dist / WHEELS).glob(f"tritonforge_ort-{named}-*.whl")) if named else []:
         files[f"{WHEELS}/{wheel.name}"] = wheel.read_bytes()
+    files.update(_ort_sources(dist / ORT_SOURCES))
     return files, builds
+
+
+def _ort_sources(d: Path) -> dict[str, bytes]:
+    """`invoke ort-sources`' output (ONNX Runtime's SparseAttention folders), each file checked against its
+    ort-sources.json, or nothing where it was not generated."""
+    from tritonforge.pipeline.package.ort_sources import MANIFEST_NAME as SOURCES_MANIFEST
+    from tritonforge.pipeline.package.ort_sources import check_folder
+
+    if not (d / SOURCES_MANIFEST).is_file():
+        return {}
+    doc = check_folder(d)
+    files = {f"{ORT_SOURCES}/{SOURCES_MANIFEST}": (d / SOURCES_MANIFEST).read_bytes()}
+    files.update({f"{ORT_SOURCES}/{rel}": (d / rel).read_bytes() for rel in doc["files"]})
+    return files
 
 
 def _tune_caches(tune: Path | None, builds: dict) -> dict[str, bytes]:
@@ -392,12 +408,25 @@ def fetch(store, version: str, platform: str, arch: str, dest: Path | str, log=p
 def fetch_wheels(store, version: str, dest: Path | str, log=print, trust: str | None = None) -> list[Path]:
     """The version's `tritonforge_ort` wheels into dest (a directory; files added beside what is there),
     each verified against the manifest (and, with `trust`, the manifest's signature) before it is written."""
+    return _fetch_under(store, version, WHEELS, dest, log, trust,
+                        f"has no wheel (publish it after `invoke wheel --version {version}`)", keep_tree=False)
+
+
+def fetch_ort_sources(store, version: str, dest: Path | str, log=print, trust: str | None = None) -> list[Path]:
+    """The version's ONNX Runtime SparseAttention folders (invoke ort-sources) into dest, verified the same
+    way; dest then holds sparse_attention_v1/, sparse_attention_v2/, the patch and ort-sources.json."""
+    return _fetch_under(store, version, ORT_SOURCES, dest, log, trust,
+                        "has no ORT sources (publish it after `invoke ort-sources`)", keep_tree=True)
+
+
+def _fetch_under(store, version: str, prefix: str, dest: Path | str, log, trust, missing: str,
+                 keep_tree: bool) -> list[Path]:
     from tritonforge.atomic import write_bytes
 
     doc, _ = read_verified(store, version, trust, log)
-    wanted = [e for e in doc["files"] if e["path"].startswith(f"{WHEELS}/")]
+    wanted = [e for e in doc["files"] if e["path"].startswith(f"{prefix}/")]
     if not wanted:
-        raise PipelineError(f"version {version} has no wheel (publish it after `invoke wheel --version {version}`)")
+        raise PipelineError(f"version {version} {missing}")
     blobs = {}
     for e in wanted:  # every one checked before any is written
         data = store.get(f"blobs/sha256/{e['sha256']}")
@@ -407,7 +436,8 @@ def fetch_wheels(store, version: str, dest: Path | str, log=print, trust: str | 
         blobs[e["path"]] = data
     out = []
     for path, data in blobs.items():
-        out.append(write_bytes(Path(dest) / Path(path).name, data))
+        rel = path[len(prefix) + 1:] if keep_tree else Path(path).name
+        out.append(write_bytes(Path(dest) / rel, data))
         log(f"verified {path} ({len(data)} B)")
     return out
 

@@ -225,3 +225,31 @@ target_link_libraries(consumer PRIVATE provider)
     run = subprocess.run([str(proj / "build" / "consumer"), "190"], capture_output=True, text=True)
     n = len(json.loads((kernels / "kernels.json").read_text())["kernels"])
     assert run.returncode == 0 and f"checked {n} kernels, 0 failures" in run.stdout, run.stdout[-2000:]
+
+
+def test_ort_sources_are_published_with_the_version_and_fetched_verified(dist_copy, tmp_path):
+    import hashlib
+
+    from tritonforge.pipeline.package import ort_sources as gen
+    from tritonforge.pipeline.release.publish import fetch_ort_sources
+
+    files = {"sparse_attention_v1/sparse_attention_v1_api.cc": b"// v1\n",
+             "sparse_attention_v2/sparse_attention_v2_fp16_d128_m64_16_n64_b1_sm90.cc": b"// v2\n",
+             gen.PATCH_NAME: gen.PATCH.read_bytes()}
+    manifest = {"files": {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}, "kernels": []}
+    gen.write({**files, gen.MANIFEST_NAME: json.dumps(manifest).encode()}, dist_copy / "ort-sources")
+    store = open_store(f"file://{tmp_path / 'store'}")
+    assert publish(store, "2.0.0", dist_copy, None, lambda _: None, profiles=FULL) == "published"
+    got = fetch_ort_sources(store, "2.0.0", tmp_path / "got", lambda _: None)
+    assert len(got) == 4
+    for rel, data in files.items():
+        assert (tmp_path / "got" / rel).read_bytes() == data  # the folders as generated
+    assert gen.check_folder(tmp_path / "got")["files"] == manifest["files"]
+    # a folder changed after it was generated is not published
+    (dist_copy / "ort-sources" / "sparse_attention_v1" / "sparse_attention_v1_api.cc").write_bytes(b"// edited\n")
+    with pytest.raises(PipelineError, match="sparse_attention_v1_api.cc: missing or not what ort-sources.json says"):
+        publish(store, "2.0.1", dist_copy, None, lambda _: None, profiles=FULL)
+    shutil.rmtree(dist_copy / "ort-sources")
+    assert publish(store, "1.0.0", dist_copy, None, lambda _: None, profiles=FULL) == "published"
+    with pytest.raises(PipelineError, match="version 1.0.0 has no ORT sources"):
+        fetch_ort_sources(store, "1.0.0", tmp_path / "x", lambda _: None)
