@@ -189,16 +189,17 @@ def base_image(c: Context):
     "runner": "auto (docker when an engine answers, else local), docker (an image each) or local (a venv each)",
     "out": "where both builds and report.md / report.json go (default: pin-move)",
     "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",
-    "numerics": "the interpreter check under both Tritons (--no-numerics skips it)",
-    "gpu": "on a CUDA GPU runner: also the zoo bench under both (full profile for this GPU; ratio per shape)",
+    "numerics": "the host half of the numerics under both Tritons: Triton's interpreter (--no-numerics skips it)",
+    "gpu": "on a CUDA GPU runner: the full profile for this GPU built by both, every kernel checked against "
+           "float64 (compiled code), and the zoo's shapes timed under both",
 })
 @_fail_on_pipeline_error
 def pin_move(c: Context, candidate: str | None = None, current: str | None = None, current_ref: str | None = None,
              platform: str = "cuda", arch: str | None = None, runner: str = "auto", out: str = "pin-move",
              jobs: int = 0, numerics: bool = True, gpu: bool = False):
     """Prove a Triton pin move: the ORT profile built with the current pin and the candidate, every kernel's
-    launch, registers, spills and size compared, numerics checked under both; fails when ORT's launch of a
-    kernel would change or numerics fail."""
+    launch, registers, spills and size compared, numerics checked under both (the interpreter; with --gpu,
+    every compiled kernel); fails when ORT's launch of a kernel would change or numerics fail."""
     from tritonforge.pipeline.builds import pin_move as pm
     from tritonforge.pipeline.builds.runners import choose_runner
     from tritonforge.pipeline.compile.pin import pin_at_revision, pinned_version
@@ -213,7 +214,7 @@ def pin_move(c: Context, candidate: str | None = None, current: str | None = Non
     doc = pm.run(Path(_cfg(c).kernels_dir), platform, [t.arch_name for t in targets], now, cand, used, Path(out),
                  venvs, cache, jobs or _cfg(c).jobs, _cfg(c).host, numerics, print)
     if gpu and not doc["failures"]:
-        doc = pm.gpu_bench(doc, Path(_cfg(c).kernels_dir), used, Path(out), venvs, cache, jobs or _cfg(c).jobs,
+        doc = pm.gpu_half(doc, Path(_cfg(c).kernels_dir), used, Path(out), venvs, cache, jobs or _cfg(c).jobs,
                            _cfg(c).host, print)
     print(f"{out}/report.md: triton {now} -> {cand}, {len(doc['failures'])} problem(s)")
     if doc["failures"]:
@@ -642,7 +643,7 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
 
 
 @task(name="ort-sources", help={
-    "arch": "comma-separated archs among sm_75,sm_80,sm_90,sm_100,sm_120 (default: all five)",
+    "arch": "comma-separated archs among sm_75,sm_80,sm_90,sm_100,sm_103,sm_120,sm_121 (default: all seven)",
     "out": "where the two folders, the patch and ort-sources.json go (default: dist/ort-sources)",
     "ort_root": "an ONNX Runtime checkout to lay the files into (its generated files replaced, the patch applied)",
     "jobs": "parallel compile processes (default: invoke.yaml jobs; 0 = one per CPU)",

@@ -1,10 +1,12 @@
 """ONNX Runtime's SparseAttention kernels launched as ORT's op launches them: checked against float64, then
 timed against ORT's checked-in kernels.
 
+    python benchmarks/sparse_attention_bench.py --ort-root ORT [--cases ort,long] [--time]
     python benchmarks/sparse_attention_bench.py --consumer ours.so [--rival ort.so] [--cases ort,long] [--time]
 
-`--consumer` is a library `tritonforge.pipeline.package.ort_sparse_consumer.build` made from an ORT tree with
-`invoke ort-sources --ort-root` laid into it; `--rival` the same built from ORT's own tree (its checked-in
+`--ort-root` (an ONNX Runtime checkout, its SparseAttention folder at least) builds both libraries for this
+GPU (tritonforge.pipeline.package.ort_sparse_consumer.build_pair): `--consumer` is one made from ORT's tree
+with `invoke ort-sources --ort-root` laid into it, `--rival` one from ORT's own tree (its checked-in
 kernels). Each case builds what ORT's op has at the launch: Q in BNSH, the KV cache (BNSH, `max_cache`
 rows), the block-sparse layout in CSR and, for v2, the per-batch spans ORT computes on the host; the output
 is compared with attention computed in float64 on the same masks (every position a query may see: its
@@ -185,17 +187,28 @@ def time_us(inputs: Inputs, lib: Consumer, sm: int, reps: int = 50) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--consumer", type=Path, required=True, help="the library built from the generated sources")
+    ap.add_argument("--ort-root", type=Path, help="an ONNX Runtime checkout: build both libraries from it")
+    ap.add_argument("--consumer", type=Path, help="the library built from the generated sources")
     ap.add_argument("--rival", type=Path, help="the library built from ORT's own tree (its checked-in kernels)")
     ap.add_argument("--cases", default="ort,long", help="comma list of ort, long")
     ap.add_argument("--dtypes", default="fp16,bf16")
     ap.add_argument("--time", action="store_true", help="time Phi-3-small's shapes for each library")
     ap.add_argument("--results", type=Path, default=None)
     args = ap.parse_args(argv)
+    if not args.consumer and not args.ort_root:
+        ap.error("give --ort-root (an ONNX Runtime checkout) or --consumer (a built library)")
     import torch
 
     major, minor = torch.cuda.get_device_capability()
     sm, device = major * 10 + minor, torch.cuda.get_device_name()
+    if args.ort_root and not args.consumer:
+        import tempfile
+
+        from tritonforge.pipeline.package.ort_sparse_consumer import build_pair
+
+        built = Path(tempfile.mkdtemp(prefix="tf-sparse-bench-"))
+        print(f"building both libraries for sm_{sm} from {args.ort_root} in {built}", flush=True)
+        args.consumer, args.rival = build_pair(args.ort_root, built, sm, ROOT / "kernels")
     libs = {"tritonforge": Consumer(args.consumer)}
     if args.rival:
         libs["ort"] = Consumer(args.rival)

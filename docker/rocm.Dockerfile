@@ -15,9 +15,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY pins/ /src/pins/
-RUN python3 -m venv /opt/tritonforge \
- && /opt/tritonforge/bin/pip install -r /src/pins/triton.txt -r /src/pins/image.txt \
- && mkdir /opt/tritonforge/pins && cp /src/pins/triton.txt /opt/tritonforge/pins/
+# pins/triton.txt's release, or the one the `triton` setting asks for (the image's tag says which)
+ARG TRITON_VERSION
+RUN test -n "${TRITON_VERSION}" && python3 -m venv /opt/tritonforge \
+ && /opt/tritonforge/bin/pip install "triton==${TRITON_VERSION}" -r /src/pins/image.txt
 COPY pyproject.toml /src/
 COPY pipeline/ /src/pipeline/
 COPY runtime/ /src/runtime/
@@ -39,8 +40,7 @@ LABEL org.opencontainers.image.title="tritonforge-rocm" \
       org.opencontainers.image.revision="${REVISION}" \
       io.tritonforge.triton-version="${TRITON_VERSION}" \
       io.tritonforge.platform="rocm"
-ENV PATH=/opt/tritonforge/bin:$PATH TRITON_DISABLE_LINE_INFO=1 \
-    TRITONFORGE_PIN_FILE=/opt/tritonforge/pins/triton.txt
+ENV PATH=/opt/tritonforge/bin:$PATH TRITON_DISABLE_LINE_INFO=1
 USER 10001:10001
 WORKDIR /home/forge
 ENTRYPOINT ["python3", "-m", "tritonforge.pipeline.compile_dist"]

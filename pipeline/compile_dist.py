@@ -61,11 +61,14 @@ def main(argv=None) -> int:
     ap.add_argument("--report", help="write the build report (JSON) here")
     ap.add_argument("--profile", default="full", choices=["ort", "full"],
                     help="which kernels (pipeline/scripts/profiles.py)")
+    ap.add_argument("--triton", help="the Triton release this build is made with, when not the pin's (the `triton` "
+                                     "setting): the running one must be it")
     args = ap.parse_args(argv)
     try:
         targets = parse_targets(args.arch, platform=args.platform)
         report = build_dist(discover_scripts(args.kernels_dir), targets, args.out, cache_dir=args.cache_dir,
-                            jobs=args.jobs, progress=LineProgress(), host=args.host, profile=args.profile)
+                            jobs=args.jobs, progress=LineProgress(), host=args.host, profile=args.profile,
+                            triton=args.triton)
         if args.report:
             Path(args.report).write_text(report.to_json())
     except PipelineError as exc:

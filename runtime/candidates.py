@@ -35,13 +35,21 @@ def _scope(registry, contract: dict, info, env: dict) -> dict:
 
 def admitted(registry, group: str, env: dict) -> list[tuple[str, tuple]]:
     """(kernel name, grid) of every kernel of `group` whose contract admits the problem `env`."""
-    contract = registry.artifacts.contract(group)
     out = []
     for info in registry.by_group[group]:
-        scope = _scope(registry, contract, info, env)
-        if all(evaluate(r, scope) for r in contract["requires"]):
-            out.append((info.name, tuple(evaluate(g, scope) for g in contract["grid"])))
+        grid = admits(registry, info, env)
+        if grid is not None:
+            out.append((info.name, grid))
     return out
+
+
+def admits(registry, info, env: dict) -> tuple | None:
+    """The grid of kernel `info` for the problem `env`, or None when its contract does not admit it."""
+    contract = registry.artifacts.contract(info.group)
+    scope = _scope(registry, contract, info, env)
+    if all(evaluate(r, scope) for r in contract["requires"]):
+        return tuple(evaluate(g, scope) for g in contract["grid"])
+    return None
 
 
 def prepare(registry, name: str, roles: dict, env: dict, grid) -> PreparedLaunch:
@@ -77,4 +85,4 @@ def prepare_choice(registry, cands: dict, kernel: str | None, tuned: str | None,
     raise Unsupported(f"no kernel can run {what}: {'; '.join(reasons[:3])}")
 
 
-__all__ = ["admitted", "groups_of", "prepare", "prepare_choice", "Unsupported"]
+__all__ = ["admits", "admitted", "groups_of", "prepare", "prepare_choice", "Unsupported"]

@@ -37,6 +37,21 @@ def test_the_wheel_holds_tritonforge_alone(root, tmp_path):
     assert proc.returncode == 0, proc.stderr
     pin = (root / "pins/triton.txt").read_text().split("==")[1].split()[0]
     assert proc.stdout.split()[0] == pin
+    # a pin move's checks are the package's own: the host half runs from the installed copy, in a child
+    # Python that imports that copy alone
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    (kernels / "softmax_triton.py").write_bytes((root / "kernels" / "softmax_triton.py").read_bytes())
+    code = ("import sys; from pathlib import Path; from tritonforge.pipeline.builds import pin_move; "
+            f"r = pin_move.interpreter_check(sys.executable, Path({str(kernels)!r}), Path({str(tmp_path / 'c')!r})); "
+            "print(r['passed'], len(r['checked']), r['triton'])")
+    proc = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.append({sysconfig.get_paths()['purelib']!r}); "
+                           + code], capture_output=True, text=True, cwd="/", env={"PYTHONPATH": str(site)},
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    passed, count, _ = proc.stdout.split()
+    assert passed == "True" and int(count) > 0
+    assert (tmp_path / "c" / "import" / "tritonforge").resolve() == (site / "tritonforge").resolve()
 
 
 def test_a_checkout_imports_it_with_nothing_installed(root):

@@ -64,31 +64,23 @@ def _input_files(root: Path = ROOT) -> list[Path]:
     return sorted(files)
 
 
-def _pin_text(triton: str | None) -> str | None:
-    """pins/triton.txt of an image made with another Triton than the pin (`triton`: a version)."""
-    return f"triton=={triton}\n" if triton else None
-
-
 def content_tag(platform: str, root: Path = ROOT, triton: str | None = None) -> str:
+    """sha256 of the image's inputs and the Triton release it installs (`triton`, else the pin's)."""
     h = hashlib.sha256()
-    pin = _pin_text(triton)
     for f in _input_files(root):
-        rel = f.relative_to(root)
-        body = pin.encode() if pin and rel == Path("pins/triton.txt") else f.read_bytes()
-        h.update(str(rel).encode() + b"\0" + body + b"\0")
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    if triton:  # the pin's own image keeps the tag its inputs give
+        h.update(b"triton==" + triton.encode() + b"\0")
     return f"tritonforge/{platform}:{h.hexdigest()[:16]}"
 
 
-def _context(tmp: Path, root: Path = ROOT, triton: str | None = None) -> Path:
-    """Build context: the image inputs plus certs/ from the host CA store (never committed); with `triton`,
-    its pins/triton.txt names that version."""
+def _context(tmp: Path, root: Path = ROOT) -> Path:
+    """Build context: the image inputs plus certs/ from the host CA store (never committed)."""
     ctx = tmp / "context"
     for f in _input_files(root):
         dest = ctx / f.relative_to(root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, dest)
-    if triton:
-        (ctx / "pins" / "triton.txt").write_text(_pin_text(triton))
     certs = ctx / "certs"
     certs.mkdir()
     n = 0
@@ -201,7 +193,7 @@ def build_image(platform: str, log: Log = print, force: bool = False, triton: st
 def _build(c, platform: str, tag: str, log: Log, triton: str | None = None) -> str:
     base = base_image(c, platform, log)
     with tempfile.TemporaryDirectory(prefix="tf-image-") as tmp:
-        ctx = _context(Path(tmp), triton=triton)
+        ctx = _context(Path(tmp))
         log(f"building {tag} FROM {base}")
         stream = c.api.build(path=str(ctx), dockerfile=f"docker/{platform}.Dockerfile", tag=tag, rm=True,
                              forcerm=True, network_mode="host", decode=True,

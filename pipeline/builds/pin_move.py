@@ -7,12 +7,18 @@ offset (ORT packs a fixed 32- or 80-byte struct: these must not move), its dynam
 (ORT reads them from the header: reported), and whether ORT's plain launch stays valid (the build's
 `ort_launchable`: CUDA's 48 KiB of shared memory and the rest; no hidden scratch, which ORT does not pass).
 What a user cares about: registers and local memory (CUDA: cuobjdump's REG, and STACK + LOCAL bytes,
-where spills land; ROCm: the code object's VGPRs and spill counts) and the blob's size. CPU numerics: the
-interpreter check (tests/kernels/test_interpreter.py) under each Triton. The move fails when an ORT-launchable kernel's
-launch would change, a kernel goes missing, or numerics fail; everything else is reported.
+where spills land; ROCm: the code object's VGPRs and spill counts) and the blob's size.
+
+Numerics, in two halves that the report keeps apart: on any machine, Triton's interpreter under each
+Triton (tritonforge.pipeline.builds.interpret: the first kernel of each group it can run; the report
+names the groups it cannot); on a CUDA GPU runner (`--gpu`), every kernel of the full profile for that
+GPU, compiled by each Triton, against float64 (tritonforge.runtime.verify: clusters, cooperative grids
+and inline PTX included), and the zoo's shapes timed under both (tritonforge.runtime.build_speed). The
+move fails when an ORT-launchable kernel's launch would change, a kernel goes missing, or numerics fail
+in either half; speed is reported.
 
     invoke pin-move --candidate 3.9.0            # report in pin-move/report.md and report.json
-    invoke pin-move --candidate 3.9.0 --gpu      # on a CUDA GPU runner: and the zoo bench under both
+    invoke pin-move --candidate 3.9.0 --gpu      # on a CUDA GPU runner: and both halves on the GPU
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from pathlib import Path
 
 from tritonforge.pipeline.errors import PipelineError
 
+from tritonforge import pins_dir
 from tritonforge.atomic import write_text
 
-ROOT = Path(__file__).resolve().parents[2]
 # What ORT's fixed launch struct (32 bytes for softmax, 80 for GroupNorm) must match: a change breaks a
 # consumer built against the old layout. The header carries shared memory and warps to ORT, so a change
 # there is reported, not a failure (as long as the launch stays within ORT's 48 KiB).
@@ -61,45 +67,63 @@ def python_for(version: str, cache: Path, log: Callable[[str], None]) -> str:
     if not python.exists():
         log(f"making {venv} with triton=={version}")
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pins = Path(pins_dir())
         proc = subprocess.run([str(python), "-m", "pip", "install", "-q", f"triton=={version}",
-                               "-r", str(ROOT / "pins" / "fatbin.txt"), "-r", str(ROOT / "pins" / "image.txt")],
+                               "-r", str(pins / "fatbin.txt"), "-r", str(pins / "image.txt")],
                               capture_output=True, text=True)
         if proc.returncode:
             raise PipelineError(f"cannot install triton=={version}: {proc.stderr.strip().splitlines()[-1:]}")
     return str(python)
 
 
-def _env(pin: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "TRITONFORGE_PIN_FILE": str(pin)}
+def _import_root(cache: Path) -> Path:
+    """A directory from which another Python imports this copy of tritonforge and nothing else of this
+    Python's (a venv with another Triton must not see this one's): a checkout's root, or, for an installed
+    package, a directory holding a link to it."""
+    import tritonforge
+
+    package = Path(tritonforge.__file__).resolve().parent
+    if not (package / "pipeline").is_dir():
+        return package.parent  # a checkout: pipeline/ and runtime/ beside the package
+    root = cache / "import"
+    link = root / "tritonforge"
+    if not link.is_symlink() or link.resolve() != package:
+        root.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(package, target_is_directory=True)
+    return root
+
+
+def _env(cache: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(_import_root(cache))}
+
+
+def _triton_setting(version: str) -> list[str]:
+    """The `triton` setting's flag for a build with `version`: none for the pin's own."""
+    from tritonforge.pipeline.compile.pin import pinned_version
+
+    return [] if version == pinned_version() else ["--triton", version]
 
 
 def build_local(version: str, kernels_dir: Path, archs: list[str], platform: str, out: Path, cache: Path,
                 compile_cache: Path, jobs: int, host: str, log, profile: str = "ort") -> None:
     """The `profile` of `archs` under `out`, compiled by triton==version in its own Python."""
     python = python_for(version, cache, log)
-    with tempfile.TemporaryDirectory() as tmp:
-        pin = Path(tmp) / "triton.txt"
-        pin.write_text(f"triton=={version}\n")
-        cmd = [python, "-m", "tritonforge.pipeline.compile_dist", "--platform", platform, "--arch", ",".join(archs),
-               "--kernels-dir", str(Path(kernels_dir).resolve()), "--out", str(out), "--jobs", str(jobs),
-               "--host", host, "--profile", profile, "--cache-dir", str(compile_cache)]
-        log(f"compiling the {profile} profile for {', '.join(archs)} with triton {version}")
-        proc = subprocess.run(cmd, env=_env(pin), capture_output=True, text=True, cwd=ROOT)
+    cmd = [python, "-m", "tritonforge.pipeline.compile_dist", "--platform", platform, "--arch", ",".join(archs),
+           "--kernels-dir", str(Path(kernels_dir).resolve()), "--out", str(out), "--jobs", str(jobs),
+           "--host", host, "--profile", profile, "--cache-dir", str(compile_cache), *_triton_setting(version)]
+    log(f"compiling the {profile} profile for {', '.join(archs)} with triton {version}")
+    proc = subprocess.run(cmd, env=_env(cache), capture_output=True, text=True)
     if proc.returncode:
         raise PipelineError(f"the {profile} profile does not build with triton {version}:\n"
                             + "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:]))
 
 
-def interpreter_check(python: str, version: str) -> dict:
-    """tests/kernels/test_interpreter.py under `python`: {passed, output (the last lines)}."""
-    with tempfile.TemporaryDirectory() as tmp:
-        pin = Path(tmp) / "triton.txt"
-        pin.write_text(f"triton=={version}\n")
-        proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header",
-                               "tests/kernels/test_interpreter.py"], env=_env(pin), capture_output=True, text=True,
-                              cwd=ROOT)
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    return {"passed": proc.returncode == 0, "output": lines[-6:]}
+def interpreter_check(python: str, kernels_dir: Path, cache: Path) -> dict:
+    """The host half under `python`'s Triton (tritonforge.pipeline.builds.interpret's result)."""
+    from tritonforge.pipeline.builds import interpret
+
+    return interpret.check(Path(kernels_dir), python, _env(cache))
 
 
 # ---- what each kernel is ----------------------------------------------------------------------------
@@ -176,7 +200,9 @@ def report(current: Side, candidate: Side, platform: str, archs: list[str]) -> d
            "candidate": {"triton": candidate.version, "numerics": candidate.numerics}, "archs": {}, "failures": []}
     for side in (current, candidate):
         if side.numerics and not side.numerics["passed"]:
-            doc["failures"].append(f"interpreter numerics fail under triton {side.version}")
+            failed = [c["name"] for c in side.numerics.get("checked", []) if c["error"]]
+            doc["failures"].append(f"interpreter numerics fail under triton {side.version}: "
+                                   + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
     for arch in archs:
         rows, failures = compare(describe(current.root / platform / arch), describe(candidate.root / platform / arch))
         doc["archs"][arch] = rows
@@ -217,24 +243,43 @@ def markdown(doc: dict) -> str:
                      f"{s['shared_changed']} / {s['warps_changed']} | {s['registers_up']} / {s['registers_down']} | "
                      f"{s['spilling_current']} / "
                      f"{s['spilling_candidate']} | {s['bytes_current']:,} / {s['bytes_candidate']:,} |")
-    gpu = doc.get("gpu")
-    if gpu:
-        lines += ["", f"Speed on {gpu['device']} (benchmarks/pin_bench.py: every zoo shape, both builds tuned and "
-                      f"timed in one process; ratio = time with {cand} / time with {cur}, above 1 is slower):", "",
+    lines += ["", *_numerics_lines(doc)]
+    speed = (doc.get("gpu") or {}).get("summary")
+    if speed:
+        lines += ["", f"Speed on {doc['gpu']['device']} (tritonforge.runtime.build_speed: every zoo shape, both "
+                      f"builds tuned and timed in one process; ratio = time with {cand} / time with {cur}, above 1 "
+                      "is slower):", "",
                   "| kernels | shapes | median | worst | over 1.03x |", "| --- | --- | --- | --- | --- |"]
-        for kind, s in gpu["summary"].items():
+        for kind, s in speed.items():
             over = s["slower_than_target"]
             name = "runtime best" if kind == "best" else "ORT group"
             lines.append(f"| {name} | {s['shapes']} | {s['median']:.3f}x | {s['worst'][1]:.3f}x ({s['worst'][0]}) | "
                          f"{len(over)}"
                          + (f": {', '.join(over[:8])}" + (" ..." if len(over) > 8 else "") if over else "") + " |")
-    lines += ["", "CPU numerics (tests/kernels/test_interpreter.py):"]
+    return "\n".join(lines) + "\n"
+
+
+def _numerics_lines(doc: dict) -> list[str]:
+    """Which half of the numerics ran, under which Triton, and exactly what each checked."""
+    from tritonforge.pipeline.builds import interpret
+    from tritonforge.runtime import verify
+
+    lines = ["Numerics, host half (Triton's interpreter on the kernel scripts, no GPU):"]
     for side in ("current", "candidate"):
         n = doc[side]["numerics"]
         lines.append(f"- triton {doc[side]['triton']}: " + ("not run" if not n else
-                                                           ("passed" if n["passed"] else "FAILED") +
-                                                           (f" ({n['output'][-1]})" if n.get("output") else "")))
-    return "\n".join(lines) + "\n"
+                                                           ("passed: " if n["passed"] else "FAILED: ")
+                                                           + interpret.summary_line(n)))
+    gpu = (doc.get("gpu") or {}).get("numerics")
+    lines += ["", "Numerics, GPU half (compiled code: every kernel of the full profile, against float64):"]
+    if not gpu:
+        lines.append("- not run: `invoke pin-move --gpu` on a CUDA GPU runner runs it")
+    for side in ("current", "candidate") if gpu else ():
+        n = gpu[side]
+        failed = [c["name"] for c in n["checked"] if c["error"]]
+        lines.append(f"- triton {n['triton']}: " + ("passed: " if n["passed"] else "FAILED: ") + verify.summary_line(n)
+                     + (f"; failed: {', '.join(failed[:8])}" + (" ..." if len(failed) > 8 else "") if failed else ""))
+    return lines
 
 
 def write_report(doc: dict, out: Path) -> tuple[Path, Path]:
@@ -244,24 +289,35 @@ def write_report(doc: dict, out: Path) -> tuple[Path, Path]:
 
 
 # ---- the two builds and their checks ------------------------------------------------------------------
-def interpreter_check_in(image: str) -> dict:
-    """The interpreter check inside a compile image (the repository mounted read-only, no network)."""
+def interpreter_check_in(image: str, kernels_dir: Path) -> dict:
+    """The host half inside a compile image (its own tritonforge and Triton; the kernel scripts mounted
+    read-only, no network)."""
+    import tempfile
+
     from tritonforge.pipeline.builds.images import client
     from tritonforge.pipeline.builds.runners import container_user
 
     import docker
 
-    try:
-        logs = client().containers.run(
-            image, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header", "tests/kernels/test_interpreter.py"],
-            entrypoint=["python3"], working_dir="/repo", volumes={str(ROOT): {"bind": "/repo", "mode": "ro"}},
-            environment={"PYTHONPATH": "/repo", "PYTHONDONTWRITEBYTECODE": "1"}, network_mode="none",
-            user=container_user(), remove=True, stdout=True, stderr=True)
-        passed = True
-    except docker.errors.ContainerError as exc:
-        logs, passed = exc.stderr or b"", False
-    lines = [line for line in logs.decode(errors="replace").splitlines() if line.strip()]
-    return {"passed": passed, "output": lines[-6:]}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o777)  # the container's user writes the result
+        try:
+            client().containers.run(
+                image, ["-m", "tritonforge.pipeline.builds.interpret", "--kernels-dir", "/kernels", "--out",
+                        "/out/numerics.json"], entrypoint=["python3"],
+                volumes={str(Path(kernels_dir).resolve()): {"bind": "/kernels", "mode": "ro"},
+                         tmp: {"bind": "/out", "mode": "rw"}},
+                environment={"PYTHONDONTWRITEBYTECODE": "1"}, network_mode="none", user=container_user(),
+                remove=True, stdout=True, stderr=True)
+            tail = ""
+        except docker.errors.ContainerError as exc:
+            tail = (exc.stderr or b"").decode(errors="replace").strip()
+        result = Path(tmp) / "numerics.json"
+        if result.is_file():
+            return json.loads(result.read_text())
+    return {"passed": False, "triton": "?", "skipped": {}, "checked": [
+        {"name": "(the interpreter run)", "group": "", "problem": None,
+         "error": f"no result from {image}: {' | '.join(tail.splitlines()[-3:])}"}]}
 
 
 def run(kernels_dir: Path, platform: str, archs: list[str], current: str, candidate: str, runner: str,
@@ -285,12 +341,12 @@ def run(kernels_dir: Path, platform: str, archs: list[str], current: str, candid
             run_docker(kernels_dir, targets, side.root, compile_cache, jobs, log, host, platform, profile="ort",
                        triton=other)
             if numerics:
-                side.numerics = interpreter_check_in(build_image(platform, log, triton=other))
+                side.numerics = interpreter_check_in(build_image(platform, log, triton=other), kernels_dir)
         else:
             build_local(version, kernels_dir, [t.arch_name for t in targets], platform, side.root, cache,
                         compile_cache, jobs, host, log)
             if numerics:
-                side.numerics = interpreter_check(python_for(version, cache, log), version)
+                side.numerics = interpreter_check(python_for(version, cache, log), kernels_dir, cache)
         log(f"triton {version}: built; numerics " + ("not checked" if not numerics else
                                                      "pass" if side.numerics["passed"] else "FAIL"))
         sides[version] = side
@@ -306,19 +362,22 @@ def _image_triton(version: str) -> str | None:
     return None if version == pinned_version() else version
 
 
-def gpu_bench(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, compile_cache: Path, jobs: int,
-              host: str, log) -> dict:
-    """The zoo bench under both Tritons on this CUDA GPU: the full profile for its arch built with each
-    (the runtime's every family, ORT's groups among them), then benchmarks/pin_bench.py on the pair; its
-    summary joins the report (speed is reported, not a failure)."""
+def gpu_half(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, compile_cache: Path, jobs: int,
+             host: str, log) -> dict:
+    """Both Tritons on this CUDA GPU: the full profile for its arch built with each (the runtime's every
+    family, ORT's groups among them), every kernel of each build checked against float64 (a failure fails
+    the move), then the zoo's shapes timed under both (reported)."""
     from tritonforge.pipeline.builds.runners import run_docker
     from tritonforge.pipeline.compile.targets import parse_targets
+    from tritonforge.runtime import build_speed, load_artifacts, verify, zoo
     from tritonforge.runtime.cuda import CudaBackend
+    from tritonforge.runtime.registry import Registry
 
     if doc["platform"] != "cuda":
-        raise PipelineError("the GPU half of a pin move runs on a CUDA GPU (no ROCm runtime bench yet)")
-    arch = f"sm_{CudaBackend(0).arch}"
-    roots = {}
+        raise PipelineError("the GPU half of a pin move runs on a CUDA GPU (no ROCm runtime here)")
+    backend = CudaBackend(0)
+    arch = f"sm_{backend.arch}"
+    roots, checked = {}, {}
     for side in ("current", "candidate"):
         version = doc[side]["triton"]
         roots[side] = root = out / "full" / f"triton-{version}"
@@ -327,13 +386,18 @@ def gpu_bench(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path,
                        "cuda", profile="full", triton=_image_triton(version))
         else:
             build_local(version, kernels_dir, [arch], "cuda", root, cache, compile_cache, jobs, host, log, "full")
-    result = out / "gpu.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "pin_bench.py"), "--current", str(roots["current"]),
-           "--candidate", str(roots["candidate"]), "--out", str(result)]
-    log("zoo bench under both: " + " ".join(cmd[1:]))
-    if subprocess.run(cmd, cwd=ROOT).returncode:
-        raise PipelineError(f"the zoo bench under both Tritons failed ({' '.join(cmd[1:])})")
-    bench = json.loads(result.read_text())
-    doc["gpu"] = {k: bench[k] for k in ("device", "summary")}
+        log(f"triton {version}: every kernel of the full profile for {arch} against float64")
+        checked[side] = verify.verify(Registry(load_artifacts(root / "cuda" / arch), backend), say=log)
+        log(f"triton {version}: {verify.summary_line(checked[side])}")
+        if not checked[side]["passed"]:
+            failed = [c["name"] for c in checked[side]["checked"] if c["error"]]
+            doc["failures"].append(f"{arch}: compiled-code numerics fail under triton {version}: "
+                                   + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
+    doc["gpu"] = {"device": backend.device_name, "numerics": checked}
+    if not doc["failures"]:
+        log("the zoo's shapes under both builds")
+        speed = build_speed.compare_builds(roots["current"], roots["candidate"], zoo.models("all"))
+        doc["gpu"]["summary"] = speed["summary"]
+        write_text(out / "gpu.json", json.dumps(speed, indent=1) + "\n")
     write_report(doc, out)
     return doc

@@ -88,7 +88,7 @@ def run_docker(kernels_dir, targets, out, cache_dir, jobs, log, host, platform: 
                    str(work / "out"): {"bind": "/out", "mode": "rw"}}
         cmd = ["--platform", platform, "--arch", ",".join(t.arch_name for t in targets),
                "--kernels-dir", "/src/kernels", "--out", "/out", "--jobs", str(jobs), "--host", host,
-               "--report", "/out/report.json", "--profile", profile]
+               "--report", "/out/report.json", "--profile", profile, *(["--triton", triton] if triton else [])]
         if cache_dir:  # a cache of its own: entries are written by the container's user
             cache = _shared_dir(Path(f"{Path(cache_dir).resolve()}-docker"))
             volumes[str(cache)] = {"bind": "/cache", "mode": "rw"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -10,9 +9,10 @@ from tritonforge.pipeline.errors import PipelineError
 
 from tritonforge import pins_dir
 
-# pins/triton.txt of the checkout, or the copy an installed package carries (tritonforge.pins_dir); the
-# compile images name theirs through TRITONFORGE_PIN_FILE.
-PIN_FILE = Path(os.environ.get("TRITONFORGE_PIN_FILE") or Path(pins_dir()) / "triton.txt")
+# pins/triton.txt of the checkout, or the copy an installed package carries (tritonforge.pins_dir; the
+# compile images' too). A build with another release says so with the `triton` setting, never by
+# another pin file.
+PIN_FILE = Path(pins_dir()) / "triton.txt"
 
 
 def pinned_version(pin_file: Path = PIN_FILE) -> str:

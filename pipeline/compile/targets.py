@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from tritonforge.pipeline.errors import PipelineError
 
 # Architectures this pipeline is known to compile for with the pinned Triton.
-CUDA_ARCHS = (75, 80, 86, 89, 90, 100, 120)
+CUDA_ARCHS = (75, 80, 86, 89, 90, 100, 103, 120, 121)
 ROCM_ARCHS = ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "gfx1200", "gfx1201")
 
 EM_CUDA = 190

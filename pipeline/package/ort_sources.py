@@ -11,7 +11,8 @@ folders from `kernels/sparse_attention/` in ORT's layout and naming, for any lis
   kernel table in the order ORT's `get_algo_id` numbers its algorithms, its length (not its size in
   bytes), and a refusal of an algorithm id out of range;
 - per version, `sparse_attention[_v2]_api.cc`: the dispatch from a device's sm to the arch built for it
-  (8.x runs sm_80's cubins; sm_90, sm_100 and sm_120 their own, which Triton builds arch-specific);
+  (8.x runs sm_80's cubins; sm_90, sm_100, sm_103, sm_120 and sm_121 their own, which Triton builds
+  arch-specific: an sm_100 cubin of Triton's does not run on sm_103, nor sm_120's on sm_121);
 - `ort-sources.patch`: the one change ORT's hand-written files need, with its reason (ORT_PATCH_REASON);
 - `ort-sources.json`: every file and kernel with its sha256 and what made it.
 
@@ -34,12 +35,12 @@ from tritonforge.pipeline.errors import PipelineError
 
 from tritonforge.atomic import replace_dir
 
-ARCHS = (75, 80, 90, 100, 120)
+ARCHS = (75, 80, 90, 100, 103, 120, 121)
 # Turing has no bf16 tensor cores: ORT builds fp16 alone there.
 DTYPES = {75: ("fp16",)}
 DTYPES_DEFAULT = ("fp16", "bf16")
 # The devices each built arch serves (8.x share sm_80's cubin; Triton's sm_90+ cubins are arch-specific).
-SERVES = {75: (75,), 80: (80, 86, 87, 89), 90: (90,), 100: (100,), 120: (120,)}
+SERVES = {75: (75,), 80: (80, 86, 87, 89), 90: (90,), 100: (100,), 103: (103,), 120: (120,), 121: (121,)}
 SPARSE = "onnxruntime/contrib_ops/cuda/sparse"
 PATCH_NAME = "ort-sources.patch"
 MANIFEST_NAME = "ort-sources.json"

@@ -67,6 +67,31 @@ def build(ort_root: Path, out: Path, jobs: int = 4) -> Path:
     return out
 
 
+def build_pair(ort_root: Path, out_dir: Path, sm: int, kernels_dir: Path, cache_dir: Path | None = None
+               ) -> tuple[Path, Path]:
+    """(ours, ORT's own): consumers built from two copies of `ort_root`'s SparseAttention folders, one with
+    the generated kernels of the arch that serves sm_`sm` laid in (as `invoke ort-sources --ort-root` lays
+    them), one as ORT checked them in."""
+    from tritonforge.pipeline.package import ort_sources as gen
+
+    if not (Path(ort_root) / SPARSE).is_dir():
+        raise PipelineError(f"{ort_root}: no {SPARSE} (an ONNX Runtime checkout, or its sparse folder alone)")
+    served = [a for a in gen.ARCHS if gen.SERVES[a][0] <= sm]
+    if not served:
+        raise PipelineError(f"sm_{sm}: older than every arch ORT's SparseAttention serves ({gen.ARCHS[0]})")
+    out_dir = Path(out_dir)
+    libs = []
+    for name in ("ours", "ort"):
+        tree = out_dir / f"ort-{name}"
+        shutil.rmtree(tree, ignore_errors=True)
+        shutil.copytree(Path(ort_root) / SPARSE, tree / SPARSE)
+        if name == "ours":
+            compiled, triton = gen.compile_kernels(Path(kernels_dir), [served[-1]], cache_dir)
+            gen.lay_into(gen.write(gen.render(compiled, [served[-1]], triton), out_dir / "generated"), tree)
+        libs.append(build(tree, out_dir / f"libsparse_{name}.so"))
+    return libs[0], libs[1]
+
+
 def _wait(item) -> None:
     src, proc = item
     _, err = proc.communicate()

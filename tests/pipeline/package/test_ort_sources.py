@@ -89,7 +89,7 @@ def test_the_patch_applies_to_an_onnxruntime_tree():
 
 
 def test_bad_archs_and_trees_are_named():
-    with pytest.raises(PipelineError, match="'sm_86' is not one of sm_75, sm_80, sm_90, sm_100, sm_120"):
+    with pytest.raises(PipelineError, match="'sm_86' is not one of sm_75, sm_80, sm_90, sm_100, sm_103, sm_120, sm_121"):
         gen.parse_archs("sm_90,sm_86")
     assert gen.parse_archs("90,sm_75") == [75, 90] and gen.parse_archs(None) == list(gen.ARCHS)
     with pytest.raises(PipelineError, match="is not an ONNX Runtime checkout"):
@@ -132,3 +132,25 @@ def test_fetched_sources_lay_into_a_tree_only_where_the_patch_fits(generated, tm
     (generated / "sparse_attention_v1" / "sparse_attention_v1_api.cc").write_text("// edited\n")
     proc = invoke(repo, "ort-sources", "--fetched", str(generated), "--ort-root", str(tmp_path))
     assert proc.returncode == 1 and "sparse_attention_v1_api.cc: missing or not what" in proc.stdout, proc.stdout
+
+
+def test_both_consumers_build_from_an_onnxruntime_tree(tmp_path):
+    """What the benchmark builds (`sparse_attention_bench.py --ort-root`): ours from a copy with the generated
+    kernels laid in, ORT's own from an untouched copy; the tree given is left as it was."""
+    root = os.environ.get("TRITONFORGE_ORT_ROOT")
+    if not root:
+        pytest.skip("TRITONFORGE_ORT_ROOT names no ONNX Runtime checkout to build the consumers from")
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is needed to compile ORT's SparseAttention sources")
+    from tritonforge.pipeline.package.ort_sparse_consumer import build_pair
+
+    before = sorted(p.name for p in (Path(root) / gen.SPARSE).rglob("*"))
+    ours, theirs = build_pair(Path(root), tmp_path, 90, ROOT / "kernels")
+    for lib in (ours, theirs):
+        nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+        assert {"tf_sparse_v1", "tf_sparse_v2", "tf_supported"} <= {line.split()[-1] for line in nm.splitlines()}
+    assert sorted(p.name for p in (Path(root) / gen.SPARSE).rglob("*")) == before
+    v1 = "sparse_attention_v1/sparse_attention_v1_fp16_d128_n64_e0_sm90.cc"
+    assert (tmp_path / "ort-ours" / gen.SPARSE / v1).read_bytes() != (Path(root) / gen.SPARSE / v1).read_bytes()
+    with pytest.raises(PipelineError, match="older than every arch"):
+        build_pair(Path(root), tmp_path / "old", 70, ROOT / "kernels")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,15 +28,9 @@ def test_every_case_of_orts_sparse_attention_test_passes_with_the_generated_kern
         if not root:
             pytest.skip("TRITONFORGE_ORT_ROOT names no ONNX Runtime checkout to build the consumer from "
                         "(or TRITONFORGE_SPARSE_CONSUMER a built one)")
-        from tritonforge.pipeline.package import ort_sources as gen
-        from tritonforge.pipeline.package.ort_sparse_consumer import build
+        from tritonforge.pipeline.package.ort_sparse_consumer import build_pair
 
-        tree = tmp_path / "ort"
-        shutil.copytree(Path(root) / gen.SPARSE, tree / gen.SPARSE)
-        arch = max(a for a in gen.ARCHS if gen.SERVES[a][0] <= gpu_sm)
-        compiled, triton = gen.compile_kernels(ROOT / "kernels", [arch], None)
-        gen.lay_into(gen.write(gen.render(compiled, [arch], triton), tmp_path / "gen"), tree)
-        lib = build(tree, tmp_path / "libsparse.so")
+        lib, _ = build_pair(Path(root), tmp_path, gpu_sm, ROOT / "kernels")
     proc = subprocess.run([sys.executable, "benchmarks/sparse_attention_bench.py", "--consumer", str(lib),
                            "--cases", "ort,long", "--results", str(tmp_path / "r.csv")], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)

@@ -1,0 +1,227 @@
+"""One checkable problem per kernel, read from its launch contract: the smallest awkward shape the
+contract admits (partial blocks, rows past the block, channels that do not fill a vector), inputs by
+argument role, and the float64 answer.
+
+Both numerics checks of a build use it, so they check the same thing: Triton's interpreter on the host
+(tritonforge.pipeline.builds.interpret: no GPU, the kernels it can run) and the compiled kernels on a
+GPU (tritonforge.runtime.verify: every kernel of a build). A case knows roles, never pointers: the
+runner puts the arrays where its kernels read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .expressions import evaluate
+from .ops.attention import attention_mismatch, attention_ref
+from .ops.group_norm import group_norm_mismatch, group_norm_ref
+from .ops.softmax import softmax_ref
+from .reference import mismatch, quantize
+
+EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What a case needs of a kernel: a build's kernels.json entry or a kernel script's table entry."""
+    name: str
+    group: str
+    constants: dict
+    num_warps: int
+    contract: dict
+    index: int = 0  # its place in the group: varies the optional inputs a case gives
+
+    @property
+    def dtype(self) -> str:
+        return self.group.rsplit("_", 1)[1]
+
+    @property
+    def family(self) -> str:
+        if "softmax" in self.group:
+            return "softmax"
+        if self.group.startswith("attention"):
+            return "attention"
+        return "nchw" if self.group.startswith("GroupNormNCHW") else "nhwc"
+
+
+@dataclass
+class Case:
+    env: dict  # the problem variables (the contract's `problem`)
+    inputs: dict  # role -> (float array, storage dtype)
+    outputs: dict  # role -> (shape, storage dtype), written by the kernel
+    scalars: dict  # role -> int / float / bool
+    expect: Callable[[dict], str | None]  # outputs as floats -> None, or what is wrong
+    label: dict = field(default_factory=dict)  # the shape, for reports
+
+    def check(self, got: dict) -> str | None:
+        return self.expect(got)
+
+
+def contract_admits(spec: KernelSpec, env: dict) -> bool:
+    """The contract's `requires` on `env`, as a host evaluates it (no `resident`: no device)."""
+    scope = {**spec.constants, "num_warps": spec.num_warps, **env}
+    try:
+        return all(evaluate(r, scope) for r in spec.contract["requires"])
+    except KeyError:  # a variable only a device knows (`resident`): not for the host
+        return False
+
+
+def case_for(spec: KernelSpec, admits: Callable[[dict], bool] | None = None, seed: int = 0) -> Case | None:
+    """The first problem of the kernel's family that `admits` (default: the contract on the host) takes,
+    with inputs; None when no shape tried is admitted."""
+    admits = admits or (lambda env: contract_admits(spec, env))
+    env = next((e for e in _problems(spec) if admits(e)), None)
+    return None if env is None else case_with(spec, env, seed)
+
+
+def case_with(spec: KernelSpec, env: dict, seed: int = 0) -> Case:
+    """The case of a given problem (its variables as the contract names them)."""
+    rng = np.random.default_rng([seed, spec.index])
+    return {"softmax": _softmax, "nhwc": _group_norm, "nchw": _nchw, "attention": _attention}[spec.family](
+        spec, env, rng)
+
+
+def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, ...]:
+    scope = {**spec.constants, "num_warps": spec.num_warps, **env, **(extra or {})}
+    return tuple(evaluate(g, scope) for g in spec.contract["grid"])
+
+
+def _problems(spec: KernelSpec) -> Iterator[dict]:
+    return {"softmax": _softmax_problems, "nhwc": _group_norm_problems, "nchw": _nchw_problems,
+            "attention": _attention_problems}[spec.family](spec)
+
+
+# ---- softmax: rows past the block, a partial vector, several pieces of a streamed row ----------------
+def _softmax_problems(spec: KernelSpec) -> Iterator[dict]:
+    c = spec.constants
+    block, chunk, split = c.get("BLOCK_SIZE", 1024), c.get("CHUNK", 0), c.get("SPLIT", 1)
+    piece = chunk or block
+    cols = {block - 3, block, block // 2 + 16, 77, 1000, 4096 + 16, max(16, piece - 16), 2 * piece + 5,
+            split * piece - 48, 2 * split * piece + 48}
+    if chunk:
+        cols |= {2 * chunk + 16, 3 * chunk - 5}
+    rows = c.get("ROWS", 1)
+    for n_cols in sorted(n for n in cols if 1 <= n <= 1 << 20):
+        for batch in (3, 2 * rows + 1):
+            yield {"batch": batch, "n_cols": n_cols, "in_stride": n_cols, "out_stride": n_cols}
+
+
+def _softmax(spec: KernelSpec, env: dict, rng) -> Case:
+    log, dtype = spec.group.startswith("log_softmax"), spec.dtype
+    shape = (env["batch"], env["n_cols"])
+    x = (rng.standard_normal(shape) * 3).astype(np.float64 if dtype == "fp64" else np.float32)
+    ref = softmax_ref(quantize(x, dtype), log)
+    return Case(env, {"in": (x, dtype)}, {"out": (shape, dtype)}, dict(env),
+                lambda got: mismatch(got["out"], ref, dtype, log), {"batch": shape[0], "n_cols": shape[1]})
+
+
+# ---- GroupNorm, NHWC: partial steps over H*W, odd channels per group, the families' own fill ---------
+def _group_norm_problems(spec: KernelSpec) -> Iterator[dict]:
+    c = spec.constants
+    silu = int("_Silu_" in spec.group)
+    vec = max(1, c.get("VEC", 1))
+    block = c.get("BLOCK_SIZE", c.get("VEC", 8) * 4)
+    hw_size = c.get("HW_SIZE", 1)
+    step = c.get("TILES", 1) * c.get("HW_SIZE", 16)
+    cpgs = sorted({p for p in (block, max(1, block * 3 // 4), block - vec, 3 * vec, 5 * vec, 8, 16, 40)
+                   if 1 <= p <= 512})
+    shapes = [(hw, cpg, 2) for hw in [3 * step + hw_size, *sorted({step, 49, 64, 100, 256, 1024})] for cpg in cpgs]
+    held = c.get("VECTORS", 0) + c.get("TAIL", 0)
+    if held:  # whole groups held in registers, by one program or a team of PARTS: half full and full
+        parts = c.get("PARTS", 1)
+        team = parts > 1 or "PARTS" in c
+        shapes += [(parts * (held // 3 - 1) - (1 if team else 0), 3 * vec, 2), (parts * (held // 5), 5 * vec, 2)]
+    if "BLOCK_C" in c:  # channel chunks with groups that straddle them, a partial last tile
+        shapes.append((2 * c["TILE_HW"] + 3, 3 * c["BLOCK_C"] // 16, 16))
+    for hw, cpg, groups in shapes:
+        if hw >= 1:
+            yield {"n": 2, "hw": hw, "c": groups * cpg, "groups": groups, "c_per_group": cpg, "silu": silu}
+
+
+def _group_norm(spec: KernelSpec, env: dict, rng) -> Case:
+    dtype, n, hw, c, groups = spec.dtype, env["n"], env["hw"], env["c"], env["groups"]
+    skip_mode = ("none", "full", "broadcast")[spec.index % 3]
+    has_bias = spec.index % 2 == 1
+    x = (rng.standard_normal((n * hw, c)) * 2 + 0.5).astype(np.float32)
+    gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    beta = rng.uniform(-0.5, 0.5, c).astype(np.float32)
+    unused = (np.zeros((1, 1), np.float32), dtype)
+    skip = {"full": (n * hw, c), "broadcast": (n, c)}.get(skip_mode)
+    inputs = {"in": (x, dtype), "gamma": (gamma.reshape(1, c), "fp32"), "beta": (beta.reshape(1, c), "fp32"),
+              "skip": (rng.standard_normal(skip).astype(np.float32), dtype) if skip else unused,
+              "bias": (rng.standard_normal((1, c)).astype(np.float32), dtype) if has_bias else unused}
+    outputs = {"out": ((n * hw, c), dtype), "add_out": ((n * hw, c), dtype) if skip else ((1, 1), dtype)}
+    scalars = {"hw": hw, "c": c, "c_per_group": c // groups, "groups": groups, "eps": EPS, "has_skip": bool(skip),
+               "has_bias": has_bias, "broadcast_skip": skip_mode == "broadcast"}
+    q = lambda role: quantize(inputs[role][0], dtype)
+    ref, ref_add = group_norm_ref(q("in").reshape(n, hw, 1, c), gamma, beta, groups, EPS, bool(env["silu"]),
+                                  q("skip").reshape(n, -1, 1, c) if skip else None,
+                                  q("bias") if has_bias else None)
+
+    def expect(got):
+        bad = group_norm_mismatch(got["out"], ref.reshape(n * hw, c), dtype)
+        if bad is None and skip:
+            bad = group_norm_mismatch(got["add_out"], ref_add.reshape(n * hw, c), dtype)
+            return bad and f"add_out: {bad}"
+        return bad
+
+    return Case(env, inputs, outputs, scalars, expect,
+                {"n": n, "hw": hw, "c": c, "groups": groups, "skip": skip_mode, "bias": has_bias})
+
+
+# ---- GroupNorm, NCHW: spans of several blocks with a partial last one; a team's shares -------------
+def _nchw_problems(spec: KernelSpec) -> Iterator[dict]:
+    c = spec.constants
+    block, silu = c["BLOCK"], int("_Silu_" in spec.group)
+    hws = [block // 2 + 16, 3 * block // 4 + 3, 48, 5]
+    for cpg in (3, 5):
+        sizes = list(hws)
+        if "PARTS" in c:  # a member's share within its block, and past it (walked twice)
+            span = c["PARTS"] * block / cpg
+            sizes += [max(16, int(span * f) // 16 * 16) for f in (0.5, 0.75, 1.5, 3)]
+        for hw in sizes:
+            yield {"n": 2, "hw": hw, "c": 2 * cpg, "groups": 2, "c_per_group": cpg, "silu": silu}
+
+
+def _nchw(spec: KernelSpec, env: dict, rng) -> Case:
+    dtype, n, hw, c, groups = spec.dtype, env["n"], env["hw"], env["c"], env["groups"]
+    x = (rng.standard_normal((n * c, hw)) * 2 + 40.0).astype(np.float32)  # a mean far from zero
+    scale = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    bias = rng.uniform(-0.5, 0.5, c).astype(np.float32)
+    nhwc = quantize(x, dtype).reshape(n, c, hw).transpose(0, 2, 1).reshape(n, hw, 1, c)
+    ref, _ = group_norm_ref(nhwc, scale, bias, groups, EPS, bool(env["silu"]))
+    ref = ref.reshape(n, hw, c).transpose(0, 2, 1).reshape(n * c, hw)
+    return Case(env, {"in": (x, dtype), "nchw_scale": (scale.reshape(1, c), "fp32"),
+                      "nchw_bias": (bias.reshape(1, c), "fp32")},
+                {"out": ((n * c, hw), dtype)}, {"hw": hw, "c_per_group": c // groups, "eps": EPS},
+                lambda got: group_norm_mismatch(got["out"], ref, dtype), {"n": n, "c": c, "hw": hw, "groups": groups})
+
+
+# ---- attention: a head the split masks, partial last key and query blocks ---------------------------
+def _attention_problems(spec: KernelSpec) -> Iterator[dict]:
+    c = spec.constants
+    for d in (c["D1"] + c["D2"] - 8, c["D1"] + c["D2"]):
+        for skv in (c["BLOCK_N"] + 5, 77):
+            yield {"batch": 1, "heads": 2, "sq": c["BLOCK_M"] + 3, "skv": skv, "head_dim": d, "strides8": 1}
+
+
+def _attention(spec: KernelSpec, env: dict, rng) -> Case:
+    """(B, S, H*d) projections, as the library's op passes them."""
+    dtype = spec.dtype
+    b, h, sq, skv, d = env["batch"], env["heads"], env["sq"], env["skv"], env["head_dim"]
+    q, k, v = (rng.standard_normal((b * s, h * d)).astype(np.float32) for s in (sq, skv, skv))
+    strides = lambda s: {"batch_stride": s * h * d, "head_stride": d, "seq_stride": h * d}
+    scalars = {"scale": 1 / np.sqrt(d), "heads": h, "sq": sq, "skv": skv, "head_dim": d,
+               **{f"{t}_{r}": x for t, s in (("q", sq), ("k", skv), ("v", skv), ("out", sq))
+                  for r, x in strides(s).items()}}
+    heads = lambda x: quantize(x, dtype).reshape(b, -1, h, d).transpose(0, 2, 1, 3)
+    ref = attention_ref(heads(q), heads(k), heads(v), causal=bool(spec.constants.get("CAUSAL", 0)))
+
+    def expect(got):
+        return attention_mismatch(got["out"].reshape(b, sq, h, d).transpose(0, 2, 1, 3), ref, dtype)
+
+    return Case(env, {"q": (q, dtype), "k": (k, dtype), "v": (v, dtype)}, {"out": ((b * sq, h * d), dtype)},
+                scalars, expect, {"batch": b, "heads": h, "sq": sq, "skv": skv, "head_dim": d})
