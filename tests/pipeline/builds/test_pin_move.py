@@ -89,3 +89,26 @@ def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
         assert {r["kernel"] for r in rows} == {k.name for k in table.kernels if k.builds_for(target)}, arch
         assert not any(r["launch_changed"] for r in rows) and all(r["ort_launchable"] for r in rows)
     assert stem.with_name(stem.name + ".md").read_text() == pin_move.markdown(doc)
+
+
+def test_the_host_half_runs_in_the_compile_image_and_names_what_it_checked(docker_engine, root, tmp_path):
+    """The docker runner's numerics: the image's own tritonforge and Triton on the kernel scripts mounted
+    read-only, the result read back; a script that computes wrong fails it, naming the kernel."""
+    from tritonforge.pipeline.builds import interpret
+    from tritonforge.pipeline.builds.images import build_image
+
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    script = kernels / "softmax_triton.py"
+    script.write_text((root / "kernels" / "softmax_triton.py").read_text())
+    image = build_image("cuda", lambda line: None)
+    result = pin_move.interpreter_check_in(image, kernels)
+    assert result["passed"] and result["triton"] == pinned_version() and result["checked"]
+    assert interpret.summary_line(result).startswith(f"{len(result['checked'])} of {len(result['checked'])} kernels")
+    script.write_text(script.read_text().replace("y = numerator / denominator", "y = numerator / (denominator + 1)"))
+    failed = pin_move.interpreter_check_in(image, kernels)
+    assert not failed["passed"] and any(c["error"] and c["group"].startswith("softmax_") for c in failed["checked"])
+    sides = pin_move.Side("3.9.0", tmp_path, failed), pin_move.Side("3.9.0", tmp_path, result)
+    (said,) = pin_move.report(*sides, "cuda", [])["failures"]
+    first = next(c["name"] for c in failed["checked"] if c["error"])
+    assert said.startswith(f"interpreter numerics fail under triton 3.9.0: {first}")
