@@ -8,6 +8,8 @@ from tritonforge.pipeline.errors import PipelineError
     ("sm_80", "cuda:80:32", "sm_80"),
     ("sm_90a", "cuda:90:32", "sm_90"),
     ("cuda:120", "cuda:120:32", "sm_120"),
+    ("sm_103a", "cuda:103:32", "sm_103"),  # B300 and GB10: Triton's Blackwell code is arch-specific
+    ("sm_121", "cuda:121:32", "sm_121"),
     ("hip:gfx942", "hip:gfx942:64", "gfx942"),
     ("rocm:gfx90a", "hip:gfx90a:64", "gfx90a"),
     ("gfx1100", "hip:gfx1100:32", "gfx1100"),  # RDNA is wave32
