@@ -3,7 +3,8 @@
 Each kernel runs once on the awkward problem its launch contract admits on this GPU (the same cases the
 interpreter check uses: tritonforge.runtime.kernel_cases), launched the way the runtime launches it
 (clusters, cooperative grids and workspaces included), outputs poisoned first so every element must be
-written. Inline-PTX, cluster and cooperative kernels, which the interpreter cannot run, are checked here.
+written, and a kernel with a workspace must leave it zeroed. Inline-PTX, cluster and cooperative kernels,
+which the interpreter cannot run, are checked here.
 
     python -m tritonforge.runtime.verify dist/full/cuda/sm_90 [--only REGEX] [--out verify.json]
 
@@ -55,6 +56,8 @@ def check_kernel(registry, info, spec: KernelSpec, seed: int = 0) -> dict:
         candidates.prepare(registry, info.name, roles, case.env, grid)()
         backend.synchronize()
         error = case.check({role: bufs[role].to_numpy() for role in case.outputs})
+        if error is None and "workspace" in spec.contract and registry.workspace_nonzero_bytes():
+            error = "left its workspace dirty (the next launch on this stream would read its sums)"
     except Exception:
         error = "raised " + traceback.format_exc(limit=-2).strip().splitlines()[-1]
     finally:
