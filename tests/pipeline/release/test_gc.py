@@ -115,7 +115,7 @@ def test_gc_races_eight_publishers_on_seaweedfs(s3, dist_copy, tmp_path):  # noq
     assert sorted(versions(s3)) == sorted(f"7.{i}.0" for i in range(8))
 
 
-LEASE_S = 6  # the killed gc's lease: long enough to see it held, short enough to wait out
+LEASE_S = 10  # the killed gc's lease: long enough to see it held, short enough to wait out
 
 
 def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_path):  # noqa: F811
@@ -129,10 +129,12 @@ def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_pat
                             stdout=subprocess.PIPE, text=True)
     kill_when(proc, "deleted ")
     killed = time.monotonic()
+    # first, while its lease surely runs (listing the store below takes seconds on a slow machine)
+    with pytest.raises(PipelineError, match="another gc holds"):
+        collect_garbage(s3, grace_s=0, log=QUIET)
+    assert time.monotonic() - killed < LEASE_S, "the check came after the lease ran out: the machine stalled"
     left = [k for k in s3.list("blobs") if k not in referenced(s3)]
     assert left and s3.get(GC_LOCK) is not None  # killed midway, holding its lease
-    with pytest.raises(PipelineError, match="another gc holds"):
-        collect_garbage(s3, grace_s=0, log=QUIET)  # its lease has not run out yet
     fetch_all(s3, tmp_path)
     time.sleep(max(0.0, killed + LEASE_S + 1 - time.monotonic()))
     assert collect_garbage(s3, grace_s=0, log=QUIET)["deleted"] == len(left)  # lease over: taken over
