@@ -53,11 +53,8 @@ class Case:
     inputs: dict  # role -> (float array, storage dtype)
     outputs: dict  # role -> (shape, storage dtype), written by the kernel
     scalars: dict  # role -> int / float / bool
-    expect: Callable[[dict], str | None]  # outputs as floats -> None, or what is wrong
+    check: Callable[[dict], str | None]  # outputs as floats -> None, or what is wrong
     label: dict = field(default_factory=dict)  # the shape, for reports
-
-    def check(self, got: dict) -> str | None:
-        return self.expect(got)
 
 
 def contract_admits(spec: KernelSpec, env: dict) -> bool:

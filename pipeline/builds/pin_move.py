@@ -200,9 +200,8 @@ def report(current: Side, candidate: Side, platform: str, archs: list[str]) -> d
            "candidate": {"triton": candidate.version, "numerics": candidate.numerics}, "archs": {}, "failures": []}
     for side in (current, candidate):
         if side.numerics and not side.numerics["passed"]:
-            failed = [c["name"] for c in side.numerics.get("checked", []) if c["error"]]
             doc["failures"].append(f"interpreter numerics fail under triton {side.version}: "
-                                   + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
+                                   + _failed(side.numerics["checked"], 5))
     for arch in archs:
         rows, failures = compare(describe(current.root / platform / arch), describe(candidate.root / platform / arch))
         doc["archs"][arch] = rows
@@ -277,10 +276,15 @@ def _numerics_lines(doc: dict) -> list[str]:
         lines.append("- not run: `invoke pin-move --gpu` on a CUDA GPU runner runs it")
     for side in ("current", "candidate") if gpu else ():
         n = gpu[side]
-        failed = [c["name"] for c in n["checked"] if c["error"]]
         lines.append(f"- triton {n['triton']}: " + ("passed: " if n["passed"] else "FAILED: ") + verify.summary_line(n)
-                     + (f"; failed: {', '.join(failed[:8])}" + (" ..." if len(failed) > 8 else "") if failed else ""))
+                     + ("" if n["passed"] else f"; failed: {_failed(n['checked'], 8)}"))
     return lines
+
+
+def _failed(checked: list[dict], most: int) -> str:
+    """The names of the kernels a numerics half failed, the first `most` of them."""
+    names = [c["name"] for c in checked if c["error"]]
+    return ", ".join(names[:most]) + (" ..." if len(names) > most else "")
 
 
 def write_report(doc: dict, out: Path) -> tuple[Path, Path]:
@@ -391,9 +395,8 @@ def gpu_half(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, 
         checked[side] = verify.verify(Registry(load_artifacts(root / "cuda" / arch), backend), say=log)
         log(f"triton {version}: {verify.summary_line(checked[side])}")
         if not checked[side]["passed"]:
-            failed = [c["name"] for c in checked[side]["checked"] if c["error"]]
             doc["failures"].append(f"{arch}: compiled-code numerics fail under triton {version}: "
-                                   + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
+                                   + _failed(checked[side]["checked"], 5))
     doc["gpu"] = {"device": backend.device_name, "numerics": checked}
     if not doc["failures"]:
         log("the zoo's shapes under both builds")
