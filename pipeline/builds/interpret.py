@@ -121,12 +121,19 @@ def _interpret(spec_path: str) -> int:
 def check(kernels_dir: Path, python: str = sys.executable, env: dict | None = None, timeout: int = 1200) -> dict:
     """The interpreter check of every kernel script in `kernels_dir`, run by `python` (a Python with the
     Triton to check): {passed, triton, checked: [{name, group, problem, error}], skipped: {group: why}}."""
-    import tempfile
-
     from tritonforge.pipeline.scripts.table import load_table
 
     table = load_table(sorted(Path(kernels_dir).glob("*_triton.py")))
     kernels, skipped = select(table)
+    return {**run_specs(kernels, python, env, timeout), "skipped": skipped}
+
+
+def run_specs(kernels: list[dict], python: str = sys.executable, env: dict | None = None,
+              timeout: int = 1200) -> dict:
+    """Kernels given as spec dicts (select's, a "problem" of their own allowed) run by `python`'s
+    interpreter: {passed, triton, checked: [{name, group, problem, error}]}."""
+    import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
         spec.write_text(json.dumps(kernels))
@@ -139,8 +146,7 @@ def check(kernels_dir: Path, python: str = sys.executable, env: dict | None = No
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         checked.append({"name": "(the interpreter run)", "group": "", "problem": None,
                         "error": f"stopped after {len(checked)} of {len(kernels)} kernels: {' | '.join(tail)}"})
-    return {"passed": not any(c["error"] for c in checked), "triton": triton, "checked": checked,
-            "skipped": skipped}
+    return {"passed": not any(c["error"] for c in checked), "triton": triton, "checked": checked}
 
 
 def summary_line(result: dict) -> str:
