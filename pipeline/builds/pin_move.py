@@ -19,6 +19,8 @@ in either half; speed is reported.
 
     invoke pin-move --candidate 3.9.0            # report in pin-move/report.md and report.json
     invoke pin-move --candidate 3.9.0 --gpu      # on a CUDA GPU runner: and both halves on the GPU
+    # a GPU runner that cannot install both Tritons: the GPU half alone, on both full builds made elsewhere
+    python -m tritonforge.pipeline.builds.pin_move --gpu pin-move --builds DIR [--no-speed]
 """
 
 from __future__ import annotations
@@ -256,6 +258,8 @@ def markdown(doc: dict) -> str:
             lines.append(f"| {name} | {s['shapes']} | {s['median']:.3f}x | {s['worst'][1]:.3f}x ({s['worst'][0]}) | "
                          f"{len(over)}"
                          + (f": {', '.join(over[:8])}" + (" ..." if len(over) > 8 else "") if over else "") + " |")
+    elif doc.get("gpu"):
+        lines += ["", f"Speed on {doc['gpu']['device']}: not timed in this run (numerics only)."]
     return "\n".join(lines) + "\n"
 
 
@@ -277,8 +281,19 @@ def _numerics_lines(doc: dict) -> list[str]:
     for side in ("current", "candidate") if gpu else ():
         n = gpu[side]
         lines.append(f"- triton {n['triton']}: " + ("passed: " if n["passed"] else "FAILED: ") + verify.summary_line(n)
-                     + ("" if n["passed"] else f"; failed: {_failed(n['checked'], 8)}"))
+                     + ("" if n["passed"] else f"; failed: {_failed(n['checked'], 8)}") + _ort_share(doc, n))
     return lines
+
+
+def _ort_share(doc: dict, checked: dict) -> str:
+    """How many of the ORT profile's kernels for the GPU's arch the GPU half checked, and passed."""
+    ort = {r["kernel"] for r in doc.get("archs", {}).get(checked["arch"], [])}
+    if not ort:
+        return ""
+    ok = {c["name"] for c in checked["checked"] if not c["error"]} & ort
+    seen = {c["name"] for c in checked["checked"]} & ort
+    return f"; the ORT profile's {len(ort)} {checked['arch']} kernels: {len(seen)} checked, {len(ok)} passed"
+
 
 
 def _failed(checked: list[dict], most: int) -> str:
@@ -368,25 +383,33 @@ def _image_triton(version: str) -> str | None:
 
 
 def gpu_half(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, compile_cache: Path, jobs: int,
-             host: str, log) -> dict:
+             host: str, log, builds: Path | None = None, speed: bool = True) -> dict:
     """Both Tritons on this CUDA GPU: the full profile for its arch built with each (the runtime's every
     family, ORT's groups among them), every kernel of each build checked against float64 (a failure fails
-    the move), then the zoo's shapes timed under both (reported)."""
+    the move), then the zoo's shapes timed under both (reported). `builds`: a folder holding those builds
+    already made elsewhere (`triton-<version>/cuda/<arch>`, compiled on a CPU machine): the exact bytes
+    are checked and nothing is compiled here."""
+    if doc["platform"] != "cuda":
+        raise PipelineError("the GPU half of a pin move runs on a CUDA GPU (no ROCm runtime here)")
+    for side in ("current", "candidate") if builds else ():
+        _check_prebuilt(builds / f"triton-{doc[side]['triton']}", doc[side]["triton"])
+
     from tritonforge.pipeline.builds.runners import run_docker
     from tritonforge.pipeline.compile.targets import parse_targets
     from tritonforge.runtime import build_speed, load_artifacts, verify, zoo
     from tritonforge.runtime.cuda import CudaBackend
     from tritonforge.runtime.registry import Registry
 
-    if doc["platform"] != "cuda":
-        raise PipelineError("the GPU half of a pin move runs on a CUDA GPU (no ROCm runtime here)")
     backend = CudaBackend(0)
     arch = f"sm_{backend.arch}"
     roots, checked = {}, {}
     for side in ("current", "candidate"):
         version = doc[side]["triton"]
-        roots[side] = root = out / "full" / f"triton-{version}"
-        if runner == "docker":
+        roots[side] = root = (builds or out / "full") / f"triton-{version}"
+        if builds:
+            if not (root / "cuda" / arch / "kernels.json").is_file():
+                raise PipelineError(f"{root}: no build for this GPU's {arch}")
+        elif runner == "docker":
             run_docker(kernels_dir, parse_targets([arch], platform="cuda"), root, compile_cache, jobs, log, host,
                        "cuda", profile="full", triton=_image_triton(version))
         else:
@@ -398,10 +421,52 @@ def gpu_half(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, 
             doc["failures"].append(f"{arch}: compiled-code numerics fail under triton {version}: "
                                    + _failed(checked[side]["checked"], 5))
     doc["gpu"] = {"device": backend.device_name, "numerics": checked}
-    if not doc["failures"]:
+    if not doc["failures"] and speed:
         log("the zoo's shapes under both builds")
-        speed = build_speed.compare_builds(roots["current"], roots["candidate"], zoo.models("all"))
-        doc["gpu"]["summary"] = speed["summary"]
-        write_text(out / "gpu.json", json.dumps(speed, indent=1) + "\n")
+        timed = build_speed.compare_builds(roots["current"], roots["candidate"], zoo.models("all"))
+        doc["gpu"]["summary"] = timed["summary"]
+        write_text(out / "gpu.json", json.dumps(timed, indent=1) + "\n")
     write_report(doc, out)
     return doc
+
+
+def _check_prebuilt(root: Path, version: str) -> None:
+    """A folder of full-profile CUDA builds by triton `version` (cuda/<arch>/kernels.json), or an error."""
+    manifests = sorted(root.glob("cuda/*/kernels.json"))
+    if not manifests:
+        raise PipelineError(f"{root}: no build here (cuda/<arch>/kernels.json): the GPU half takes the full "
+                            f"profile built with triton {version}")
+    for manifest in manifests:
+        doc = json.loads(manifest.read_text())
+        if doc.get("triton_version") != version or doc.get("profile") != "full":
+            raise PipelineError(f"{manifest}: the {doc.get('profile')} profile by triton {doc.get('triton_version')}, "
+                                f"not the full profile by triton {version}")
+
+
+def main(argv=None) -> int:
+    """The GPU half alone, for a GPU runner that cannot install both Tritons: the host half's report
+    (OUT/report.json, from `invoke pin-move`) and both full builds made on a CPU machine."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tritonforge.pipeline.builds.pin_move", description=main.__doc__)
+    ap.add_argument("--gpu", required=True, metavar="OUT", help="the pin move's folder (report.json inside)")
+    ap.add_argument("--builds", required=True, help="holds triton-<version>/cuda/<arch> for both sides, full profile")
+    ap.add_argument("--kernels-dir", default="kernels")
+    ap.add_argument("--no-speed", action="store_true", help="numerics only: leave out timing the zoo's shapes")
+    args = ap.parse_args(argv)
+    out = Path(args.gpu)
+    if not (out / "report.json").is_file():
+        raise SystemExit(f"error: {out / 'report.json'} is missing: `invoke pin-move` writes it (the host half)")
+    doc = json.loads((out / "report.json").read_text())
+    try:
+        doc = gpu_half(doc, Path(args.kernels_dir), "local", out, Path(), Path(), 1, "x86_64", print,
+                       builds=Path(args.builds), speed=not args.no_speed)
+    except PipelineError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(f"{out}/report.md: triton {doc['current']['triton']} -> {doc['candidate']['triton']}, "
+          f"{len(doc['failures'])} problem(s)")
+    return 1 if doc["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

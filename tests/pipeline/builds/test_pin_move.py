@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import sys
 
 import pytest
 
@@ -89,6 +90,13 @@ def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
         assert {r["kernel"] for r in rows} == {k.name for k in table.kernels if k.builds_for(target)}, arch
         assert not any(r["launch_changed"] for r in rows) and all(r["ort_launchable"] for r in rows)
     assert stem.with_name(stem.name + ".md").read_text() == pin_move.markdown(doc)
+    if platform == "cuda":  # and the GPU half: compiled code, every kernel of the full profile on sm_90
+        ort_sm90 = {r["kernel"] for r in doc["archs"]["sm_90"]}
+        for side in ("current", "candidate"):
+            gpu = doc["gpu"]["numerics"][side]
+            assert gpu["passed"] and gpu["arch"] == "sm_90" and gpu["triton"] == doc[side]["triton"]
+            assert ort_sm90 <= {c["name"] for c in gpu["checked"] if not c["error"]}
+            assert len(gpu["checked"]) > 2 * len(ort_sm90)  # the full profile, not ORT's groups alone
 
 
 def test_the_host_half_runs_in_the_compile_image_and_names_what_it_checked(docker_engine, root, tmp_path):
@@ -112,3 +120,27 @@ def test_the_host_half_runs_in_the_compile_image_and_names_what_it_checked(docke
     (said,) = pin_move.report(*sides, "cuda", [])["failures"]
     first = next(c["name"] for c in failed["checked"] if c["error"])
     assert said.startswith(f"interpreter numerics fail under triton 3.9.0: {first}")
+
+
+def test_the_gpu_half_alone_names_what_it_is_missing(built_ort, tmp_path):
+    """`python -m tritonforge.pipeline.builds.pin_move --gpu OUT --builds DIR` (a GPU runner without both
+    Tritons) needs the host half's report and both sides' full-profile builds; anything else is refused
+    before a GPU is touched, naming the file at fault."""
+    _, dist = built_ort
+    run = lambda *args: subprocess.run([sys.executable, "-m", "tritonforge.pipeline.builds.pin_move", *args],
+                                       capture_output=True, text=True)
+    out, builds = tmp_path / "move", tmp_path / "builds"
+    proc = run("--gpu", str(out), "--builds", str(builds))
+    assert proc.returncode and f"{out / 'report.json'} is missing" in proc.stderr
+    out.mkdir()
+    pin = pinned_version()
+    (out / "report.json").write_text(json.dumps({"platform": "cuda", "current": {"triton": OLDEST},
+                                                 "candidate": {"triton": pin}, "failures": []}))
+    proc = run("--gpu", str(out), "--builds", str(builds))
+    assert proc.returncode and f"{builds / f'triton-{OLDEST}'}: no build here" in proc.stderr
+    (builds / f"triton-{OLDEST}").mkdir(parents=True)
+    (builds / f"triton-{OLDEST}" / "cuda").symlink_to(dist / "cuda")  # the ORT profile, by the pin's Triton
+    proc = run("--gpu", str(out), "--builds", str(builds))
+    manifest = next((builds / f"triton-{OLDEST}").glob("cuda/*/kernels.json"))
+    assert proc.returncode and f"{manifest}: the ort profile by triton {pin}, not the full profile by triton {OLDEST}" \
+        in proc.stderr
