@@ -295,7 +295,6 @@ def _ort_share(doc: dict, checked: dict) -> str:
     return f"; the ORT profile's {len(ort)} {checked['arch']} kernels: {len(seen)} checked, {len(ok)} passed"
 
 
-
 def _failed(checked: list[dict], most: int) -> str:
     """The names of the kernels a numerics half failed, the first `most` of them."""
     names = [c["name"] for c in checked if c["error"]]
@@ -397,9 +396,12 @@ def gpu_half(doc: dict, kernels_dir: Path, runner: str, out: Path, cache: Path, 
     from tritonforge.pipeline.builds.runners import run_docker
     from tritonforge.pipeline.compile.targets import parse_targets
     from tritonforge.runtime import build_speed, load_artifacts, verify, zoo
-    from tritonforge.runtime.cuda import CudaBackend
+    from tritonforge.runtime.cuda import CudaBackend, driver_available
     from tritonforge.runtime.registry import Registry
 
+    ok, why = driver_available()
+    if not ok:
+        raise PipelineError(f"the GPU half needs a CUDA GPU: no usable NVIDIA GPU here ({why})")
     backend = CudaBackend(0)
     arch = f"sm_{backend.arch}"
     roots, checked = {}, {}
@@ -448,21 +450,24 @@ def main(argv=None) -> int:
     (OUT/report.json, from `invoke pin-move`) and both full builds made on a CPU machine."""
     import argparse
 
+    from tritonforge.errors import TritonforgeError
+
     ap = argparse.ArgumentParser(prog="python -m tritonforge.pipeline.builds.pin_move", description=main.__doc__)
     ap.add_argument("--gpu", required=True, metavar="OUT", help="the pin move's folder (report.json inside)")
     ap.add_argument("--builds", required=True, help="holds triton-<version>/cuda/<arch> for both sides, full profile")
-    ap.add_argument("--kernels-dir", default="kernels")
     ap.add_argument("--no-speed", action="store_true", help="numerics only: leave out timing the zoo's shapes")
     args = ap.parse_args(argv)
     out = Path(args.gpu)
     if not (out / "report.json").is_file():
         raise SystemExit(f"error: {out / 'report.json'} is missing: `invoke pin-move` writes it (the host half)")
     doc = json.loads((out / "report.json").read_text())
-    try:
-        doc = gpu_half(doc, Path(args.kernels_dir), "local", out, Path(), Path(), 1, "x86_64", print,
-                       builds=Path(args.builds), speed=not args.no_speed)
-    except PipelineError as exc:
+    try:  # nothing is compiled: the kernel scripts, caches and jobs of a build are not used
+        doc = gpu_half(doc, Path(), "local", out, Path(), Path(), 1, "x86_64", print, builds=Path(args.builds),
+                       speed=not args.no_speed)
+    except TritonforgeError as exc:
         raise SystemExit(f"error: {exc}") from None
+    except ImportError as exc:  # the runtime's CUDA bindings (cuda-python) are not installed
+        raise SystemExit(f"error: the GPU half runs the kernels through cuda-python: {exc}") from None
     print(f"{out}/report.md: triton {doc['current']['triton']} -> {doc['candidate']['triton']}, "
           f"{len(doc['failures'])} problem(s)")
     return 1 if doc["failures"] else 0

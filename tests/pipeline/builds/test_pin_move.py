@@ -144,3 +144,19 @@ def test_the_gpu_half_alone_names_what_it_is_missing(built_ort, tmp_path):
     manifest = next((builds / f"triton-{OLDEST}").glob("cuda/*/kernels.json"))
     assert proc.returncode and f"{manifest}: the ort profile by triton {pin}, not the full profile by triton {OLDEST}" \
         in proc.stderr
+    # Builds that say they are both sides' full profiles pass the checks; without a GPU the command says so.
+    from tritonforge.pipeline.builds.runners import gpu_unavailable
+
+    if gpu_unavailable("cuda") is None:
+        return  # a GPU runner: the GPU half itself runs in the GPU tests
+    for version in (OLDEST, pin):
+        side = builds / f"triton-{version}"
+        subprocess.run(["rm", "-rf", str(side)], check=True)
+        side.mkdir()
+        subprocess.run(["cp", "-r", str(dist / "cuda"), str(side)], check=True)
+        for manifest in side.glob("cuda/*/kernels.json"):
+            doc = json.loads(manifest.read_text())
+            manifest.write_text(json.dumps({**doc, "profile": "full", "triton_version": version}))
+    proc = run("--gpu", str(out), "--builds", str(builds))
+    assert proc.returncode == 1 and "error: the GPU half needs a CUDA GPU: no usable NVIDIA GPU here" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (out / "report.md").exists()
