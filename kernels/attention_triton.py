@@ -9,8 +9,10 @@ The head is split into two power-of-two parts, D1 + D2 (D2 may be 0): head dims 
 64+16 and 128+32 instead of being padded to 128 and 256, and both matrix products run as two dots. A
 kernel either serves the split's width exactly (EXACT: no load or store masks a column) or masks the
 columns a narrower head leaves (a 40-wide head runs as 64, faster than as 32+16). Inputs are read through
-four strides each (batch, head, sequence; the last axis contiguous), so (B, S, H*d) projections, their
-(B, H, S, d) transposes and packed QKV all run as they are. Maths in fp32 (exp2, the scale folded with
+three strides each (batch, head, sequence; the last axis contiguous), so (B, S, H*d) projections, their
+(B, H, S, d) transposes, (B, S, H, d) heads and packed QKV all run as they are. Grouped-query attention
+reads key and value head h // kv_group for query head h. Strides are 64-bit and every offset is computed
+in 64 bits, so tensors past 2**31 elements are addressed right. Maths in fp32 (exp2, the scale folded with
 log2(e)); fp32 inputs multiply at full precision. A row whose keys are all masked (causal, Sq > Skv)
 gives zeros.
 
@@ -85,7 +87,7 @@ def _blocks(acc1, acc2, m_i, l_i, q1, q2, k_ptrs1, k_ptrs2, v_ptrs1, v_ptrs2, of
 
 @triton.jit
 def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
-                     heads, sq, skv, head_dim,
+                     heads, kv_group, sq, skv, head_dim,
                      D1: tl.constexpr, D2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, ALIGNED: tl.constexpr, EXACT: tl.constexpr):
     if ALIGNED:
@@ -99,9 +101,11 @@ def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_
     PRECISION: tl.constexpr = "ieee" if Q.dtype.element_ty == tl.float32 else None  # 16-bit: the default
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
-    b = (bh // heads).to(tl.int64)  # 64-bit: batch * batch stride may pass 2**31
+    b = (bh // heads).to(tl.int64)
     h = (bh % heads).to(tl.int64)
+    hk = h // kv_group  # the key and value head this query head reads (grouped-query attention)
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = offs_m.to(tl.int64)  # row offsets in 64 bits: sq * seq stride may pass 2**31
     offs_n = tl.arange(0, BLOCK_N)
     offs_d1 = tl.arange(0, D1)
     offs_d2 = D1 + tl.arange(0, D2 if D2 > 0 else 16)
@@ -109,15 +113,15 @@ def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_
     head_mask2 = offs_d2 < head_dim
     row_mask = offs_m < sq
 
-    q_base = Q + b * q_sb + h * q_sh + offs_m[:, None] * q_ss
+    q_base = Q + b * q_sb + h * q_sh + rows[:, None] * q_ss
     q1 = tl.load(q_base + offs_d1[None, :], mask=row_mask[:, None] & head_mask1[None, :], other=0.0)
     q2 = q1
     if D2 > 0:
         q2 = tl.load(q_base + offs_d2[None, :], mask=row_mask[:, None] & head_mask2[None, :], other=0.0)
-    k_base = K + b * k_sb + h * k_sh
+    k_base = K + b * k_sb + hk * k_sh
     k_ptrs1 = k_base + offs_n[None, :] * k_ss + offs_d1[:, None]
     k_ptrs2 = k_base + offs_n[None, :] * k_ss + offs_d2[:, None]
-    v_base = V + b * v_sb + h * v_sh
+    v_base = V + b * v_sb + hk * v_sh
     v_ptrs1 = v_base + offs_n[:, None] * v_ss + offs_d1[None, :]
     v_ptrs2 = v_base + offs_n[:, None] * v_ss + offs_d2[None, :]
 
@@ -144,7 +148,7 @@ def attention_kernel(Q, K, V, Out, scale, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_
                                    D2, BLOCK_N, True, CAUSAL, not EXACT, PRECISION)
 
     inv = tl.where(l_i > 0, 1.0 / l_i, 0.0)
-    o_base = Out + b * o_sb + h * o_sh + offs_m[:, None] * o_ss
+    o_base = Out + b * o_sb + h * o_sh + rows[:, None] * o_ss
     tl.store(o_base + offs_d1[None, :], (acc1 * inv[:, None]).to(Out.dtype.element_ty),
              mask=row_mask[:, None] & head_mask1[None, :])
     if D2 > 0:
@@ -184,7 +188,7 @@ def _entry(dtype, causal, aligned, exact, d1, d2, cfg):
     kind = ("causal_" if causal else "") + ("" if aligned else "any_")
     return {"name": f"attention_{kind}{dtype}_d{d1}_{d2}{'' if exact else '_le'}_m{bm}_n{bn}_w{warps}_s{stages}",
             "group": f"attention_{kind}{dtype}", "func": attention_kernel,
-            "sig": f"*{dtype}:16,*{dtype}:16,*{dtype}:16,*{dtype}:16,fp32," + ",".join(["i32"] * 16),
+            "sig": f"*{dtype}:16,*{dtype}:16,*{dtype}:16,*{dtype}:16,fp32," + ",".join(["i64"] * 12 + ["i32"] * 5),
             "kwargs": {"num_warps": warps, "num_stages": stages,
                        "constants": {"D1": d1, "D2": d2, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": int(causal),
                                      "ALIGNED": int(aligned), "EXACT": int(exact)}}}
@@ -209,12 +213,14 @@ def get_function_table():
 
 PARAMS = ["q", "k", "v", "out", "scale", "q_batch_stride", "q_head_stride", "q_seq_stride", "k_batch_stride",
           "k_head_stride", "k_seq_stride", "v_batch_stride", "v_head_stride", "v_seq_stride", "out_batch_stride",
-          "out_head_stride", "out_seq_stride", "heads", "sq", "skv", "head_dim"]
+          "out_head_stride", "out_seq_stride", "heads", "kv_group", "sq", "skv", "head_dim"]
 
 
 def get_launch_contracts():
     serves = ["head_dim <= D1 + D2", "head_dim > (D2 > 0) * D1 + (D2 == 0) * (D1 > 32) * (D1 // 2)",
               "EXACT == 0 or head_dim == D1 + D2"]
+    # the grid's second axis holds batch * heads programs: CUDA's limit there
+    serves = serves + ["batch * heads <= 65535"]
     aligned = ["strides8 == 1"]
     grid = ["cdiv(sq, BLOCK_M)", "batch * heads", "1"]
     out = {}
@@ -223,7 +229,8 @@ def get_launch_contracts():
             if dtype != "fp32":
                 out[f"attention_{causal}{dtype}"] = {
                     "params": PARAMS, "grid": grid, "requires": serves + aligned,
-                    "doc": "strides in elements; strides8: every stride a multiple of 8"}
+                    "doc": "strides in elements (64-bit); kv_group: query heads per key/value head; strides8: every "
+                       "stride a multiple of 8"}
             out[f"attention_{causal}any_{dtype}"] = {
                 "params": PARAMS, "grid": grid, "requires": serves, "fallback": True,
                 "doc": "any strides: the correctness fallback"}

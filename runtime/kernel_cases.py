@@ -206,16 +206,19 @@ def _attention_problems(spec: KernelSpec) -> Iterator[dict]:
 
 
 def _attention(spec: KernelSpec, env: dict, rng) -> Case:
-    """(B, S, H*d) projections, as the library's op passes them."""
+    """(B, S, H*d) query and (B, S, Hkv*d) key and value, as the library's op passes them; key and value
+    with half the query's heads when the query has an even number (grouped-query attention)."""
     dtype = spec.dtype
     b, h, sq, skv, d = env["batch"], env["heads"], env["sq"], env["skv"], env["head_dim"]
-    q, k, v = (rng.standard_normal((b * s, h * d)).astype(np.float32) for s in (sq, skv, skv))
-    strides = lambda s: {"batch_stride": s * h * d, "head_stride": d, "seq_stride": h * d}
-    scalars = {"scale": 1 / np.sqrt(d), "heads": h, "sq": sq, "skv": skv, "head_dim": d,
-               **{f"{t}_{r}": x for t, s in (("q", sq), ("k", skv), ("v", skv), ("out", sq))
-                  for r, x in strides(s).items()}}
-    heads = lambda x: quantize(x, dtype).reshape(b, -1, h, d).transpose(0, 2, 1, 3)
-    ref = attention_ref(heads(q), heads(k), heads(v), causal=bool(spec.constants.get("CAUSAL", 0)))
+    hk = h // 2 if h % 2 == 0 else h
+    q = rng.standard_normal((b * sq, h * d)).astype(np.float32)
+    k, v = (rng.standard_normal((b * skv, hk * d)).astype(np.float32) for _ in range(2))
+    strides = lambda s, n: {"batch_stride": s * n * d, "head_stride": d, "seq_stride": n * d}
+    scalars = {"scale": 1 / np.sqrt(d), "heads": h, "kv_group": h // hk, "sq": sq, "skv": skv, "head_dim": d,
+               **{f"{t}_{r}": x for t, s, n in (("q", sq, h), ("k", skv, hk), ("v", skv, hk), ("out", sq, h))
+                  for r, x in strides(s, n).items()}}
+    heads = lambda x, n: quantize(x, dtype).reshape(b, -1, n, d).transpose(0, 2, 1, 3)
+    ref = attention_ref(heads(q, h), heads(k, hk), heads(v, hk), causal=bool(spec.constants.get("CAUSAL", 0)))
 
     def expect(got):
         return attention_mismatch(got["out"].reshape(b, sq, h, d).transpose(0, 2, 1, 3), ref, dtype)

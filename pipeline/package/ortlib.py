@@ -37,7 +37,7 @@ from tritonforge.atomic import write_bytes
 
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
-SOURCES = ("ops.cc", "launch.cc")
+SOURCES = ("ops.cc", "group_norm.cc", "softmax.cc", "attention.cc", "launch.cc")
 EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")
 DTYPES = ("fp16", "fp32", "bf16")
 NCHW_ROLES = {"in", "out", "nchw_scale", "nchw_bias", "ws", "hw", "c_per_group", "eps"}

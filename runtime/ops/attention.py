@@ -17,15 +17,17 @@ from .. import zoo
 GROUP = re.compile(r"attention(?P<causal>_causal)?(_[A-Za-z0-9]+)*_(?P<dtype>fp16|fp32|bf16)")
 ROLES = {"q", "k", "v", "out", "scale", "q_batch_stride", "q_head_stride", "q_seq_stride", "k_batch_stride",
          "k_head_stride", "k_seq_stride", "v_batch_stride", "v_head_stride", "v_seq_stride", "out_batch_stride",
-         "out_head_stride", "out_seq_stride", "heads", "sq", "skv", "head_dim"}
+         "out_head_stride", "out_seq_stride", "heads", "kv_group", "sq", "skv", "head_dim"}
 PROBLEM = {"batch", "heads", "sq", "skv", "head_dim", "strides8"}
 
 
 def attention_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None = None,
                   causal: bool = False) -> np.ndarray:
     """float64 attention of (B, H, S, d) arrays; `scale` defaults to 1/sqrt(d); causal: query i attends keys
-    0..i (top-left aligned)."""
+    0..i (top-left aligned). Key and value may have fewer heads, each serving H / Hkv query heads in turn."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
     s = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
     if causal:

@@ -53,6 +53,7 @@ class Report:
     fused_silu: int = 0
     channels_last: int = 0  # GroupNormalizations written as the NHWC GroupNorm between Transposes (layout.py)
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
+    notes: Counter = field(default_factory=Counter)  # why nodes went where they went -> how many
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
     loads: str = ""  # what rewrite_file checked before writing: "loads in onnxruntime 1.31.1 (...)"
 
@@ -70,13 +71,9 @@ class Report:
         if self.channels_last:
             out.append(f"channels-last: {self.channels_last} GroupNormalization node(s) as tritonforge.GroupNorm "
                        "between Transposes, for sessions with prefer_nhwc (rewrite/layout.py)")
+        out += [f"note: {why} ({n} node(s))" for why, n in self.notes.items()]
         out += [f"left as is: {why}" for why in self.left]
         return out or ["nothing to rewrite"]
-
-    def as_dict(self) -> dict:
-        return {"rewritten": dict(self.rewritten), "fused_silu": self.fused_silu,
-                "channels_last": self.channels_last, "left": list(self.left),
-                "wrote": list(self.wrote), "loads": self.loads}
 
 
 def _check(model, what: str) -> bool:
@@ -170,6 +167,8 @@ def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, repor
             report.sources[(m.node.op_type, m.source)] += 1
             report.targets[(m.node.op_type, m.node.domain)] += 1
             report.fused_silu += m.silu
+            if m.note:
+                report.notes[m.note] += 1
             near = [f"{why} (the {node.op_type} alone went to {m.node.domain}.{m.node.op_type})" for why in near]
             break
         report.left += [f"{node.op_type} node '{node.name}'{graph.where}: {why}" for why in near]
@@ -183,8 +182,8 @@ def _splice(graph: Graph, taken: dict, initializers: list) -> None:
     first = {}
     for i, m in sorted(taken.items()):
         first.setdefault(id(m), i)
-    placed = {i: m.node for i, m in taken.items() if first[id(m)] == i}
-    kept = [placed.get(i, n) for i, n in enumerate(graph.nodes) if i in placed or i not in taken]
+    placed = {i: [*m.before, m.node, *m.after] for i, m in taken.items() if first[id(m)] == i}
+    kept = [n for i, node in enumerate(graph.nodes) if i in placed or i not in taken for n in placed.get(i, [node])]
     # producers whose every reader went: the constants and shapes feeding the replaced nodes
     readers = Counter(i for n in kept for i in dict.fromkeys([*n.input, *outer_reads(n)]) if i)
     dropped = [n for i, n in enumerate(graph.nodes) if i in taken]

@@ -1,18 +1,30 @@
 """The forms of multi-head attention the rewrite recognises, one declared matcher each, and where each goes.
 
-Every form ends as one node on the (B, S, H*d) projections, query, key and value, that the exporters
-reshape into heads: `tritonforge.MultiHeadAttention` (the library's flash-attention kernels), or ORT's own
-`com.microsoft.MultiHeadAttention` where that measured faster for the shape's class (attention_measured.py,
-derived from the committed measurements by benchmarks/attention_choice.py), as TunableOp would let ORT's
-kernel win. Both take the same inputs and attributes (num_heads, scale, unidirectional).
+Every form ends as one MultiHeadAttention node: `tritonforge.MultiHeadAttention` (the library's
+flash-attention kernels), or ORT's own `com.microsoft.MultiHeadAttention` where that measured faster for
+the shape's class and dtype (attention_measured.py, derived from the committed measurements by
+benchmarks/attention_choice.py), as TunableOp would let ORT's kernel win. Both take (B, S, H*d) query,
+key and value with num_heads, scale and unidirectional; the library's op also takes 4-D heads, (B, H, S, d)
+or (B, S, H, d), and key and value with fewer heads than query (kv_num_heads).
 
-- DecomposedAttention: F.scaled_dot_product_attention as torch.onnx writes it, anchored at its Softmax.
-  Q: Reshape (B, S, H, d) -> Transpose [0, 2, 1, 3]; K^T: Reshape -> Transpose [0, 2, 3, 1] (TorchScript), or
-  Reshape -> Transpose [0, 2, 1, 3] -> Reshape (B*H, S, d) -> Transpose [0, 2, 1] -> Reshape (dynamo, opset
-  18), or a Transpose [0, 1, 3, 2] of K's heads; each side optionally multiplied (or divided) by a scalar,
-  the scores too: the scale is their product, folded or computed at run time from Shape(q) (Slice, Cast,
-  Sqrt, Div); MatMul -> Softmax -> MatMul with V's heads -> Transpose [0, 2, 1, 3] -> Reshape (B, S, H*d).
-- OnnxAttention: ONNX `Attention` (opset 23/24) on 3-D inputs, no mask, no KV cache, no softcap.
+The heads an attention reads are followed back to token-major memory where the graph has it, so the
+transposes into (B, H, S, d) and back go with the attention:
+- a Reshape of a (B, S, H*d) projection into heads, Transpose [0, 2, 1, 3]: the projection itself;
+- a Transpose [0, 2, 1, 3] of (B, S, H, d) heads (Flux's, after RMSNorm and the rotary embedding): those;
+- a Concat on the sequence axis of such heads (SD3's and Flux's joint attention over the image and text
+  streams): one Concat of the streams' token-major values on their sequence axis instead.
+Token-major heads go in as (B, S, H*d) (a Reshape of (B, S, H, d) is a view), so either op can take them,
+and the output comes out token-major for the Transpose [0, 2, 1, 3] and Reshape that read it. Heads the
+graph only has as (B, H, S, d) (SD3.5's per-head RMSNorm on q and k) go in as they are, to the library's
+op in its BHSD layout, as ORT's op takes no such query.
+
+- DecomposedAttention: F.scaled_dot_product_attention as torch.onnx writes it, anchored at its Softmax:
+  MatMul(Q, K^T) (each side optionally multiplied or divided by a scalar, the scores too: the scale is
+  their product, folded or computed at run time from Shape(q)) -> Softmax -> MatMul with V. K^T is a
+  Transpose [0, 2, 3, 1] of K's head-splitting Reshape (TorchScript), a Transpose [0, 1, 3, 2] of K's heads,
+  or Reshape (B*H, S, d) -> Transpose [0, 2, 1] -> Reshape (B, H, d, S) of K's heads (dynamo, opset 18).
+- OnnxAttention: ONNX `Attention` (opset 23 and later) on 3-D (B, S, H*d) inputs or 4-D (B, H, S, d)
+  heads, key and value with as many heads as query or fewer; no mask, KV cache or softcap.
 - OrtMultiHeadAttention: ORT's `com.microsoft.MultiHeadAttention` on separate 3-D query, key and value with
   no bias, mask or cache, moved to the library where the library measured faster.
 """
@@ -20,23 +32,20 @@ kernel win. Both take the same inputs and attributes (num_heads, scale, unidirec
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import DOMAIN
 from .attention_measured import DEVICE, SPEEDUP
-from .graph import MS, attrs, domain_of
+from .graph import MS, attrs, domain_of, is_op
 from .patterns import Left, Match, Rewriter
 
 _CHOICES = ("tritonforge", "ort")
 
 
-def _is(node, op: str, domain: str = "") -> bool:
-    return node is not None and node.op_type == op and domain_of(node) == domain
-
-
 def _perm(node) -> list | None:
-    return list(attrs(node).get("perm", [])) if _is(node, "Transpose") else None
+    return list(attrs(node).get("perm", [])) if is_op(node, "Transpose") else None
 
 
 # ---- where an attention goes ---------------------------------------------------------------------
@@ -49,53 +58,50 @@ def shape_class(sq: int | None, skv: int | None, head_dim: int) -> str:
 
 
 def measured_choice(dtype: str | None, sq, skv, head_dim: int) -> tuple[str, str]:
-    """("tritonforge", "ort" or "decomposed", why): the fastest measured for the shape's class (the nearest head
-    dim measured where the class was not; the library where nothing was); bf16 and unknown types follow fp16."""
-    table = SPEEDUP.get(dtype or "fp16") or SPEEDUP.get("fp16") or {}
+    """("tritonforge", "ort" or "decomposed", why): the fastest measured for the shape's class in its dtype's
+    own rows (the nearest head dim measured where the class was not). A dtype with no rows goes to the
+    library's fused op, and the reason says that nothing was measured for it."""
+    table = SPEEDUP.get(dtype or "")
+    if not table:
+        return "tritonforge", f"no {dtype or 'unknown-type'} attention was measured on {DEVICE}: the library's fused op"
     key = shape_class(sq, skv, head_dim)
     if key not in table:
         selfs = [k for k in table if k.startswith("self d")]
         if key == "cross" or not selfs:
-            return "tritonforge", "no measurement for its class"
+            return "tritonforge", f"no {dtype} {key} attention was measured on {DEVICE}: the library's fused op"
         key = min(selfs, key=lambda k: abs(math.log(int(k[6:]) / head_dim)))
     rivals = table[key]  # each rival's time over the library's
     best = min(rivals, key=rivals.get)
     where = "tritonforge" if rivals[best] >= 1 else {"ort_mha": "ort", "decomposed": "decomposed"}[best]
     said = ", ".join(f"{v:.2f}x {p}" for p, v in rivals.items())
-    return where, f"on {key} the library measured {said} ({dtype or 'fp16'}, {DEVICE})"
+    return where, f"on {key} the library measured {said} ({dtype}, {DEVICE})"
 
 
-def _node(r: Rewriter, where: str, name: str, q: str, k: str, v: str, out: str, heads: int, scale: float,
-          causal: bool):
-    from onnx import helper
-
-    domain = DOMAIN if where == "tritonforge" else MS
-    return helper.make_node("MultiHeadAttention", [q, k, v], [out], name=r.node_name(name), domain=domain,
-                            num_heads=heads, scale=float(scale), **({"unidirectional": 1} if causal else {}))
+def table_rival(dtype, sq, skv, d: int, rival: str) -> float:
+    """A rival's measured time over the library's for the shape's class in the dtype's rows (1 where not
+    measured)."""
+    return (SPEEDUP.get(dtype or "") or {}).get(shape_class(sq, skv, d), {}).get(rival, 1.0)
 
 
-def _target(r: Rewriter, dtype, sq, skv, d: int, causal: bool, keep_ok: bool = False) -> str:
-    """Where the attention goes: the rewrite's `attention` setting, else the measured choice (a causal one
-    always to the library: ORT's op aligns its mask differently; bf16 too). Where the form as it is measured fastest,
-    Left says so (`keep_ok`: the form is the export's decomposition), else the fastest op is written."""
+def _target(r: Rewriter, dtype, sq, skv, d: int, causal: bool, keep_ok: bool, cannot: str) -> tuple[str, str]:
+    """(where the attention goes, a note for the report): the rewrite's `attention` setting, else the measured
+    choice; a causal one always to the library (ORT's op aligns its mask differently). `cannot`: why ORT's op
+    cannot take this one ("" when it can): it goes to the library then, and the note says so. Where the form as
+    it is measured fastest, Left says so (`keep_ok`: the form is the export's decomposition)."""
     r.check_served("MultiHeadAttention", dtype, ("fp16", "fp32", "bf16"))
-    if r.attention in _CHOICES:
-        return r.attention
-    if causal:
-        return "tritonforge"
+    if r.attention == "tritonforge" or (r.attention is None and causal):
+        return "tritonforge", ""
+    if r.attention == "ort":
+        return ("tritonforge", f"attention=ort, but ORT's MultiHeadAttention {cannot}: the library's op") if cannot \
+            else ("ort", "")
     where, why = measured_choice(dtype, sq, skv, d)
     if where == "decomposed":
         if keep_ok:
             raise Left(f"the decomposition as exported measured fastest: {why}")
         where = "ort" if table_rival(dtype, sq, skv, d, "ort_mha") < 1 else "tritonforge"
-    # ORT's MultiHeadAttention has float and float16 kernels only: bf16 stays with the library
-    return "tritonforge" if where == "ort" and dtype == "bf16" else where
-
-
-def table_rival(dtype, sq, skv, d: int, rival: str) -> float:
-    """A rival's measured time over the library's for the shape's class (1 where not measured)."""
-    table = SPEEDUP.get(dtype or "fp16") or SPEEDUP.get("fp16") or {}
-    return table.get(shape_class(sq, skv, d), {}).get(rival, 1.0)
+    if where == "ort" and cannot:
+        return "tritonforge", f"ORT's MultiHeadAttention measured faster ({why}), but it {cannot}: the library's op"
+    return where, ""
 
 
 # ---- the scale: a scalar the model fixes or computes from a shape ----------------------------------
@@ -137,9 +143,9 @@ def _scaled(g, value: str) -> tuple[str, str | None, bool, object]:
     """(what a Mul / Div by one value scales, the scale's value name or None, whether it divides, the node)."""
     node = g.producer.get(value)
     one = lambda v: (lambda d: d is not None and all(x == 1 for x in d))(g.dims(v))
-    if _is(node, "Div") and one(node.input[1]):
+    if is_op(node, "Div") and one(node.input[1]):
         return node.input[0], node.input[1], True, node
-    if _is(node, "Mul"):
+    if is_op(node, "Mul"):
         for x, by in ((0, 1), (1, 0)):
             if one(node.input[by]) and not one(node.input[x]):
                 return node.input[x], node.input[by], False, node
@@ -158,10 +164,25 @@ def _factor(g, scaled: tuple, known: dict) -> float:
     return 1 / f if divides else f
 
 
-# ---- heads: (B, S, H*d) -> Reshape (B, S, H, d) -> Transpose ----------------------------------------
+# ---- heads: where the graph has them token-major -----------------------------------------------------
+@dataclass
+class Heads:
+    """Query, key or value as the attention reads it: `heads` heads of `dim`, over `seq` positions (None when
+    symbolic); `bhsd`, the (B, H, S, d) value (None where the graph has the heads only otherwise); `tokens`, a
+    token-major value holding them, (B, S, H*d) or (B, S, H, d) by `rank` (None where the graph has none);
+    `made`, the new nodes that make `tokens` (a Concat of streams)."""
+    heads: int
+    dim: int
+    seq: object = None
+    bhsd: str | None = None
+    tokens: str | None = None
+    rank: int = 0
+    made: list = field(default_factory=list)
+
+
 def _split(g, reshape, what: str) -> tuple[str, int, int]:
     """(the (B, S, H*d) projection, H, d) of a Reshape that splits its last axis into heads."""
-    if not _is(reshape, "Reshape"):
+    if not is_op(reshape, "Reshape"):
         raise Left(f"{what} does not come from a Reshape of a (batch, sequence, heads * head_dim) projection")
     x = reshape.input[0]
     src, out = g.dims(x), g.dims(reshape.output[0])
@@ -178,29 +199,153 @@ def _split(g, reshape, what: str) -> tuple[str, int, int]:
     return x, heads, d
 
 
-def _heads(g, value: str, what: str) -> tuple[str, int, int]:
-    """(projection, H, d) of a (B, H, S, d) value: Transpose [0, 2, 1, 3] of a head-splitting Reshape."""
-    t = g.producer.get(value)
-    if _perm(t) != [0, 2, 1, 3]:
-        raise Left(f"{what} is not a Transpose [0, 2, 1, 3] of heads")
-    return _split(g, g.producer.get(t.input[0]), what)
+def _from_tokens(r: Rewriter, x: str, what: str) -> Heads | None:
+    """The heads of (B, S, H, d) value `x`: a head-splitting Reshape's projection, or `x` itself."""
+    g = r.graph
+    try:
+        proj, heads, d = _split(g, g.producer.get(x), what)
+        return Heads(heads, d, (g.dims(proj) or [None] * 3)[1], tokens=proj, rank=3)
+    except Left:
+        pass
+    dims = g.dims(x)
+    if dims is None or len(dims) != 4 or not isinstance(dims[2], int) or not isinstance(dims[3], int):
+        return None
+    return Heads(dims[2], dims[3], dims[1], tokens=x, rank=4)
 
 
-def _key_heads_t(g, value: str) -> tuple[str, int, int]:
-    """(projection, H, d) of K^T (B, H, d, S) in the forms the exporters write."""
+def _token_major(r: Rewriter, value: str, what: str) -> Heads | None:
+    """The (B, H, S, d) heads `value` as token-major memory the graph has (module docstring), or None."""
+    g = r.graph
+    node = g.producer.get(value)
+    if _perm(node) == [0, 2, 1, 3]:
+        return _from_tokens(r, node.input[0], what)
+    if is_op(node, "Concat") and attrs(node).get("axis") in (2, -2) and len(node.input) > 1:
+        parts = [_token_major(r, i, what) for i in node.input]
+        if any(p is None for p in parts) or len({(p.rank, p.heads, p.dim) for p in parts}) != 1:
+            return None
+        from onnx import helper
+
+        # the streams joined on their sequence axis while token-major: the same copy the Concat made
+        out = g.unique(f"{value}_tokens")
+        concat = helper.make_node("Concat", [p.tokens for p in parts], [out], axis=1,
+                                  name=r.node_name(f"{node.name or value}_tokens"))
+        seqs = [p.seq for p in parts]
+        return Heads(parts[0].heads, parts[0].dim, None if None in seqs else sum(seqs), tokens=out,
+                     rank=parts[0].rank, made=[n for p in parts for n in p.made] + [concat])
+    return None
+
+
+def _heads(r: Rewriter, value: str, what: str) -> Heads:
+    """Heads read as the (B, H, S, d) value `value`, with the token-major memory behind them if any."""
+    dims = r.graph.dims(value)
+    tokens = _token_major(r, value, what)
+    if tokens is not None:
+        tokens.bhsd = value
+        return tokens
+    if dims is None or len(dims) != 4 or not isinstance(dims[1], int) or not isinstance(dims[3], int):
+        raise Left(f"{what} is not (batch, heads, sequence, head_dim) with heads and head_dim known")
+    return Heads(dims[1], dims[3], dims[2], bhsd=value)
+
+
+def _key_t(r: Rewriter, value: str) -> Heads:
+    """K's heads from K^T (B, H, d, S) in the forms the exporters write."""
+    g = r.graph
     t = g.producer.get(value)
-    if _perm(t) == [0, 2, 3, 1]:  # TorchScript: K's Reshape transposed once
-        return _split(g, g.producer.get(t.input[0]), "K")
+    if _perm(t) == [0, 2, 3, 1]:  # TorchScript: K's (B, S, H, d) transposed once
+        k = _from_tokens(r, t.input[0], "K")
+        if k is None:
+            raise Left("K^T is a Transpose [0, 2, 3, 1] of a value whose heads and head dim are not known")
+        return k
     if _perm(t) == [0, 1, 3, 2]:  # K's heads transposed
-        return _heads(g, t.input[0], "K")
-    if _is(t, "Reshape"):  # dynamo: (B*H, S, d) transposed [0, 2, 1] and reshaped back to (B, H, d, S)
+        return _heads(r, t.input[0], "K")
+    if is_op(t, "Reshape"):  # dynamo: (B*H, S, d) transposed [0, 2, 1] and reshaped back to (B, H, d, S)
         mid = g.producer.get(t.input[0])
         flat = g.producer.get(mid.input[0]) if _perm(mid) == [0, 2, 1] else None
         dims = g.dims(t.output[0])
-        if _is(flat, "Reshape") and dims is not None and len(dims) == 4:
-            return _heads(g, flat.input[0], "K")
-    raise Left("K^T is not a form the exporters write (Transpose [0, 2, 3, 1] of K's Reshape, or dynamo's "
-               "Reshape -> Transpose -> Reshape)")
+        if is_op(flat, "Reshape") and dims is not None and len(dims) == 4:
+            return _heads(r, flat.input[0], "K")
+    raise Left("K^T is not a form the exporters write (Transpose [0, 2, 3, 1] of K's Reshape, Transpose [0, 1, 3, 2] "
+               "of K's heads, or dynamo's Reshape -> Transpose -> Reshape)")
+
+
+def _tail(g, value: str, q: Heads) -> tuple[list, str | None, int]:
+    """What turns the (B, H, S, d) output `value` token-major after the attention: (the nodes, Transpose
+    [0, 2, 1, 3] and the Reshape to (B, S, H*d) and a Cast to its own type where they follow, the token-major
+    value they leave, its rank); ([], None, 0) when the output is not read so."""
+    t = g.only_reader(value)
+    if _perm(t) != [0, 2, 1, 3]:
+        return [], None, 0
+    back = g.only_reader(t.output[0])
+    out = g.dims(back.output[0]) if is_op(back, "Reshape") else None
+    if out is None or len(out) != 3 or (out[2] is not None and out[2] != q.heads * q.dim):
+        return [t], t.output[0], 4
+    done = [t, back]
+    # a Cast of the output to the type it has (the exporter's `.to(query.dtype)`) goes too: left after an op
+    # onnxruntime's CPU EP runs in float, versions before 1.31 mistype it and refuse the model
+    cast = g.only_reader(back.output[0])
+    if is_op(cast, "Cast") and attrs(cast).get("to") == g.elem(back.output[0]) != 0:
+        done.append(cast)
+    return done, done[-1].output[0], 3
+
+
+def _node(r: Rewriter, where: str, name: str, ins: list, out: str, q: Heads, k: Heads, scale: float, causal: bool,
+          layout: str | None = None, removed: list = ()):
+    """The MultiHeadAttention node; named `name`, or `name_<k>` unless a node it replaces had that name."""
+    from onnx import helper
+
+    extra = {"kv_num_heads": k.heads} if k.heads != q.heads else {}
+    if layout:
+        extra["layout"] = layout
+    if causal:
+        extra["unidirectional"] = 1
+    return helper.make_node("MultiHeadAttention", ins, [out],
+                            name=name if name in {n.name for n in removed} else r.node_name(name),
+                            domain=DOMAIN if where == "tritonforge" else MS, num_heads=q.heads, scale=float(scale),
+                            **extra)
+
+
+def _reshape(r: Rewriter, x: str, shape: list, out: str):
+    from onnx import helper
+
+    return helper.make_node("Reshape", [x, r.int64(shape, "tritonforge_shape")], [out],
+                            name=r.node_name(f"{out}_reshape"))
+
+
+def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads, v: Heads, out: str, heads_out: bool,
+                    name: str, scale: float, causal: bool, keep_ok: bool = False) -> Match:
+    """The Match of one attention: `removed` (the anchor's nodes), its query, key and value, its output `out`
+    ((B, H, S, d) when `heads_out`, else already (B, S, H*d)). Token-major where the graph allows (module
+    docstring), to the library's or ORT's op; else on (B, H, S, d) heads, to the library's."""
+    g = r.graph
+    if (k.dim, v.dim, v.heads) != (q.dim, q.dim, k.heads) or q.heads % k.heads:
+        raise Left(f"Q has {q.heads} heads of {q.dim}, K {k.heads} of {k.dim}, V {v.heads} of {v.dim}: the op takes "
+                   "one head dim, and key and value heads that query heads share evenly")
+    dtype = r.dtype(q.tokens or q.bhsd)
+    tail, tokens_out, out_rank = _tail(g, out, q) if heads_out else ([], out, 3)
+    token_major = tokens_out is not None and all(h.tokens for h in (q, k, v))
+    cannot = ("takes no (B, H, S, d) heads" if not token_major else
+              "has no grouped key/value heads" if k.heads != q.heads else
+              "has no bfloat16 kernels" if dtype == "bf16" else "")
+    where, note = _target(r, dtype, q.seq, k.seq, q.dim, causal, keep_ok, cannot)
+    if not token_major:
+        if not all(h.bhsd for h in (q, k, v)):
+            raise Left("its heads are neither all token-major nor all (batch, heads, sequence, head_dim) values")
+        new = _node(r, "tritonforge", name, [q.bhsd, k.bhsd, v.bhsd], out, q, k, scale, causal, "BHSD", removed)
+        return Match(removed, new, source, note=note)
+    before, ins = [], []
+    for h in (q, k, v):
+        before += h.made
+        if h.rank == 3:
+            ins.append(h.tokens)
+        else:  # (B, S, H, d) as (B, S, H*d): a view
+            ins.append(g.unique(f"{h.tokens}_3d"))
+            before.append(_reshape(r, h.tokens, [0, 0, -1], ins[-1]))
+    after = []
+    if out_rank == 4:  # (B, S, H*d) back to the (B, S, H, d) the graph reads
+        written = g.unique(f"{tokens_out}_3d")
+        after.append(_reshape(r, written, [0, 0, q.heads, q.dim], tokens_out))
+    new = _node(r, where, name, ins, written if after else tokens_out, q, k, scale, causal, removed=removed)
+    return Match([*removed, *tail], new, source, note=note, before=before, after=after)
 
 
 class DecomposedAttention:
@@ -215,9 +360,9 @@ class DecomposedAttention:
         mm1 = g.producer.get(on_scores[0])
         chain = [on_scores[3]] if on_scores[3] is not None else []
         mm2 = g.only_reader(sm.output[0])
-        if not _is(mm2, "MatMul") or mm2.input[0] != sm.output[0]:
+        if not is_op(mm2, "MatMul") or mm2.input[0] != sm.output[0]:
             return None  # not attention: a softmax of its own
-        if not _is(mm1, "MatMul"):
+        if not is_op(mm1, "MatMul"):
             made = f"{mm1.op_type} '{mm1.name}'" if mm1 is not None else "a graph input"
             raise Left(f"its scores come from {made}, not a MatMul of Q and K^T (a mask or bias added?): the "
                        "library's op takes none")
@@ -232,68 +377,57 @@ class DecomposedAttention:
             raise Left("the scores are read by other nodes too")
         # Q's and K's heads and scales are not removed here: the rewrite drops what only the attention read
         on_q, on_k = _scaled(g, mm1.input[0]), _scaled(g, mm1.input[1])
-        q, heads, d = _heads(g, on_q[0], "Q")
-        k, kh, kd = _key_heads_t(g, on_k[0])
-        v, vh, vd = _heads(g, mm2.input[1], "V")
-        if (kh, kd) != (heads, d) or (vh, vd) != (heads, d):
-            raise Left(f"Q has {heads} heads of {d}, K {kh} of {kd}, V {vh} of {vd}: the op takes one head shape")
-        t = g.only_reader(mm2.output[0])
-        back = g.only_reader(t.output[0]) if _perm(t) == [0, 2, 1, 3] else None
-        out = g.dims(back.output[0]) if _is(back, "Reshape") else None
-        if out is None or len(out) != 3 or (out[2] is not None and out[2] != heads * d):
-            raise Left("its output is not transposed [0, 2, 1, 3] and reshaped to (B, S, H*d) (or is read by "
-                       "other nodes too)")
-        dtype = r.dtype(q)
-        qd, kd_ = g.dims(q), g.dims(k)
-        where = _target(r, dtype, qd[1], kd_[1], d, False, keep_ok=True)
-        name = (sm.name.replace("Softmax", "MultiHeadAttention") if "Softmax" in sm.name
-                else f"{sm.name or back.output[0]}_attention")
+        q, k, v = _heads(r, on_q[0], "Q"), _key_t(r, on_k[0]), _heads(r, mm2.input[1], "V")
+        if (k.heads, k.dim) != (q.heads, q.dim):
+            raise Left(f"Q has {q.heads} heads of {q.dim}, K {k.heads} of {k.dim}: the decomposition's heads differ")
         # a scale computed from the heads' shape sees the head dim the matcher worked out
-        known = {on_q[0]: [None, heads, None, d], on_k[0]: [None, heads, d, None]}
+        known = {on_q[0]: [None, q.heads, None, q.dim], on_k[0]: [None, q.heads, q.dim, None]}
         scale = _factor(g, on_scores, known) * _factor(g, on_q, known) * _factor(g, on_k, known)
-        # a Cast of the output to the type it has (the exporter's `.to(query.dtype)`) goes too: left after an op
-        # onnxruntime's CPU EP runs in float, versions before 1.31 mistype it and refuse the model
-        done = [back]
-        cast = g.only_reader(back.output[0])
-        if _is(cast, "Cast") and attrs(cast).get("to") == g.elem(back.output[0]) != 0:
-            done.append(cast)
-        new = _node(r, where, name, q, k, v, done[-1].output[0], heads, scale, False)
-        return Match([*chain, mm1, sm, mm2, t, *done], new, self.source)
+        name = (sm.name.replace("Softmax", "MultiHeadAttention") if "Softmax" in sm.name
+                else f"{sm.name or mm2.output[0]}_attention")
+        return attention_match(r, self.source, [*chain, mm1, sm, mm2], q, k, v, mm2.output[0], True, name, scale,
+                               False, keep_ok=True)
 
 
 class OnnxAttention:
-    """ONNX Attention (opset 23 and later) on (B, S, H*d) query, key and value: no mask, cache or softcap."""
+    """ONNX Attention (opset 23 and later) on 3-D (B, S, H*d) or 4-D (B, H, S, d) query, key and value, key and
+    value with as many heads as query or fewer: no mask, cache or softcap."""
 
     anchors = {("", "Attention")}
     source = "ONNX Attention"
 
     def match(self, r: Rewriter, node):
         g = r.graph
-        ins = list(node.input) + [""] * (6 - len(node.input))
-        outs = [o for o in node.output[1:] if o]
+        ins = list(node.input) + [""] * (7 - len(node.input))
         if ins[3]:
             raise Left("it has an attention mask, which the library's op does not take")
-        if ins[4] or ins[5] or outs:
+        if ins[4] or ins[5] or any(node.output[1:]):
             raise Left("it reads or writes a KV cache (or the scores), which the library's op does not")
+        if ins[6]:
+            raise Left("it takes the keys' unpadded lengths (nonpad_kv_seqlen), which the library's op does not")
         a = attrs(node)
         if a.get("softcap", 0.0):
             raise Left("it caps the scores (softcap)")
-        q, k, v = ins[:3]
-        qd, kd, vd = g.dims(q), g.dims(k), g.dims(v)
-        if qd is None or kd is None or vd is None or len(qd) != 3 or len(kd) != 3 or len(vd) != 3:
-            raise Left("its inputs are not all 3-D (B, S, H*d) (4-D (B, H, S, d) inputs are left)")
-        heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
-        if not heads or heads != kv_heads:
-            raise Left(f"q_num_heads {heads} and kv_num_heads {kv_heads}: grouped heads are left")
-        if qd[2] is None or qd[2] % heads or kd[2] != qd[2] or vd[2] != qd[2]:
-            raise Left(f"query, key and value widths {qd[2]}, {kd[2]}, {vd[2]} are not one H*d")
-        d = qd[2] // heads
+        qd, kd, vd = (g.dims(i) for i in ins[:3])
+        ranks = {len(x) if x is not None else 0 for x in (qd, kd, vd)}
+        if ranks == {4}:
+            q, k, v = _heads(r, ins[0], "Q"), _heads(r, ins[1], "K"), _heads(r, ins[2], "V")
+        elif ranks == {3}:
+            heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
+            if not heads or not kv_heads:
+                raise Left("3-D inputs without q_num_heads and kv_num_heads")
+            if qd[2] is None or qd[2] % heads or kd[2] is None or kd[2] % kv_heads or vd[2] is None:
+                raise Left(f"query and key widths {qd[2]}, {kd[2]} do not split into {heads} and {kv_heads} heads")
+            d = qd[2] // heads
+            q = Heads(heads, d, qd[1], tokens=ins[0], rank=3)
+            k = Heads(kv_heads, kd[2] // kv_heads, kd[1], tokens=ins[1], rank=3)
+            v = Heads(kv_heads, vd[2] // kv_heads, vd[1], tokens=ins[2], rank=3)
+        else:
+            raise Left("its query, key and value are not all 3-D (B, S, H*d) or all 4-D (B, H, S, d) of known ranks")
         causal = bool(a.get("is_causal", 0))
-        scale = a.get("scale", 1 / math.sqrt(d))
-        where = _target(r, r.dtype(q), qd[1], kd[1], d, causal)
-        new = _node(r, where, node.name or f"{node.output[0]}_attention", q, k, v, node.output[0], heads, scale,
-                    causal)
-        return Match([node], new, self.source)
+        scale = a.get("scale", 1 / math.sqrt(q.dim))
+        return attention_match(r, self.source, [node], q, k, v, node.output[0], ranks == {4},
+                               node.name or f"{node.output[0]}_attention", scale, causal)
 
 
 class OrtMultiHeadAttention:
@@ -316,13 +450,14 @@ class OrtMultiHeadAttention:
         if not heads or qd[2] % heads or kd[2] != qd[2]:
             raise Left("its width does not split into num_heads heads")
         d = qd[2] // heads
-        causal = bool(a.get("unidirectional", 0))
-        if causal:
+        if a.get("unidirectional", 0):
             raise Left("unidirectional: ORT's causal alignment is kept")
-        where = _target(r, r.dtype(ins[0]), qd[1], kd[1], d, causal)
+        where, _ = _target(r, r.dtype(ins[0]), qd[1], kd[1], d, False, False, "")
         if where == "ort":
             raise Left("ORT's own kernel measured faster: " + measured_choice(r.dtype(ins[0]), qd[1], kd[1], d)[1])
-        new = _node(r, where, node.name, *ins[:3], node.output[0], heads, a.get("scale", 1 / math.sqrt(d)), False)
+        q = Heads(heads, d, qd[1], tokens=ins[0], rank=3)
+        new = _node(r, where, node.name, ins[:3], node.output[0], q, q, a.get("scale", 1 / math.sqrt(d)), False,
+                    removed=[node])
         return Match([node], new, self.source)
 
 

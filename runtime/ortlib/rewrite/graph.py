@@ -67,6 +67,11 @@ def domain_of(node) -> str:
     return "" if node.domain in ONNX_DOMAINS else node.domain
 
 
+def is_op(node, op: str, domain: str = "") -> bool:
+    """`node` is an `op` of `domain` (ONNX's by default)."""
+    return node is not None and node.op_type == op and domain_of(node) == domain
+
+
 def attrs(node) -> dict:
     from onnx import helper
 

@@ -9,13 +9,13 @@ when the anchor is not its business. A new exporter's form is one more class in 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import DOMAIN
 from ..errors import TritonforgeError
-from .graph import FLOAT_TYPES, MS, Graph, attrs, domain_of, fresh
+from .graph import FLOAT_TYPES, MS, Graph, attrs, fresh, is_op
 from .softmax_measured import DEVICE, SPEEDUP
 
 _ALL = ("fp16", "fp32", "bf16", "fp64")  # what ONNX's float ops admit; the library has no fp64 kernels
@@ -32,6 +32,9 @@ class Match:
     node: object  # the node that replaces them
     source: str  # which form it was, for the report
     silu: bool = False
+    note: str = ""  # said in the report beside the node (why it went where it went)
+    before: list = field(default_factory=list)  # new nodes `node` reads, placed just before it
+    after: list = field(default_factory=list)  # new nodes that read `node`, placed just after it
 
 
 class Rewriter:
@@ -42,6 +45,7 @@ class Rewriter:
     def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None = None):
         self.graph, self.cuda, self.min_cols, self.attention = graph, cuda, min_cols, attention
         self.initializers: list = []
+        self._int64: dict[tuple, str] = {}
 
     def dtype(self, value: str, fallback: str | None = None) -> str | None:
         elem = self.graph.elem(value)
@@ -70,13 +74,19 @@ class Rewriter:
         self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float32), name))
         return name
 
+    def int64(self, values: list, base: str) -> str:
+        """An int64 initializer of `values` (one per distinct value: shapes the new Reshapes share)."""
+        from onnx import numpy_helper
+
+        key = tuple(int(v) for v in values)
+        if key not in self._int64:
+            self._int64[key] = self.graph.unique(base)
+            self.initializers.append(numpy_helper.from_array(np.array(key, np.int64), self._int64[key]))
+        return self._int64[key]
+
     def node_name(self, base: str) -> str:
         """`base`, or `base_<k>` when a node of the model has that name."""
         return fresh(base, self.graph.node_names)
-
-
-def _is(node, op: str, domain: str = "") -> bool:
-    return node is not None and node.op_type == op and domain_of(node) == domain
 
 
 def silu_after(g: Graph, value: str):
@@ -84,8 +94,8 @@ def silu_after(g: Graph, value: str):
     users = g.consumers.get(value, [])
     if value in g.outputs or len(users) != 2:
         return None
-    sig = next((u for u in users if _is(u, "Sigmoid")), None)
-    mul = next((u for u in users if _is(u, "Mul")), None)
+    sig = next((u for u in users if is_op(u, "Sigmoid")), None)
+    mul = next((u for u in users if is_op(u, "Mul")), None)
     if sig is None or mul is None or sorted(mul.input) != sorted([value, sig.output[0]]):
         return None
     return (sig, mul) if g.only_reader(sig.output[0]) is mul else None
@@ -156,7 +166,7 @@ class InstanceNormGroupNorm:
     def match(self, r: Rewriter, norm):
         g = r.graph
         pre = g.producer.get(norm.input[0])
-        if not _is(pre, "Reshape"):
+        if not is_op(pre, "Reshape"):
             raise Left("not a GroupNorm: its input is not a Reshape that groups channels")
         x = pre.input[0]
         scale, zero = g.const(norm.input[1]), g.const(norm.input[2])
@@ -177,7 +187,7 @@ class InstanceNormGroupNorm:
         if g.only_reader(pre.output[0]) is not norm:
             raise Left("the grouped values are read by other nodes too")
         post = g.only_reader(norm.output[0])
-        if not _is(post, "Reshape"):
+        if not is_op(post, "Reshape"):
             raise Left("its output is not reshaped back to X's shape (or is read by other nodes too)")
         shape_of_x = g.producer.get(post.input[1])
         if _whole_shape_of(shape_of_x, x, rank):
@@ -194,7 +204,7 @@ class InstanceNormGroupNorm:
         affine = {}
         for op in ("Mul", "Add"):
             nxt = g.only_reader(y)
-            if not _is(nxt, op) or list(nxt.input).count(y) != 1:
+            if not is_op(nxt, op) or list(nxt.input).count(y) != 1:
                 continue
             other = nxt.input[1] if nxt.input[0] == y else nxt.input[0]
             v = g.const(other)
@@ -222,7 +232,7 @@ class InstanceNormGroupNorm:
 
 def _whole_shape_of(node, x: str, rank: int) -> bool:
     """`node` is Shape(x) of every axis (TorchScript writes no attributes, dynamo start=0)."""
-    if not _is(node, "Shape") or node.input[0] != x:
+    if not is_op(node, "Shape") or node.input[0] != x:
         return False
     a = attrs(node)
     return a.get("start", 0) in (0, -rank) and a.get("end", rank) >= rank

@@ -125,19 +125,29 @@ def test_softmax_last_axis_matches_float64(ort_library, dtype, log):
 
 
 @pytest.mark.parametrize("dtype,causal,scale", [("fp32", 0, 0.0), ("fp16", 0, 0.3), ("fp32", 1, 0.0)])
-def test_multi_head_attention_matches_float64(ort_library, dtype, causal, scale):
+@pytest.mark.parametrize("layout", ["3d", "BSHD", "BHSD"])
+@pytest.mark.parametrize("kv_heads", [3, 1])
+def test_multi_head_attention_matches_float64(ort_library, dtype, causal, scale, layout, kv_heads):
     from tritonforge.runtime.ops.attention import attention_ref
 
     rng = np.random.default_rng(6)
     b, sq, skv, heads, d = 2, 5, 7 if not causal else 5, 3, 40
-    q, k, v = (rng.standard_normal((b, s_, heads * d)).astype(T[dtype][1]) for s_ in (sq, skv, skv))
+    # (B, H, S, d) heads, passed in the layout under test
+    q, k, v = (rng.standard_normal((b, n, s_, d)).astype(T[dtype][1]) for n, s_ in
+               ((heads, sq), (kv_heads, skv), (kv_heads, skv)))
+    laid = {"3d": lambda x: x.transpose(0, 2, 1, 3).reshape(b, x.shape[2], -1),
+            "BSHD": lambda x: x.transpose(0, 2, 1, 3), "BHSD": lambda x: x}[layout]
+    attrs = {"num_heads": heads, "scale": scale, "unidirectional": causal}
+    if kv_heads != heads:
+        attrs["kv_num_heads"] = kv_heads
+    if layout != "3d":
+        attrs["layout"] = layout
+    feeds = {"q": laid(q), "k": laid(k), "v": laid(v)}
     s = session(ort_library, [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge",
-                                               num_heads=heads, scale=scale, unidirectional=causal)],
-                [vi("q", dtype, [b, sq, heads * d]), vi("k", dtype, [b, skv, heads * d]),
-                 vi("v", dtype, [b, skv, heads * d])], [vi("y", dtype, None)])
-    split = lambda x: x.astype(np.float64).reshape(b, -1, heads, d).transpose(0, 2, 1, 3)
-    ref = attention_ref(split(q), split(k), split(v), scale or None, bool(causal))
-    close(s.run(None, {"q": q, "k": k, "v": v})[0], ref.transpose(0, 2, 1, 3).reshape(b, sq, heads * d), dtype)
+                                               **attrs)],
+                [vi(n, dtype, list(x.shape)) for n, x in feeds.items()], [vi("y", dtype, None)])
+    ref = attention_ref(q, k, v, scale or None, bool(causal))
+    close(s.run(None, feeds)[0], laid(ref), dtype)
 
 
 def run_error(lib, node, inputs, feeds):
@@ -173,15 +183,26 @@ def test_bad_inputs_fail_the_node_naming_it_and_the_problem(ort_library):
     mha = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge", num_heads=3,
                            name="attn1")
     ins = [vi(n, "fp32", None) for n in "qkv"]
-    msg = run_error(ort_library, mha, ins, {"q": np.zeros((1, 4, 10), f32), "k": np.zeros((1, 6, 10), f32),
-                                            "v": np.zeros((1, 6, 10), f32)})
+    z = lambda *shape: np.zeros(shape, f32)
+    msg = run_error(ort_library, mha, ins, {"q": z(1, 4, 10), "k": z(1, 6, 10), "v": z(1, 6, 10)})
     assert "tritonforge.MultiHeadAttention node 'attn1'" in msg and "10 query channels do not split into 3 heads" in msg
-    msg = run_error(ort_library, mha, ins, {"q": np.zeros((1, 4, 12), f32), "k": np.zeros((2, 6, 12), f32),
-                                            "v": np.zeros((2, 6, 12), f32)})
-    assert "input key has shape (2, 6, 12); expected (1, kv_sequence, 12)" in msg
-    msg = run_error(ort_library, mha, ins, {"q": np.zeros((1, 4, 12), f32), "k": np.zeros((1, 6, 12), f32),
-                                            "v": np.zeros((1, 5, 12), f32)})
-    assert "input value has shape (1, 5, 12); expected key's (1, 6, 12)" in msg
+    msg = run_error(ort_library, mha, ins, {"q": z(1, 4, 12), "k": z(2, 6, 12), "v": z(2, 6, 12)})
+    assert "query (1, 4, 12), key (2, 6, 12), value (2, 6, 12): key and value need query's batch" in msg
+    msg = run_error(ort_library, mha, ins, {"q": z(1, 4, 12), "k": z(1, 6, 12), "v": z(1, 5, 12)})
+    assert "value (1, 5, 12): key and value need query's batch and one sequence" in msg
+    msg = run_error(ort_library, mha, ins, {"q": z(1, 4, 12), "k": z(1, 6, 8), "v": z(1, 6, 8)})
+    assert "key and value need 3 heads of 4 channels (12)" in msg
+    grouped = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge", name="gqa")
+    msg = run_error(ort_library, grouped, ins, {"q": z(1, 3, 4, 8), "k": z(1, 2, 6, 8), "v": z(1, 2, 6, 8)})
+    assert "'gqa'" in msg and "3 query heads do not share 2 key/value heads evenly" in msg
+    msg = run_error(ort_library, grouped, ins, {"q": z(1, 4, 8), "k": z(1, 6, 8), "v": z(1, 6, 8)})
+    assert "a 3-D query (batch, sequence, heads * head_dim) needs num_heads" in msg
+    msg = run_error(ort_library, grouped, ins, {"q": z(1, 2, 4, 8), "k": z(1, 2, 6, 8), "v": z(1, 2, 6, 16)})
+    assert "need one head dim" in msg
+    bad = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge", layout="SBHD",
+                           name="odd")
+    with pytest.raises(Exception, match="'odd'.*layout must be BHSD or BSHD, not 'SBHD'"):
+        run_error(ort_library, bad, ins, {"q": z(1, 2, 4, 8), "k": z(1, 2, 6, 8), "v": z(1, 2, 6, 8)})
 
 
 def test_a_missing_required_attribute_is_named_when_the_session_is_made(ort_library):

@@ -128,8 +128,6 @@ def test_onnx_attention_without_mask_is_rewritten_and_with_one_is_left(ort_libra
     masked = _one("Attention", "", ["q", "k", "v", "m"], 23, q_num_heads=H, kv_num_heads=H)
     report = rewrite(masked, ort_library, attention="tritonforge")
     assert report.left == ["Attention node 'a1': it has an attention mask, which the library's op does not take"]
-    grouped = _one("Attention", "", ["q", "k", "v"], 23, q_num_heads=H, kv_num_heads=1)
-    assert "grouped heads are left" in rewrite(grouped, ort_library).left[0]
 
 
 def test_orts_multi_head_attention_moves_to_the_library_and_computes_the_same(ort_library):
@@ -143,3 +141,158 @@ def test_orts_multi_head_attention_moves_to_the_library_and_computes_the_same(or
     np.testing.assert_allclose(_run(m, ort_library), want, atol=1e-5, rtol=1e-5)
     left = _one("MultiHeadAttention", "com.microsoft", ["q", "k", "v", "", "m"], 17, num_heads=H)
     assert "packed QKV, a bias, mask or KV cache" in rewrite(left, ort_library).left[0]
+
+
+# ---- the forms today's diffusion transformers export ---------------------------------------------------
+S1, S2 = 6, 3  # image and text tokens
+
+
+def _graph(nodes, inputs: dict, outputs: dict, inits=(), opset=23, elem=TensorProto.FLOAT):
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "g", [vi(n, elem, s) for n, s in inputs.items()],
+                          [vi(n, elem, s) for n, s in outputs.items()], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _shape(name, dims):
+    return numpy_helper.from_array(np.array(dims, np.int64), name)
+
+
+def _joint(onnx_attention: bool = False, norm_q: bool = False):
+    """SD3's joint attention as the TorchScript exporter writes it (or, `onnx_attention`, the dynamo exporter at
+    opset 23): each stream's q, k, v split into heads, the heads concatenated along the sequence, attention,
+    back to tokens. `norm_q`: the query heads scaled per head dim after the split (SD3.5's norm on q)."""
+    n = helper.make_node
+    c, nodes = H * D, []
+    for stream in ("x", "c"):
+        for t in "qkv":
+            nodes += [n("Reshape", [f"{t}_{stream}", "heads"], [f"{t}_{stream}_r"]),
+                      n("Transpose", [f"{t}_{stream}_r"], [f"{t}_{stream}_h"], perm=[0, 2, 1, 3])]
+    qs = ["q_x_h", "q_c_h"]
+    if norm_q:
+        nodes += [n("Mul", [h, "norm_w"], [f"{h}_n"]) for h in qs]
+        qs = [f"{h}_n" for h in qs]
+    nodes += [n("Concat", qs, ["q"], axis=2), n("Concat", ["k_x_h", "k_c_h"], ["k"], axis=2),
+              n("Concat", ["v_x_h", "v_c_h"], ["v"], axis=2)]
+    if onnx_attention:
+        nodes.append(n("Attention", ["q", "k", "v"], ["o"], name="attn"))
+    else:
+        nodes += [n("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), n("Mul", ["q", "root"], ["qm"]),
+                  n("Mul", ["kt", "root"], ["km"]), n("MatMul", ["qm", "km"], ["s"]),
+                  n("Softmax", ["s"], ["p"], axis=-1, name="attn/Softmax"), n("MatMul", ["p", "v"], ["o"])]
+    nodes += [n("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]), n("Reshape", ["ot", "tokens"], ["y"])]
+    inits = [_shape("heads", [B, -1, H, D]), _shape("tokens", [B, -1, c]),
+             numpy_helper.from_array(np.array(math.sqrt(1 / math.sqrt(D)), np.float32), "root"),
+             numpy_helper.from_array(np.linspace(0.5, 1.5, D).astype(np.float32), "norm_w")]
+    ins = {f"{t}_{stream}": [B, s, c] for stream, s in (("x", S1), ("c", S2)) for t in "qkv"}
+    return _graph(nodes, ins, {"y": [B, S1 + S2, c]}, inits, 23 if onnx_attention else 17)
+
+
+def _feed(model, seed=1):
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+def _runs(model, lib=None):
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    if lib:
+        so.register_custom_ops_library(str(lib))
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, _feed(model))[0]
+
+
+def _attention_node(model):
+    (node,) = [n for n in model.graph.node if n.op_type == "MultiHeadAttention"]
+    return node, {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+@pytest.mark.parametrize("onnx_attention", [False, True])
+@pytest.mark.parametrize("attention", ["tritonforge", "ort"])
+def test_joint_attention_over_two_streams_runs_on_the_streams_projections(ort_library, onnx_attention, attention):
+    m = _joint(onnx_attention)
+    want = _runs(m)
+    report = rewrite(m, ort_library, attention=attention)
+    assert report.rewritten == {"MultiHeadAttention": 1} and not report.left and not report.notes, report.lines()
+    # the streams' projections joined once along the sequence; no head is transposed into (B, H, S, d) or back
+    ops = sorted(n.op_type for n in m.graph.node)
+    assert ops == ["Concat", "Concat", "Concat", "MultiHeadAttention"], ops
+    assert all(list(n.input) in (["q_x", "q_c"], ["k_x", "k_c"], ["v_x", "v_c"]) and n.attribute[0].i == 1
+               for n in m.graph.node if n.op_type == "Concat")
+    node, a = _attention_node(m)
+    assert node.domain == ("tritonforge" if attention == "tritonforge" else "com.microsoft")
+    assert a["num_heads"] == H and "layout" not in a and node.output[0] == "y"
+    np.testing.assert_allclose(_runs(m, ort_library), want, atol=1e-5, rtol=1e-5)
+
+
+def test_heads_the_graph_has_only_as_bhsd_go_to_the_library_in_that_layout(ort_library):
+    m = _joint(norm_q=True)  # the query normed after the head split: no token-major query anywhere
+    want = _runs(m)
+    report = rewrite(m, ort_library, attention="ort")
+    assert report.rewritten == {"MultiHeadAttention": 1}, report.lines()
+    node, a = _attention_node(m)
+    assert node.domain == "tritonforge" and a["layout"] == b"BHSD" and a["num_heads"] == H
+    assert report.lines()[1:] == ["note: attention=ort, but ORT's MultiHeadAttention takes no (B, H, S, d) heads: the "
+                                  "library's op (1 node(s))"], report.lines()
+    np.testing.assert_allclose(_runs(m, ort_library), want, atol=1e-5, rtol=1e-5)
+
+
+def _four_d(transposed: bool, kv_heads: int = H, skv: int = SKV, causal: int = 0, opset: int = 23, extra=()):
+    """ONNX Attention on 4-D (B, H, S, d) heads: graph inputs as they are, or (`transposed`) Transposes [0, 2, 1, 3] of
+    (B, S, H, d) heads with the output transposed back and reshaped to tokens (Flux's blocks, dynamo at opset 23)."""
+    n = helper.make_node
+    shapes = {"q": (H, SQ), "k": (kv_heads, skv), "v": (kv_heads, skv)}
+    if not transposed:
+        return _graph([n("Attention", ["q", "k", "v", *extra], ["y"], name="attn", is_causal=causal)],
+                      {t: [B, h, s, D] for t, (h, s) in shapes.items()}, {"y": [B, H, SQ, D]}, opset=opset)
+    nodes = [n("Transpose", [t], [f"{t}h"], perm=[0, 2, 1, 3]) for t in "qkv"]
+    nodes += [n("Attention", ["qh", "kh", "vh"], ["o"], name="attn", is_causal=causal),
+              n("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]), n("Reshape", ["ot", "tokens"], ["y"])]
+    return _graph(nodes, {t: [B, s, h, D] for t, (h, s) in shapes.items()}, {"y": [B, SQ, H * D]},
+                  [_shape("tokens", [B, -1, H * D])], opset)
+
+
+@pytest.mark.parametrize("attention", ["tritonforge", "ort"])
+@pytest.mark.parametrize("skv", [SKV, 77])
+def test_onnx_attention_on_transposed_heads_drops_the_transposes(ort_library, attention, skv):
+    m = _four_d(True, skv=skv)
+    want = _runs(m)
+    report = rewrite(m, ort_library, attention=attention)
+    assert report.rewritten == {"MultiHeadAttention": 1} and not report.notes, report.lines()
+    assert "Transpose" not in {n.op_type for n in m.graph.node}
+    node, a = _attention_node(m)
+    assert node.domain == ("tritonforge" if attention == "tritonforge" else "com.microsoft") and "layout" not in a
+    np.testing.assert_allclose(_runs(m, ort_library), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kv_heads,causal", [(H, 0), (1, 0), (1, 1)])
+def test_onnx_attention_on_bhsd_inputs_and_grouped_heads(ort_library, kv_heads, causal):
+    m = _four_d(False, kv_heads=kv_heads, skv=SQ if causal else SKV, causal=causal)
+    want = _runs(m)
+    report = rewrite(m, ort_library, attention="ort")
+    assert report.rewritten == {"MultiHeadAttention": 1}, report.lines()
+    node, a = _attention_node(m)
+    assert node.domain == "tritonforge" and a["layout"] == b"BHSD" and a.get("kv_num_heads", H) == kv_heads
+    assert a.get("unidirectional", 0) == causal
+    np.testing.assert_allclose(_runs(m, ort_library), want, atol=1e-5, rtol=1e-5)
+
+
+def test_grouped_heads_on_3d_inputs_go_to_the_library_with_kv_num_heads(ort_library):
+    m = _graph([helper.make_node("Attention", ["q", "k", "v"], ["y"], name="gqa", q_num_heads=4, kv_num_heads=2)],
+               {"q": [B, SQ, 4 * D], "k": [B, SKV, 2 * D], "v": [B, SKV, 2 * D]}, {"y": [B, SQ, 4 * D]})
+    want = _runs(m)
+    report = rewrite(m, ort_library, attention="ort")
+    assert report.lines()[1:] == ["note: attention=ort, but ORT's MultiHeadAttention has no grouped key/value heads: "
+                                  "the library's op (1 node(s))"], report.lines()
+    node, a = _attention_node(m)
+    assert node.domain == "tritonforge" and (a["num_heads"], a["kv_num_heads"]) == (4, 2)
+    np.testing.assert_allclose(_runs(m, ort_library), want, atol=1e-5, rtol=1e-5)
+
+
+def test_onnx_attention_with_unpadded_key_lengths_is_left(ort_library):
+    m = _four_d(False, opset=24, extra=["", "", "", "lens"])
+    m.graph.input.append(helper.make_tensor_value_info("lens", TensorProto.INT64, [B]))
+    report = rewrite(m, ort_library)
+    assert report.left == ["Attention node 'attn': it takes the keys' unpadded lengths (nonpad_kv_seqlen), which the "
+                           "library's op does not"], report.left
