@@ -624,10 +624,12 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
                  "ort (com.microsoft.MultiHeadAttention)",
     "layout": "nhwc (default: GroupNorms channels-last, for tritonforge_ort.session's prefer_nhwc) or nchw (the "
               "export's layout, for sessions without prefer_nhwc)",
+    "no_load_check": "write even where onnxruntime is not installed to load the rewrite first (unchecked)",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
-            any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nhwc"):
+            any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nhwc",
+            no_load_check: bool = False):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
     ORT's own, where it measured faster); any size (external data)."""
@@ -639,7 +641,8 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
     if layout not in ("nchw", "nhwc"):
         raise Exit(f"error: --layout must be nchw or nhwc, not '{layout}'", code=2)
     rewrite_and_say(model, out, library, any_dtype, all_softmax,
-                    attention=None if attention == "measured" else attention, layout=layout)
+                    attention=None if attention == "measured" else attention, layout=layout,
+                    check_load=not no_load_check)
 
 
 @task(name="ort-sources", help={

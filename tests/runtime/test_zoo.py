@@ -124,6 +124,25 @@ def test_attention_rows_follow_the_config():
             [(cfg["num_attention_heads"] * tokens, tokens, cfg["num_hidden_layers"])], name
 
 
+def dit_attention(cfg: dict, name: str):
+    """(heads, sq, skv, head_dim, count) of a diffusion transformer's attentions, one image: the latent's patches,
+    then (joint attention) the text tokens in the same sequence, or (PixArt) cross-attention over them."""
+    patches = (cfg["sample_size"] // cfg["patch_size"]) ** 2
+    heads, d, text = cfg["num_attention_heads"], cfg["attention_head_dim"], cfg["text_tokens"]
+    if name == "pixart_sigma":
+        return [(heads, patches, patches, d, cfg["num_layers"]), (heads, patches, text, d, cfg["num_layers"])]
+    joint = patches + text
+    return [(heads, joint, joint, d, cfg["num_layers"] + cfg.get("num_single_layers", 0))]
+
+
+@pytest.mark.parametrize("name", ["sd3_medium", "flux_dev", "pixart_sigma"])
+def test_diffusion_transformer_attention_follows_the_config(name):
+    model = zoo.MODELS[name]
+    assert [(s.heads, s.sq, s.skv, s.head_dim, s.count) for s in model.attention] == dit_attention(model.config, name)
+    assert [(s.rows, s.cols, s.count) for s in model.softmax] == \
+        [(s.heads * s.sq, s.skv, s.count) for s in model.attention]
+
+
 def test_problems_are_distinct_and_cover_every_batch():
     sd = [zoo.MODELS["sd15_unet"]]
     gn = zoo.group_norm_problems(sd)

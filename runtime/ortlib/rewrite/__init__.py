@@ -55,6 +55,7 @@ class Report:
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
     notes: Counter = field(default_factory=Counter)  # why nodes went where they went -> how many
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
+    foreign: list[tuple] = field(default_factory=list)  # (domain, op, dtype, name) of nodes written in ORT's domain
     loads: str = ""  # what rewrite_file checked before writing: "loads in onnxruntime 1.31.1 (...)"
 
     def lines(self) -> list[str]:
@@ -169,6 +170,8 @@ def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, repor
             report.fused_silu += m.silu
             if m.note:
                 report.notes[m.note] += 1
+            if m.node.domain != DOMAIN:
+                report.foreign.append((m.node.domain, m.node.op_type, m.dtype or r.dtype(m.node.input[0]), m.node.name))
             near = [f"{why} (the {node.op_type} alone went to {m.node.domain}.{m.node.op_type})" for why in near]
             break
         report.left += [f"{node.op_type} node '{node.name}'{graph.where}: {why}" for why in near]
@@ -208,12 +211,13 @@ def _splice(graph: Graph, taken: dict, initializers: list) -> None:
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
                  use_library: bool = True, softmax_min_cols: dict | int | None = None,
-                 attention: str | None = None, layout: str = "nchw") -> Report:
+                 attention: str | None = None, layout: str = "nchw", check_load: bool = True) -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
     model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
     model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one
     that onnxruntime refuses is not written, and the RewriteError names the node and onnxruntime's message
-    (`report.loads` says what was checked)."""
+    (`report.loads` says what was checked; loads.py). Without onnxruntime nothing is written unless
+    `check_load` is False."""
     import onnx
 
     src, dst = Path(src), Path(dst)
@@ -233,7 +237,7 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
                      layout=layout)
 
     def loads(path: Path) -> None:
-        report.loads = check_loads(path, lib, dst)
+        report.loads = check_loads(path, lib, dst, src, report.foreign, required=check_load)
 
     try:
         report.wrote = [str(p) for p in write(model, dst, base, check=valid, verify=loads)]

@@ -320,18 +320,19 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
     if (k.dim, v.dim, v.heads) != (q.dim, q.dim, k.heads) or q.heads % k.heads:
         raise Left(f"Q has {q.heads} heads of {q.dim}, K {k.heads} of {k.dim}, V {v.heads} of {v.dim}: the op takes "
                    "one head dim, and key and value heads that query heads share evenly")
-    dtype = r.dtype(q.tokens or q.bhsd)
+    dtype = r.dtype(q.bhsd or q.tokens)  # a value of the graph's (a token-major one may be new)
     tail, tokens_out, out_rank = _tail(g, out, q) if heads_out else ([], out, 3)
     token_major = tokens_out is not None and all(h.tokens for h in (q, k, v))
     cannot = ("takes no (B, H, S, d) heads" if not token_major else
               "has no grouped key/value heads" if k.heads != q.heads else
-              "has no bfloat16 kernels" if dtype == "bf16" else "")
+              "has no bfloat16 kernels" if dtype == "bf16" else
+              "would take an element type the model does not state" if dtype is None else "")
     where, note = _target(r, dtype, q.seq, k.seq, q.dim, causal, keep_ok, cannot)
     if not token_major:
         if not all(h.bhsd for h in (q, k, v)):
             raise Left("its heads are neither all token-major nor all (batch, heads, sequence, head_dim) values")
         new = _node(r, "tritonforge", name, [q.bhsd, k.bhsd, v.bhsd], out, q, k, scale, causal, "BHSD", removed)
-        return Match(removed, new, source, note=note)
+        return Match(removed, new, source, note=note, dtype=dtype)
     before, ins = [], []
     for h in (q, k, v):
         before += h.made
@@ -345,7 +346,7 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
         written = g.unique(f"{tokens_out}_3d")
         after.append(_reshape(r, written, [0, 0, q.heads, q.dim], tokens_out))
     new = _node(r, where, name, ins, written if after else tokens_out, q, k, scale, causal, removed=removed)
-    return Match([*removed, *tail], new, source, note=note, before=before, after=after)
+    return Match([*removed, *tail], new, source, note=note, before=before, after=after, dtype=dtype)
 
 
 class DecomposedAttention:
@@ -458,7 +459,7 @@ class OrtMultiHeadAttention:
         q = Heads(heads, d, qd[1], tokens=ins[0], rank=3)
         new = _node(r, where, node.name, ins[:3], node.output[0], q, q, a.get("scale", 1 / math.sqrt(d)), False,
                     removed=[node])
-        return Match([node], new, self.source)
+        return Match([node], new, self.source, dtype=r.dtype(ins[0]))
 
 
 ATTENTION = (DecomposedAttention(), OnnxAttention(), OrtMultiHeadAttention())

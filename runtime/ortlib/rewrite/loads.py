@@ -1,9 +1,15 @@
 """The rewritten model as onnxruntime loads it, before it is renamed into place: a CPU session with the
 library registered (parse, graph resolution with every op's type and shape inference, kernel creation), so
 a model onnxruntime refuses is never written. Graph optimizations are left off: they change nothing a
-load can refuse, and cost time and memory on models of gigabytes. A model with ops only the GPU runs
-(ORT's optimizer writes NhwcConv, which has no CPU kernel) resolves and then stops at that node's kernel:
-that is a load for a CUDA session, and said so; a missing kernel of the library's own domain is not."""
+load can refuse, and cost time and memory on models of gigabytes.
+
+A model with ops the CPU EP has no kernel for (ORT's optimizer's NhwcConv, bfloat16 MatMuls) resolves and
+then stops at the first such node: a load for a GPU session, said so, where that node is the export's own.
+A node the rewrite wrote must run somewhere: the library's ops run on the CPU EP in every dtype, so a
+missing kernel of the library's domain is a refusal; ORT's own ops the rewrite writes
+(com.microsoft.MultiHeadAttention) are checked one by one, on the CPU EP, or on an EP of the installed
+onnxruntime whose kernels ORT_KERNELS lists. Where onnxruntime refuses the export itself, the error says so.
+Without onnxruntime nothing is written unless the caller asks for an unchecked write."""
 
 from __future__ import annotations
 
@@ -12,21 +18,32 @@ from pathlib import Path
 
 from .. import DOMAIN
 from .files import ModelFileError
+from .graph import MS
+
+# The dtypes ORT's GPU EPs serve for the ops of its own that the rewrite writes (contrib_ops/cuda: float and
+# float16 MultiHeadAttention kernels, no bfloat16).
+ORT_KERNELS = {(MS, "MultiHeadAttention"): {"CUDAExecutionProvider": {"fp32", "fp16"}}}
 
 
-def check_loads(path: Path, library: Path, shown: Path) -> str:
+def check_loads(path: Path, library: Path, shown: Path, source: Path | None = None, written=(),
+                required: bool = True) -> str:
     """Load `path` in onnxruntime's CPU EP with `library` registered; one line on what was checked. Raises
-    ModelFileError naming `shown` and onnxruntime's message (which names the node at fault) when it refuses."""
+    ModelFileError naming `shown` and onnxruntime's message (which names the node at fault) when it refuses:
+    the export itself (`source`, loaded the same way) where that is refused too. `written`: (domain, op, dtype,
+    node name) of the nodes the rewrite wrote outside the library's domain, each checked to have a kernel.
+    `required`: without onnxruntime, refuse (else write unchecked and say so)."""
     try:
         import onnxruntime as ort
     except ImportError:
-        return "not loaded in onnxruntime before writing: onnxruntime is not installed"
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.register_custom_ops_library(str(library))
+        if required:
+            raise ModelFileError(f"{shown}: not written: onnxruntime is not installed, so the rewritten model cannot "
+                                 "be loaded before it is written (install onnxruntime or onnxruntime-gpu, or ask "
+                                 "for an unchecked write: check_load=False, --no-load-check)") from None
+        return "not loaded in onnxruntime before writing (an unchecked write, as asked)"
+    for domain, op, dtype, node in written:
+        _has_kernel(ort, domain, op, dtype, node, shown)
     try:
-        ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        _session(ort, path, library)
     except Exception as exc:  # onnxruntime's own classes (Fail, InvalidGraph, ...) share no public base
         said = _message(exc, path)
         gpu_only = (re.match(r"Failed to find kernel for ([\w.]+)\(\d+\) \(node:'([^']*)'", said) or
@@ -34,9 +51,58 @@ def check_loads(path: Path, library: Path, shown: Path) -> str:
         if gpu_only and _domain_of_node(path, gpu_only.group(2)) != DOMAIN:
             return (f"loads in onnxruntime {ort.__version__} (the graph resolves with the library's ops; the CPU EP "
                     f"stops at {gpu_only.group(1)} node '{gpu_only.group(2)}', which only a GPU EP runs)")
+        if source is not None and _refused(ort, source, library):
+            raise ModelFileError(f"{shown}: not written: onnxruntime {ort.__version__} refuses the export itself, "
+                                 f"before any rewrite: {_message(exc, path)}") from None
         raise ModelFileError(f"{shown}: not written: onnxruntime {ort.__version__} refuses the rewritten model: "
                              f"{said}") from None
     return f"loads in onnxruntime {ort.__version__} (CPU EP, the library's ops registered)"
+
+
+def _session(ort, path: Path, library: Path):
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.register_custom_ops_library(str(library))
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _refused(ort, path: Path, library: Path) -> bool:
+    """The model at `path` is refused before any kernel is looked for (parse, types and shapes)."""
+    try:
+        _session(ort, path, library)
+        return False
+    except Exception as exc:
+        return not re.search(r"Failed to find kernel|Could not find an implementation", str(exc))
+
+
+def _has_kernel(ort, domain: str, op: str, dtype: str, node: str, shown: Path) -> None:
+    """A one-node model of `op` in `dtype` loads on the CPU EP, or an EP of this onnxruntime serves it."""
+    served = {ep for ep, dtypes in ORT_KERNELS.get((domain, op), {}).items() if dtype in dtypes}
+    if served & set(ort.get_available_providers()):
+        return
+    if not _cpu_kernel(ort, domain, op, dtype):
+        eps = ", ".join(ort.get_available_providers())
+        raise ModelFileError(f"{shown}: not written: the rewrite wrote {domain}.{op} node '{node}' in {dtype}, which "
+                             f"no execution provider of onnxruntime {ort.__version__} ({eps}) runs")
+
+
+def _cpu_kernel(ort, domain: str, op: str, dtype: str) -> bool:
+    from onnx import TensorProto, helper
+
+    elem = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
+    x = [helper.make_tensor_value_info(n, elem, [1, 2, 8]) for n in "qkv"]
+    g = helper.make_graph([helper.make_node(op, ["q", "k", "v"], ["y"], domain=domain, num_heads=1)], "probe", x,
+                          [helper.make_tensor_value_info("y", elem, [1, 2, 8])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)],
+                              ir_version=8)
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    try:
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return True
+    except Exception:
+        return False
 
 
 def _domain_of_node(path: Path, name: str) -> str | None:

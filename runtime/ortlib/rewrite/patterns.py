@@ -35,6 +35,7 @@ class Match:
     note: str = ""  # said in the report beside the node (why it went where it went)
     before: list = field(default_factory=list)  # new nodes `node` reads, placed just before it
     after: list = field(default_factory=list)  # new nodes that read `node`, placed just after it
+    dtype: str | None = None  # the element type `node` runs in (where its inputs are new values)
 
 
 class Rewriter:

@@ -184,7 +184,16 @@ def test_nodes_after_convolutions_are_typed_and_rewritten(ort_library):
 # ---- real exports: tiny diffusers models exported as users export them (exports/make.py) -------------
 EXPORTS = Path(__file__).resolve().parent / "exports"
 CASES = sorted(p.name for p in EXPORTS.glob("*.onnx"))
-TOL = {"fp16": 2e-2, "fp32": 5e-3}  # relative to the output's largest magnitude, as the e2e bench checks
+UNETS = [c for c in CASES if c.startswith(("sd15_", "sdxl_"))]  # the UNets and VAE decoders: GroupNorm models
+DITS = [c for c in CASES if c not in UNETS]  # the diffusion transformers
+# The attentions of one step of each tiny diffusion transformer (benchmarks/e2e_models.py's tiny configs): SD3's
+# 2 joint blocks; SD3.5's 2 and the dual block's second attention; Flux's 1 double and 2 single blocks; PixArt's
+# self- and cross-attention in each of 2 blocks.
+DIT_ATTENTIONS = {"sd3_medium": 2, "sd35_medium": 3, "flux_dev": 3, "pixart_sigma": 4}
+# (batch, grid) sizes each dynamic export serves as exported: SD3's position embedding is cropped to the example's
+# resolution and Flux's text projection reshaped to the example's batch (the exports fail at other sizes themselves)
+DIT_SIZES = {"sd3_medium": ((2, 4), (1, 4)), "sd35_medium": ((2, 4), (1, 4)), "flux_dev": ((1, 4), (1, 3))}
+TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}  # relative to the output's largest magnitude, as the e2e bench checks
 
 
 def _ops(path) -> Counter:
@@ -213,9 +222,15 @@ def _rel(a, b) -> float:
 
 def test_the_exports_are_what_the_exporters_write():
     """Each exporter's GroupNorm form is in the fixtures: TorchScript's and dynamo's InstanceNormalization
-    decomposition, ORT's fused GroupNorm / SkipGroupNorm after NhwcConv."""
-    assert {c.split(".")[1] for c in CASES} == {"torchscript", "dynamo", "ort"}
-    for name in CASES:
+    decomposition, ORT's fused GroupNorm / SkipGroupNorm after NhwcConv; each diffusion transformer's attention as
+    a decomposition (TorchScript, dynamo at opset 18) or ONNX Attention (dynamo at opset 23), one per attention of
+    its config."""
+    assert {c.split(".")[1] for c in CASES} == {"torchscript", "dynamo", "dynamo23", "ort"}
+    for name in DITS:
+        ops = _ops(EXPORTS / name)
+        form = ("", "Attention") if ".dynamo23." in name else ("", "Softmax")
+        assert ops[form] == DIT_ATTENTIONS[name.split("_tiny")[0]] and not ops[("", "InstanceNormalization")], name
+    for name in UNETS:
         ops = _ops(EXPORTS / name)
         if ".ort." in name:
             assert ops[("com.microsoft", "GroupNorm")] and ops[("com.microsoft", "SkipGroupNorm")], name
@@ -224,7 +239,7 @@ def test_the_exports_are_what_the_exporters_write():
             assert ops[("", "InstanceNormalization")] and ops[("", "Reshape")], name
 
 
-@pytest.mark.parametrize("name", [c for c in CASES if ".ort." not in c])
+@pytest.mark.parametrize("name", [c for c in UNETS if ".ort." not in c])
 def test_every_group_norm_and_attention_of_an_export_is_rewritten_and_it_computes_the_same(ort_library, tmp_path,
                                                                                             name):
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
@@ -259,7 +274,7 @@ def run_file(path, lib):
     return sess.run(None, _feeds(sess))[0]
 
 
-@pytest.mark.parametrize("name", [c for c in CASES if ".dynamic." in c])
+@pytest.mark.parametrize("name", [c for c in UNETS if ".dynamic." in c])
 def test_one_rewritten_dynamic_export_serves_every_batch_and_resolution(ort_library, tmp_path, name):
     """An export with symbolic batch, height and width (Optimum-style), rewritten once: it loads, and at every
     batch and resolution it gives the export's numbers, the attention's 3-D GroupNorm ([N, C, H*W]) included."""
@@ -275,6 +290,51 @@ def test_one_rewritten_dynamic_export_serves_every_batch_and_resolution(ort_libr
             want, got = sess.run(None, feeds)[0], ours.run(None, feeds)[0]
             assert want.shape[0] == batch and got.shape == want.shape
             assert _rel(want, got) < TOL[name.split(".")[-2]], (batch, side)
+
+
+def _dit_feeds(sess, seed=0, batch=2, grid=4) -> dict:
+    """Random inputs of a diffusion transformer's shapes; its symbolic dims by what they are: Flux's image tokens
+    (hidden_states' axis 1, img_ids' axis 0) grid^2, the latent's height and width 2 * grid, the batch `batch`."""
+    rng = np.random.default_rng(seed)
+    out, sizes = {}, {}
+    for i in sess.get_inputs():
+        dt = {"tensor(float16)": np.float16, "tensor(float)": np.float32, "tensor(int64)": np.int64}[i.type]
+        shape = []
+        for a, d in enumerate(i.shape):
+            if not isinstance(d, str):
+                shape.append(d)
+                continue
+            tokens = (i.name, a) in (("hidden_states", 1), ("img_ids", 0)) and len(i.shape) < 4
+            shape.append(sizes.setdefault(d, grid * grid if tokens else 2 * grid if a >= 2 else batch))
+        out[i.name] = (rng.integers(0, 1000, shape) if dt is np.int64 else rng.standard_normal(shape)).astype(dt)
+    return out
+
+
+@pytest.mark.parametrize("name", DITS)
+def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_computes_the_same(ort_library, tmp_path,
+                                                                                            name):
+    """As a user runs it: the measured choice of op, the default layout. Every attention goes to one node (the
+    library's or ORT's), the transposes of its heads into (B, H, S, d) and back go with it where the graph has the
+    heads token-major (all but SD3.5's normed q and k), and the rewrite gives the export's numbers (at two sizes
+    where its axes are dynamic)."""
+    src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
+    attentions = DIT_ATTENTIONS[name.split("_tiny")[0]]
+    report = rewrite_file(src, dst, ort_library)
+    assert report.rewritten == {"MultiHeadAttention": attentions} and not report.left, report.lines()
+    before, after = _ops(src), _ops(dst)
+    assert after[("tritonforge", "MultiHeadAttention")] + after[("com.microsoft", "MultiHeadAttention")] == attentions
+    assert not after[("", "Softmax")] and not after[("", "Attention")]
+    dropped = before[("", "Transpose")] - after[("", "Transpose")]
+    assert dropped >= (0 if name.startswith("sd35_") else 4) * attentions, (before, after)
+    if ".bf16." in name:  # ORT's MultiHeadAttention has no bfloat16 kernels; the CPU EP no bfloat16 MatMul
+        assert after[("tritonforge", "MultiHeadAttention")] == attentions
+        assert "which only a GPU EP runs" in report.loads, report.loads
+        return
+    ours, theirs = session(dst, ort_library), session(src)
+    for batch, grid in DIT_SIZES[name.split("_tiny")[0]] if ".dynamic." in name else ((2, 4),):
+        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
+        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
+        assert got.shape == want.shape and _rel(want, got) < TOL[name.split(".")[-2]], (batch, grid)
 
 
 def test_orts_optimized_export_is_rewritten_whole(ort_library, tmp_path):
