@@ -2,13 +2,14 @@
 custom-op library's ops, in onnxruntime-gpu's CUDA EP, in one process.
 
     python benchmarks/e2e_bench.py --model sd15_vae_decoder --library dist/full/cuda/multi/libtritonforge_ort.so
-        [--exporters torchscript,dynamo,ort] [--dtypes fp16,fp32] [--sides 512,768] [--dynamic] [--runs 20]
-        [--breakdown]
+        [--exporters torchscript,dynamo,dynamo23,ort] [--dtypes fp16,fp32,bf16] [--sides 512,768] [--dynamic]
+        [--layers N[,M]] [--runs 20] [--breakdown] [--torch-compile]
     python benchmarks/e2e_bench.py --onnx my_export.onnx     # an export of your own (no torch needed)
 
-For each model (benchmarks/e2e_models.py: SD 1.5 and SDXL VAE decoders and UNets from their published
-configs, random weights), exporter (torch.onnx with `dynamo=False` at opset 17 and with `dynamo=True`;
-`ort`: ORT's transformers optimizer on the TorchScript export) and dtype: the export is rewritten
+For each model (benchmarks/e2e_models.py: SD 1.5 and SDXL VAE decoders and UNets, SD3, SD3.5, Flux and
+PixArt-Sigma transformers, from their published configs, random weights), exporter (torch.onnx with
+`dynamo=False` at opset 17, with `dynamo=True` at its default opset and at 23 (`dynamo23`); `ort`: ORT's
+transformers optimizer on the TorchScript export) and dtype: the export is rewritten
 (runtime/ortlib/rewrite), both are run on the same random inputs bound to device memory (IOBinding), the
 outputs compared (max |a - b| over max |a|, against 2e-2 for fp16 and 5e-3 for fp32), then timed
 interleaved, one run of each at a time, and the medians kept. `--sides` runs other image sides (a static
@@ -19,8 +20,13 @@ ORT's default settings (`ort`), the export under the settings `tritonforge_ort.s
 the same (`tritonforge`); its rows' exporter ends in `+best`. `--layout nhwc` rewrites the GroupNorms
 channels-last (rows `+nhwc`; `--layout nchw,nhwc` times both against one export). `--breakdown` adds each
 session's GPU time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a
-speed-up stops, and names the layout conversions (cuDNN's NCHW/NHWC kernels, Transposes). Rows go to
-benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
+speed-up stops, and names the layout conversions (cuDNN's NCHW/NHWC kernels, Transposes).
+`--torch-compile` times the same module, weights and inputs under `torch.compile(mode="reduce-overhead")`
+(channels-last for convolution models) in the same run, interleaved with the sessions, after its output is
+checked against the export's (`torch_compile` rows; `--breakdown` gives its kernels too). `--layers` builds
+fewer blocks than the config has (a transformer's `num_layers`, then Flux's `num_single_layers`), where the
+export or the GPU's memory demands it; the model's name then says the depth (`flux_dev:L4of19+8of38`).
+Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
 """
 
 from __future__ import annotations
@@ -47,13 +53,16 @@ from benchmarks.results import write_rows  # noqa: E402
 # cuDNN's conversions around its NHWC convolutions and ORT's Transpose: the kernels a layout-aware graph avoids.
 LAYOUT = r"[Nn]chw[Tt]o[Nn]hwc|[Nn]hwc[Tt]o[Nn]chw|[Tt]ranspose"
 TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}
+# numpy's type of each input; bfloat16 has none: its values are drawn as float32 and bound as bfloat16 (torch)
 _NP = {"tensor(float16)": np.float16, "tensor(float)": np.float32, "tensor(double)": np.float64,
-       "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+       "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bfloat16)": np.float32}
+_BF16 = "tensor(bfloat16)"
 # Kernel names -> what they do, for --breakdown (first match wins).
 KINDS = (("tritonforge", r"^(group_norm|softmax|attention)\w*_kernel$"),  # the kernel scripts' jit functions
          ("group/instance norm (ORT)", r"[Gg]roup[Nn]orm|[Ii]nstance[Nn]orm|bn_fw|[Bb]atch[Nn]orm|Welford"),
          ("softmax (ORT)", r"[Ss]oftmax"),
-         ("attention (ORT)", r"[Ff]lash|[Ff]mha|[Mm]emory[Ee]fficient|[Aa]ttention"),
+         # ORT's fused attention and torch's SDPA: cuDNN's (sdpa_*), flash, memory-efficient
+         ("attention (ORT)", r"[Ff]lash|[Ff]mha|[Mm]emory[Ee]fficient|[Aa]ttention|sdpa|[Ee]fficient_attention"),
          ("layout conversion", LAYOUT),
          ("convolution", r"conv|fprop|dgrad|implicit|winograd|nhwc|nchw"),
          ("matmul", r"gemm|Gemm|cutlass|xmma|cublas|sm\d+_"),
@@ -75,6 +84,8 @@ class Result:
     error: str = ""  # what stopped the measurement
     recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
+    compile_diff: float = float("nan")  # torch.compile's output against the export's (--torch-compile)
+    compile_error: str = ""  # why torch.compile was not timed
 
     @property
     def speedup(self) -> float:
@@ -87,6 +98,12 @@ class Result:
         """The rewrite against the export under the same settings (--settings best), else None."""
         return self.ms["ort_best"] / self.ms["tritonforge"] if "ort_best" in self.ms and "tritonforge" in self.ms \
             else None
+
+    @property
+    def vs_compile(self) -> float | None:
+        """torch.compile's time over the rewrite's (--torch-compile), else None: above 1 the rewrite is faster."""
+        return self.ms["torch_compile"] / self.ms["tritonforge"] if "torch_compile" in self.ms and \
+            "tritonforge" in self.ms else None
 
     @property
     def ok(self) -> bool:
@@ -120,7 +137,8 @@ def _fixed(sess) -> bool:
 
 def random_inputs(sess, seed: int = 0, free: dict | None = None) -> dict:
     """Random values for every input the session takes, at its declared shape; a symbolic dim takes
-    `free[axis]` (a dynamic export: batch on axis 0, the latent's height and width on 2 and 3), else 1."""
+    `free[axis]` (a dynamic export: batch on axis 0, the latent's height and width on 2 and 3), else 1.
+    A bfloat16 input's values are float32 here (Bound binds them as bfloat16)."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in sess.get_inputs():
@@ -133,24 +151,54 @@ def random_inputs(sess, seed: int = 0, free: dict | None = None) -> dict:
     return feeds
 
 
+def _torch_type(onnx_type: str):
+    import torch
+
+    return {"tensor(float16)": torch.float16, "tensor(float)": torch.float32, "tensor(double)": torch.float64,
+            "tensor(int64)": torch.int64, "tensor(int32)": torch.int32, _BF16: torch.bfloat16}[onnx_type]
+
+
 class Bound:
-    """A session with its inputs and outputs bound in device memory: `run()` is one timed inference."""
+    """A session with its inputs and outputs bound in device memory: `run()` is one timed inference. On CUDA
+    the buffers are torch tensors (bfloat16 too, which numpy has none of), bound by address; on the CPU,
+    onnxruntime's own values."""
 
     def __init__(self, sess, feeds: dict, provider: str):
         import onnxruntime as ort
 
-        device = "cuda" if provider == "cuda" else "cpu"
         self.sess, self.io = sess, sess.io_binding()
-        self.values = [ort.OrtValue.ortvalue_from_numpy(v, device, 0) for v in feeds.values()]
-        for name, v in zip(feeds, self.values):
-            self.io.bind_ortvalue_input(name, v)
+        self.values, self.tensors = [], []
+        types = {i.name: i.type for i in sess.get_inputs()}
+        if provider == "cuda":
+            import torch
+
+            for name, v in feeds.items():
+                t = torch.from_numpy(v).to("cuda").to(_torch_type(types[name])).contiguous()
+                self.tensors.append(t)
+                self.io.bind_input(name, "cuda", 0, _onnx_elem(types[name]), list(t.shape), t.data_ptr())
+            if not _fixed(sess) and any(o.type == _BF16 for o in sess.get_outputs()):
+                raise SystemExit("error: a bfloat16 output of symbolic shape: the bench binds bfloat16 outputs of "
+                                 "fixed shapes only")
+        else:
+            if _BF16 in types.values():
+                raise SystemExit("error: bfloat16 inputs need the CUDA provider (torch binds them)")
+            self.values = [ort.OrtValue.ortvalue_from_numpy(v, "cpu", 0) for v in feeds.values()]
+            for name, v in zip(feeds, self.values):
+                self.io.bind_ortvalue_input(name, v)
         for o in sess.get_outputs():
-            if _fixed(sess):  # the same output buffers every run, as a CUDA graph's replay needs
-                out = ort.OrtValue.ortvalue_from_shape_and_type(o.shape, _NP[o.type], device, 0)
+            if _fixed(sess) and provider == "cuda":  # the same output buffers every run, as a CUDA graph's replay needs
+                import torch
+
+                out = torch.empty(o.shape, dtype=_torch_type(o.type), device="cuda")
+                self.tensors.append(out)
+                self.io.bind_output(o.name, "cuda", 0, _onnx_elem(o.type), list(out.shape), out.data_ptr())
+            elif _fixed(sess):
+                out = ort.OrtValue.ortvalue_from_shape_and_type(o.shape, _NP[o.type], "cpu", 0)
                 self.values.append(out)
                 self.io.bind_ortvalue_output(o.name, out)
             else:
-                self.io.bind_output(o.name, device)
+                self.io.bind_output(o.name, "cuda" if provider == "cuda" else "cpu")
+        self.out = self.tensors[-1] if provider == "cuda" and _fixed(sess) else None
 
     def run(self) -> float:
         t = time.perf_counter()
@@ -159,7 +207,45 @@ class Bound:
         return (time.perf_counter() - t) * 1e3
 
     def output(self) -> np.ndarray:
+        if self.out is not None:
+            return self.out.float().cpu().numpy()
         return self.io.copy_outputs_to_cpu()[0]
+
+
+def _onnx_elem(onnx_type: str) -> int:
+    from onnx import TensorProto
+
+    return {"tensor(float16)": TensorProto.FLOAT16, "tensor(float)": TensorProto.FLOAT,
+            "tensor(double)": TensorProto.DOUBLE, "tensor(int64)": TensorProto.INT64, "tensor(int32)": TensorProto.INT32,
+            _BF16: TensorProto.BFLOAT16}[onnx_type]
+
+
+class Compiled:
+    """The module the export was made from under torch.compile(mode="reduce-overhead"), on the same feeds
+    (channels-last where it convolves): `run()` is one timed step, as Bound's."""
+
+    def __init__(self, module, names: list, example: tuple, feeds: dict, channels_last: bool):
+        import torch
+
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        self.module = module.to(memory_format=fmt) if channels_last else module
+        self.inputs = [torch.from_numpy(feeds[n]).to(device=x.device, dtype=x.dtype) for n, x in zip(names, example)]
+        self.inputs = [x.contiguous(memory_format=fmt) if channels_last and x.dim() == 4 else x for x in self.inputs]
+        self.step = torch.compile(self.module, mode="reduce-overhead")
+        self.last = None
+
+    def run(self) -> float:
+        import torch
+
+        t = time.perf_counter()
+        with torch.no_grad():
+            self.last = self.step(*self.inputs)
+        if self.last.is_cuda:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t) * 1e3
+
+    def output(self) -> np.ndarray:
+        return self.last.float().cpu().numpy()
 
 
 def rel_diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -210,10 +296,12 @@ def rewrite(path: Path, library: Path, log=print, layout: str = "nchw") -> tuple
 
 def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
             result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None,
-            best: bool = False, layout: str = "nchw") -> Result:
+            best: bool = False, layout: str = "nchw", torch_step: tuple | None = None) -> Result:
     """Rewrite `path` (or take `rewritten`, rewrite()'s pair), check and time it against the original at the
     inputs `free` sizes (random_inputs); fills and returns `result`. `best`: the export and the rewrite under
-    ortlib.session's settings too (a CUDA graph where every shape is fixed), the rewrite under them only."""
+    ortlib.session's settings too (a CUDA graph where every shape is fixed), the rewrite under them only.
+    `torch_step`: (module, input names, example inputs, channels-last) the export was made from, timed under
+    torch.compile on the same feeds once its output matches the export's."""
     out, report = rewritten or rewrite(path, library, log, layout)
     result.rewritten = sum(report.rewritten.values())
     result.left = list(report.left)
@@ -233,13 +321,31 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
         result.error = str(exc).strip().splitlines()[0][:300]
         log(f"  not run: {result.error}")
         return result
-    for b in sessions.values():  # warm-up: cuDNN's algorithm search, the library's first-use timing
-        for _ in range(warmup):
-            b.run()
+    if torch_step is not None:
+        sessions["torch_compile"] = Compiled(*torch_step[:3], feeds, torch_step[3])
+    for k, b in list(sessions.items()):  # warm-up: cuDNN's algorithm search, the library's first-use timing,
+        t = time.perf_counter()          # torch.compile's compile and its graphs' recording
+        try:
+            for _ in range(max(warmup, 3) if k == "torch_compile" else warmup):
+                b.run()
+        except Exception as exc:
+            if k != "torch_compile":
+                raise
+            result.compile_error = " ".join(str(exc).split())[:300]
+            log(f"  torch.compile not timed: {result.compile_error}")
+            del sessions[k]
+        if k == "torch_compile":
+            log(f"  torch.compile and warm-up {time.perf_counter() - t:.1f} s")
     result.diff = rel_diff(sessions["ort"].output(), sessions["tritonforge"].output())
     if not result.ok:
         log(f"  outputs differ: {result.diff:.3g} > {TOL.get(dtype)} ({dtype}); not timed")
         return result
+    if "torch_compile" in sessions:
+        result.compile_diff = rel_diff(sessions["ort"].output(), sessions["torch_compile"].output())
+        if not result.compile_diff <= TOL.get(dtype, 5e-3):
+            result.compile_error = f"its output differs from the export's: {result.compile_diff:.3g}"
+            log(f"  torch.compile not timed: {result.compile_error}")
+            del sessions["torch_compile"]
     times = {k: [] for k in sessions}
     for _ in range(runs):
         for k, b in sessions.items():
@@ -270,6 +376,12 @@ def record(results: list[Result], device: str, path) -> None:
         if r.same_settings_speedup is not None:
             rows.append({**common, "provider": "tritonforge", "metric": "speedup_same_settings", "unit": "x",
                          "value": f"{r.same_settings_speedup:.3f}"})
+        if r.compile_error or r.compile_diff == r.compile_diff:
+            rows.append({**common, "provider": "torch_compile", "metric": "max_rel_diff", "unit": "",
+                         "value": f"{r.compile_diff:.3g}", "extra": r.compile_error})
+        if r.vs_compile is not None:
+            rows.append({**common, "provider": "tritonforge", "metric": "speedup_vs_torch_compile", "unit": "x",
+                         "value": f"{r.vs_compile:.3f}"})
         for k, kinds in r.breakdown.items():
             named = "; ".join(f"{n} {ms:.3f}" for n, ms in r.layout_kernels.get(k, {}).items())
             rows += [{**common, "provider": k, "metric": f"gpu_ms:{kind}", "unit": "ms", "value": f"{ms:.3f}",
@@ -290,17 +402,18 @@ def settings_said(settings: dict | None) -> str:
 
 def table(results: list[Result]) -> list[str]:
     lines = ["| model | exporter | dtype | as exported ms | rewritten ms | speed-up | as exported, same settings ms | "
-             "speed-up, same settings | nodes rewritten | left | max rel diff |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "speed-up, same settings | torch.compile ms | vs torch.compile | nodes rewritten | left | max rel diff |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         ms = r.ms or {}
-        same = r.same_settings_speedup
+        same, vs = r.same_settings_speedup, r.vs_compile
         best = f"{ms['ort_best']:.2f}" if "ort_best" in ms else "-"
+        compiled = f"{ms['torch_compile']:.2f}" if "torch_compile" in ms else "not timed" if r.compile_error else "-"
         lines.append(f"| {r.model} | {r.exporter} | {r.dtype} | {ms.get('ort', float('nan')):.2f} | "
                      f"{ms.get('tritonforge', float('nan')):.2f} | "
                      f"{f'{r.speedup:.2f}x' if ms else 'not run' if r.error else 'not timed'} | "
-                     f"{best} | "
-                     f"{f'{same:.2f}x' if same is not None else '-'} | {r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
+                     f"{best} | {f'{same:.2f}x' if same is not None else '-'} | {compiled} | "
+                     f"{f'{vs:.2f}x' if vs is not None else '-'} | {r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
     for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
@@ -317,7 +430,7 @@ def report_order(r: Result) -> tuple:
     model, _, side = r.model.partition("@")
     name, _, best = r.exporter.partition("+")
     exporter, _, dynamic = name.partition(".")
-    known = ("torchscript", "dynamo", "ort", "file")
+    known = ("torchscript", "dynamo", "dynamo23", "ort", "file")
     return (model, int(side or 0), r.dtype, known.index(exporter) if exporter in known else len(known), dynamic,
             best)
 
@@ -337,8 +450,10 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 r.ms[row["provider"]] = float(row["value"])
             elif row["metric"] == "speedup":
                 r.recorded_speedup = float(row["value"])
-            elif row["metric"] == "speedup_same_settings":
+            elif row["metric"] in ("speedup_same_settings", "speedup_vs_torch_compile"):
                 continue  # derived again from the ms rows
+            elif row["metric"] == "max_rel_diff" and row["provider"] == "torch_compile":
+                r.compile_diff, r.compile_error = float(row["value"]), row["extra"]
             elif row["metric"] == "max_rel_diff":
                 r.diff = float(row["value"])
                 counts = re.match(r"(\d+) nodes rewritten, (\d+) left", row["extra"])
@@ -350,6 +465,13 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                     r.layout_kernels[row["provider"]] = {
                         n: float(ms) for n, _, ms in (part.rpartition(" ") for part in row["extra"].split("; "))}
     return list(out.values())
+
+
+def _last_words(exc: BaseException) -> str:
+    """An exception's message in one line: its last line that says something (torch.onnx's messages start with
+    the whole graph and end with notes in parentheses)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.startswith((" ", "("))]
+    return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
 def _device(provider: str) -> str:
@@ -368,28 +490,51 @@ def _layout_tag(layout: str) -> str:
 
 def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Path, work: Path, device: str,
               results_path: Path) -> list[Result]:
-    """One model, exporter and dtype at every side: a static export each, or one dynamic export rewritten once."""
+    """One model, exporter and dtype at every side: a static export each, or one dynamic export rewritten once.
+    With --torch-compile, the module each export is made from is kept for torch.compile's column."""
     from benchmarks import e2e_models
 
     out, rewritten = [], {}
+    depth = m.depth(args.layers).replace("/", "of")
     for side in sides:
-        label = m.name + ("_tiny" if args.tiny else "") + (f"@{side}" if side != m.side and not args.tiny else "")
+        label = (m.name + ("_tiny" if args.tiny else "") + (f"@{side}" if side != m.side and not args.tiny else "")
+                 + (f":L{depth}" if depth else ""))
         print(f"{label} {exporter}{' (dynamic axes)' if args.dynamic else ''} {dtype}", flush=True)
         t = time.perf_counter()
-        path = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny, dynamic=args.dynamic,
-                                 side=None if args.dynamic else side)
+        best = args.settings == "best"
+        names = [exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(layout)
+                 for layout in args.layouts]
+        compiled = args.torch_compile and not args.dynamic
+        try:
+            built = (e2e_models.build(m, dtype, args.provider, args.tiny, side, args.layers)
+                     if compiled or exporter in ("torchscript", "dynamo", "dynamo23") else None)
+            path = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny, dynamic=args.dynamic,
+                                     side=None if args.dynamic else side, layers=args.layers,
+                                     built=built if exporter != "ort" else None)
+        except Exception as exc:  # an export the exporter cannot make: said in a row, and on to the next
+            why = _last_words(exc)
+            print(f"  not exported: {why}", flush=True)
+            failed = [Result(label, n, dtype, error=f"export: {why}") for n in names]
+            record(failed, device, results_path)
+            out += failed
+            continue
         print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
         free = {0: m.batch, 2: (32 if args.tiny else side) // 8, 3: (32 if args.tiny else side) // 8}
-        best = args.settings == "best"
-        for layout in args.layouts:  # one export, each layout's rewrite timed against it
+        step = (built[0], built[2], built[1], not m.transformer) if compiled and built else None
+        for layout, name in zip(args.layouts, names):  # one export, each layout's rewrite timed against it
             if layout not in rewritten or not args.dynamic:
                 rewritten[layout] = rewrite(path, library, layout=layout)
-            name = exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(layout)
             r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                        Result(label, name, dtype), rewritten=rewritten[layout], free=free, best=best)
+                        Result(label, name, dtype), rewritten=rewritten[layout], free=free, best=best,
+                        torch_step=step)
             out.append(r)
             print("  " + table([r])[2], flush=True)
             record([r], device, results_path)
+        del built, step
+        if args.provider == "cuda" and compiled:
+            import torch
+
+            torch.cuda.empty_cache()
         if not args.dynamic and not args.keep and not (exporter == "torchscript" and dtype == "fp32"
                                                        and "ort" in args.exporters):
             shutil.rmtree(path.parent)  # disks are finite: an SDXL UNet is 10 GB in fp32
@@ -421,9 +566,18 @@ def main(argv=None) -> int:
                     help="comma list of the rewrite's layouts, nchw and nhwc (GroupNorms channels-last, for "
                          "--settings best); each is timed against the same export")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
+    ap.add_argument("--torch-compile", action="store_true",
+                    help="also the same module under torch.compile(mode='reduce-overhead'), same weights and inputs")
+    ap.add_argument("--layers", default="",
+                    help="build N blocks instead of the config's (Flux: N,M double and single blocks), where the "
+                         "export or the GPU's memory demands it")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
     args.layouts = [v.strip() for v in args.layout.split(",") if v.strip()]
+    try:
+        args.layers = tuple(int(v) for v in args.layers.split(",") if v.strip()) or None
+    except ValueError:
+        raise SystemExit(f"error: --layers: '{args.layers}' is not a comma list of block counts") from None
     bad = [v for v in args.layouts if v not in ("nchw", "nhwc")]
     if bad or not args.layouts:
         raise SystemExit(f"error: --layout: '{args.layout}' is not a comma list of nchw, nhwc")
