@@ -11,7 +11,8 @@ their own (query, key, value as (B, S, H*d) projections):
 - `ort_mha`: ORT's `com.microsoft.MultiHeadAttention` on the same projections;
 - `tritonforge`: the decomposed graph rewritten (the rewrite's matcher, the library's op on every node);
 - `torch`: F.scaled_dot_product_attention on (B, H, S, d) views of the projections, CUDA-graph replay;
-and the device's fp16 matrix-multiply peak (torch, 8192^3, CUDA graph). TFLOP/s = 4 B H Sq Skv d / time.
+and the device's matrix-multiply peak in the dtype (torch, 8192^3, CUDA graph). TFLOP/s = 4 B H Sq Skv d / time.
+Inputs are torch tensors on the device, bound to ORT's sessions by address (bfloat16 has no numpy type).
 Before anything is timed, the library's output (one node, where it picks its kernel for the shape) is
 checked against float64 on the first two heads. Rows go to benchmarks/results/results.csv (benchmark
 `attention`).
@@ -35,7 +36,7 @@ from tritonforge.runtime.ops.attention import attention_mismatch, attention_ref 
 from tritonforge.runtime.ortlib.rewrite import rewrite  # noqa: E402
 
 from benchmarks import ort_own  # noqa: E402
-from benchmarks.results import write_rows  # noqa: E402
+from benchmarks.results import RESULTS, write_rows  # noqa: E402
 
 L2 = 60 << 20
 
@@ -46,11 +47,10 @@ def decomposed_model(b, heads, sq, skv, d, dtype, nodes=1, ms_mha=False):
     from onnx import helper, numpy_helper
 
     t = ort_own._tensor_type(dtype)
-    np_type = ort_own.NP_TYPES[dtype]
     c = heads * d
     inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
              (("q_shape", [b, sq, heads, d]), ("kv_shape", [b, skv, heads, d]), ("out_shape", [b, sq, c]))]
-    inits.append(numpy_helper.from_array(np.array(math.sqrt(1 / math.sqrt(d)), np_type), "root_scale"))
+    inits.append(helper.make_tensor("root_scale", t, [], [math.sqrt(1 / math.sqrt(d))]))
     nodes_ = []
     for i in range(nodes):
         x, k, v, y = f"x{i}", f"k{i}", f"v{i}", f"y{i}"
@@ -92,14 +92,15 @@ def matmul_peak_tflops(dtype: str = "fp16", n: int = 8192) -> float:
 
 
 def torch_sdpa_us(q, k, v, heads) -> float:
+    """F.scaled_dot_product_attention on (B, H, S, d) views of the (B, S, H*d) projections, graph replay."""
     import torch
 
     from benchmarks.gpu_common import torch_graph_ms
 
     b, sq, c = q.shape
     d = c // heads
-    kt, vt = (torch.from_numpy(a).cuda().view(b, -1, heads, d).transpose(1, 2) for a in (k, v))
-    qs = [torch.from_numpy(q).cuda().view(b, sq, heads, d).transpose(1, 2) for _ in range(2)]
+    kt, vt = (a.view(b, -1, heads, d).transpose(1, 2) for a in (k, v))
+    qs = [q.view(b, sq, heads, d).transpose(1, 2), q.clone().view(b, sq, heads, d).transpose(1, 2)]
     f = torch.nn.functional.scaled_dot_product_attention
     return torch_graph_ms(lambda x: f(x, kt, vt), qs, 20) * 1e3
 
@@ -120,16 +121,21 @@ class Bench:
         return m
 
     def shape(self, b, heads, sq, skv, d, dtype, peak):
+        import torch
+
         c = heads * d
-        q, k, v = ((self.rng.standard_normal((b, s, c), dtype=np.float32)).astype(ort_own.NP_TYPES[dtype])
-                   for s in (sq, skv, skv))
-        per = (q.nbytes * 2 + k.nbytes * 2)
+        tt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+        gen = torch.Generator(device="cuda").manual_seed(int(self.rng.integers(1 << 31)))
+        q, k, v = (torch.randn((b, s, c), generator=gen, device="cuda").to(tt) for s in (sq, skv, skv))
+        per = (q.nelement() * 2 + k.nelement() * 2) * q.element_size()
         nodes = max(2, min(40, ort_own.node_count(per, L2)))
         feeds = lambda n: {f"{p}{i}": a for i in range(n) for p, a in (("x", q), ("k", k), ("v", v))}
         _, out, _ = self.ours.run(self.ours_model(decomposed_model(b, heads, sq, skv, d, dtype)), feeds(1), runs=1,
                                   graph=False)
-        split = lambda a: a[:1].astype(np.float64).reshape(1, -1, heads, d).transpose(0, 2, 1, 3)[:, :2]
-        why = attention_mismatch(split(out["y0"]), attention_ref(split(q), split(k), split(v)), dtype)
+        split = lambda a: np.asarray(a[:1], np.float64).reshape(1, -1, heads, d).transpose(0, 2, 1, 3)[:, :2]
+        host = lambda t: t.float().cpu().numpy()
+        why = attention_mismatch(split(out["y0"]), attention_ref(split(host(q)), split(host(k)), split(host(v))),
+                                 dtype)
         if why:
             raise AssertionError(f"the library's attention against float64: {why}")
         flops = 4 * b * heads * sq * skv * d
@@ -160,6 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="all", help=f"all, or a comma list of: {', '.join(zoo.MODELS)}")
     ap.add_argument("--dtypes", default="fp16")
     ap.add_argument("--where", default=None, help="only shapes whose label matches this regular expression")
+    ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
     why = ort_own.unavailable()
     if why:
@@ -172,20 +179,22 @@ def main(argv=None) -> int:
     import torch
 
     device = torch.cuda.get_device_name(0)
-    peak = matmul_peak_tflops()
-    print(f"{device}: onnxruntime {onnxruntime.__version__}, fp16 matmul peak {peak:.0f} TFLOP/s", flush=True)
     try:
         for dtype in args.dtypes.split(","):
+            peak = matmul_peak_tflops(dtype)
+            print(f"{device}: onnxruntime {onnxruntime.__version__}, {dtype} matmul peak {peak:.0f} TFLOP/s",
+                  flush=True)
             for shape in zoo.attention_problems(selected):
                 b, heads, sq, skv, d, causal = shape
                 label = f"b{b} h{heads} sq{sq} skv{skv} d{d}"
                 if causal or (args.where and not re.search(args.where, label)):
                     continue  # ORT's MultiHeadAttention and the decomposition here are non-causal
                 bench.shape(b, heads, sq, skv, d, dtype, peak)
-                write_rows("attention", device, bench.rows)  # after each shape: a run cut short keeps its rows
+                write_rows("attention", device, bench.rows, args.results or RESULTS)  # a run cut short keeps its rows
+                bench.rows = []
     finally:
         if bench.rows:
-            write_rows("attention", device, bench.rows)
+            write_rows("attention", device, bench.rows, args.results or RESULTS)
     return 0
 
 

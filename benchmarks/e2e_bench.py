@@ -216,8 +216,8 @@ def _onnx_elem(onnx_type: str) -> int:
     from onnx import TensorProto
 
     return {"tensor(float16)": TensorProto.FLOAT16, "tensor(float)": TensorProto.FLOAT,
-            "tensor(double)": TensorProto.DOUBLE, "tensor(int64)": TensorProto.INT64, "tensor(int32)": TensorProto.INT32,
-            _BF16: TensorProto.BFLOAT16}[onnx_type]
+            "tensor(double)": TensorProto.DOUBLE, "tensor(int64)": TensorProto.INT64,
+            "tensor(int32)": TensorProto.INT32, _BF16: TensorProto.BFLOAT16}[onnx_type]
 
 
 class Compiled:

@@ -1,7 +1,7 @@
 """The models the end-to-end bench exports, as users export them: diffusers' classes built from the
 published configs (random weights, no download), then torch.onnx (TorchScript at opset 17, dynamo at its
-default opset 18 and at 23, where it writes ONNX Attention) and ORT's own transformers optimizer. torch, diffusers and onnxruntime's optimizer are imported only here, and only
-when an export runs.
+default opset 18 and at 23, where it writes ONNX Attention) and ORT's own transformers optimizer. torch,
+diffusers and onnxruntime's optimizer are imported only here, and only when an export runs.
 
 Each config is the published config.json's values that change the graph (the rest are diffusers'
 defaults, which the published files repeat); tests/benchmarks/test_e2e_models.py checks them against

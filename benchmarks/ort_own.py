@@ -46,9 +46,21 @@ def _tensor_type(dtype: str):
     from onnx import TensorProto
 
     try:
-        return {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16}[dtype]
+        return {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
     except KeyError:
-        raise ValueError(f"ORT's own kernels are timed for fp16 and fp32, not {dtype!r}") from None
+        raise ValueError(f"ORT's own kernels are timed for fp16, bf16 and fp32, not {dtype!r}") from None
+
+
+def _is_torch(value) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
+def _torch_elem(t) -> int:
+    import torch
+    from onnx import TensorProto
+
+    return {torch.float16: TensorProto.FLOAT16, torch.float32: TensorProto.FLOAT,
+            torch.bfloat16: TensorProto.BFLOAT16}[t.dtype]
 
 
 def _model(nodes: list, inputs: list, outputs: list, initializers: list, domains: dict):
@@ -177,19 +189,41 @@ class OrtRival:
         binding = session.io_binding()
         values = []
         for name, array in inputs.items():
-            value = self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
-            values.append(value)
-            binding.bind_ortvalue_input(name, value)
+            values.append(self._device_value(array))
+            self._bind(binding.bind_input, binding.bind_ortvalue_input, name, values[-1])
         for out in session.get_outputs():
             src = inputs[out.name.replace("y", "x", 1)]
-            value = self.ort.OrtValue.ortvalue_from_shape_and_type(list(src.shape), src.dtype, self.device,
-                                                                   self.device_id)
-            values.append(value)
-            binding.bind_ortvalue_output(out.name, value)
+            values.append(self._empty_like(src))
+            self._bind(binding.bind_output, binding.bind_ortvalue_output, out.name, values[-1])
         # the first runs capture the graph (or warm the arena and kernels)
         seconds = median_run_s(session, binding, runs, warmup=3)
-        outputs = {o.name: v.numpy() for o, v in zip(session.get_outputs(), values[len(inputs):])} if fetch else None
+        outputs = ({o.name: self._host(v) for o, v in zip(session.get_outputs(), values[len(inputs):])} if fetch
+                   else None)
         return seconds * 1e3, outputs, "cuda graph" if use_graph else "plain"
+
+    # A value is an onnxruntime OrtValue, or (bfloat16, which numpy has no type for) a torch tensor on the device,
+    # bound by its address.
+    def _device_value(self, array):
+        if _is_torch(array):
+            return array.contiguous()
+        return self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
+
+    def _empty_like(self, src):
+        if _is_torch(src):
+            import torch
+
+            return torch.empty_like(src)
+        return self.ort.OrtValue.ortvalue_from_shape_and_type(list(src.shape), src.dtype, self.device, self.device_id)
+
+    def _bind(self, by_address, by_value, name, value):
+        if _is_torch(value):
+            by_address(name, self.device, self.device_id, _torch_elem(value), list(value.shape), value.data_ptr())
+        else:
+            by_value(name, value)
+
+    @staticmethod
+    def _host(value) -> np.ndarray:
+        return value.float().cpu().numpy() if _is_torch(value) else value.numpy()
 
     def group_norm_us(self, n, h, w, c, groups, dtype, silu, eps=1e-5, l2_bytes=50 << 20, rng=None):
         """(us per node, mode, nodes): ORT's com.microsoft.GroupNorm on random NHWC inputs."""

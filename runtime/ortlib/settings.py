@@ -15,15 +15,19 @@ The CUDA EP options (`BEST`), each one kept only while onnxruntime accepts it:
   every run (IOBinding); a plain `run()` would replay the first run's addresses, so it is never on by
   default.
 
-A session onnxruntime refuses with an option (an older onnxruntime that does not know it, a build
-without NHWC kernels, a node outside the CUDA EP under a CUDA graph) is made again without it, and
-`tritonforge_settings["dropped"]` says which and why; the options the caller passes are never dropped.
+A session onnxruntime refuses because of an option (an older onnxruntime that does not know it, a build
+without NHWC kernels, a node outside the CUDA EP under a CUDA graph), recognised by what its message says
+(REFUSALS), is made again without that option: a warning is logged and `tritonforge_settings["dropped"]`
+says which and why. Any other error (a missing file, an invalid model, memory) is raised as it is; the
+options the caller passes are never dropped, and a caller's `prefer_nhwc="0"` turns off what needs it.
 Without the CUDA EP the session runs the library's CPU ops and the options do not apply.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from pathlib import Path
 
 from .errors import TritonforgeError
@@ -36,6 +40,15 @@ CPU = "CPUExecutionProvider"
 # (fuse_conv_bias needs it)
 _DROP_ORDER = ("enable_cuda_graph", "fuse_conv_bias", "prefer_nhwc")
 _NEEDS = {"fuse_conv_bias": "prefer_nhwc"}
+# What onnxruntime says when it refuses each option: the option's name in an unknown-option or invalid-value
+# message, or the failure it causes (NHWC kernels missing from a build; cuDNN's frontend failing on a fused
+# bias; graph capture refused for nodes outside the CUDA EP).
+REFUSALS = {
+    "enable_cuda_graph": r"enable_cuda_graph|graph capture|cuda graph",
+    "fuse_conv_bias": r"fuse_conv_bias|cudnn frontend|cudnn_frontend",
+    "prefer_nhwc": r"prefer_nhwc|nhwc",
+}
+log = logging.getLogger("tritonforge")
 
 
 class SessionError(TritonforgeError, ValueError):
@@ -43,12 +56,25 @@ class SessionError(TritonforgeError, ValueError):
 
 
 def cuda_options(cuda_graph: bool = False, **overrides: str) -> dict[str, str]:
-    """The CUDA EP options `session` starts from: BEST, GRAPH with `cuda_graph`, then the caller's."""
+    """The CUDA EP options `session` starts from: BEST, GRAPH with `cuda_graph`, then the caller's. An option
+    of BEST whose prerequisite the caller turned off goes with it; the caller asking for both is an error."""
     options = {**BEST, **(GRAPH if cuda_graph else {}), **{k: str(v) for k, v in overrides.items()}}
     for option, needed in _NEEDS.items():
         if options.get(option) == "1" and options.get(needed) != "1":
-            raise SessionError(f"{option}=1 needs {needed}=1 (onnxruntime fails at the first Conv without it)")
+            if option in overrides:
+                raise SessionError(f"{option}=1 needs {needed}=1 (onnxruntime fails at the first Conv without it)")
+            options[option] = "0"
     return options
+
+
+def refused_option(message: str, options: dict, kept: set) -> str | None:
+    """The option of `options` (not in `kept`) that onnxruntime's `message` refuses, in the order they are given
+    up, or None: the error is not about an option."""
+    text = message.lower()
+    for option in _DROP_ORDER:
+        if option in options and option not in kept and options[option] != "0" and re.search(REFUSALS[option], text):
+            return option
+    return None
 
 
 def _fixed_inputs(model) -> None:
@@ -101,11 +127,13 @@ def make_session(model: str | os.PathLike | bytes, lib: Path, *, providers: list
             sess = ort.InferenceSession(
                 source, so, providers=[(p, options) if p == CUDA else p for p in providers])
         except Exception as exc:  # onnxruntime's own classes (Fail, InvalidArgument, ...) share no public base
-            droppable = [o for o in _DROP_ORDER if o in options and o not in kept]
-            if not droppable:
+            said = " ".join(str(exc).split())
+            give_up = refused_option(said, options, kept)
+            if give_up is None:
                 raise
-            give_up = droppable[0]
-            dropped[give_up] = " ".join(str(exc).split())[:300]
+            dropped[give_up] = said[:300]
+            log.warning("tritonforge_ort.session: onnxruntime %s refused %s=%s; dropped: %s", ort.__version__, give_up,
+                        options[give_up], said[:300])
             options = {k: v for k, v in options.items() if k != give_up and _NEEDS.get(k) != give_up}
             continue
         sess.tritonforge_settings = {"providers": providers, "cuda_options": options, "dropped": dropped,

@@ -101,7 +101,7 @@ def _target(r: Rewriter, dtype, sq, skv, d: int, causal: bool, keep_ok: bool, ca
         where = "ort" if table_rival(dtype, sq, skv, d, "ort_mha") < 1 else "tritonforge"
     if where == "ort" and cannot:
         return "tritonforge", f"ORT's MultiHeadAttention measured faster ({why}), but it {cannot}: the library's op"
-    return where, ""
+    return where, why if why.startswith("no ") else ""  # an unmeasured dtype or class is said in the report
 
 
 # ---- the scale: a scalar the model fixes or computes from a shape ----------------------------------

@@ -313,3 +313,91 @@ def test_a_rewritten_model_runs_on_the_cuda_ep_as_orts_own_does(ort_cuda, librar
     assert np.abs(a - b).max() < 2e-3 and abs(a.sum(-1).mean() - 1) < 1e-3
     kernels = {r["op"]: r["kernel"] for r in ortlib.choices(library)}
     assert kernels["group_norm_nchw_silu_fp16"].startswith("GroupNormNCHW") and "softmax_fp16" in kernels
+
+
+# ---- MultiHeadAttention: every layout the rewrite writes, grouped heads, each dtype --------------------------
+def _attention_session(ort, lib, dtype, layout, shapes, heads, kv_heads, causal=0):
+    """fp32 q, k, v in `layout` -> Cast to `dtype` -> the library's MultiHeadAttention -> Cast to fp32."""
+    from onnx import TensorProto, helper
+
+    elem = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16, "fp32": TensorProto.FLOAT}[dtype]
+    attrs = {"num_heads": heads, "unidirectional": causal}
+    if kv_heads != heads:
+        attrs["kv_num_heads"] = kv_heads
+    if layout != "3d":
+        attrs["layout"] = layout
+    nodes = [helper.make_node("Cast", [t], [f"{t}c"], to=elem) for t in "qkv"]
+    nodes += [helper.make_node("MultiHeadAttention", ["qc", "kc", "vc"], ["yc"], domain="tritonforge", **attrs),
+              helper.make_node("Cast", ["yc"], ["y"], to=TensorProto.FLOAT)]
+    m = helper.make_model(helper.make_graph(nodes, "attention", [vi(t, "fp32", list(shapes[t])) for t in "qkv"],
+                                            [vi("y", "fp32", list(shapes["q"]))]),
+                          opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("tritonforge", 1)])
+    m.ir_version = 10
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.register_custom_ops_library(str(lib))
+    return ort.InferenceSession(m.SerializeToString(), so, providers=[CUDA])
+
+
+def _laid(x, layout):
+    """(B, H, S, d) heads as the layout lays them."""
+    b, _, s, _ = x.shape
+    return {"3d": lambda: x.transpose(0, 2, 1, 3).reshape(b, s, -1), "BSHD": lambda: x.transpose(0, 2, 1, 3),
+            "BHSD": lambda: x}[layout]()
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("layout", ["3d", "BSHD", "BHSD"])
+@pytest.mark.parametrize("b, heads, kv_heads, sq, skv, d", [
+    (2, 4, 4, 333, 333, 64),  # SD3's joint attention, fewer heads
+    (1, 4, 4, 260, 260, 128),  # Flux's
+    (2, 3, 3, 256, 77, 40),  # SD 1.5's cross-attention
+    (1, 2, 2, 130, 66, 72),  # PixArt's head dim
+    (1, 8, 2, 200, 150, 128)])  # grouped key/value heads
+def test_multi_head_attention_matches_float64(ort_cuda, library, dtype, layout, b, heads, kv_heads, sq, skv, d):
+    from tritonforge.runtime.ops.attention import attention_mismatch, attention_ref
+    from tritonforge.runtime.reference import quantize
+
+    rng = np.random.default_rng(sq + d)
+    q, k, v = (rng.standard_normal((b, n, s, d)).astype(np.float32) for n, s in
+               ((heads, sq), (kv_heads, skv), (kv_heads, skv)))
+    feeds = {t: np.ascontiguousarray(_laid(x, layout)) for t, x in zip("qkv", (q, k, v))}
+    s = _attention_session(ort_cuda, library, dtype, layout, {t: x.shape for t, x in feeds.items()}, heads, kv_heads)
+    y = run_bound(ort_cuda, s, feeds, {"y": (list(feeds["q"].shape), np.float32)})["y"]
+    ref = attention_ref(*(quantize(x, dtype) for x in (q, k, v)))
+    heads_of = {"3d": lambda a: a.reshape(b, sq, heads, d).transpose(0, 2, 1, 3),
+                "BSHD": lambda a: a.transpose(0, 2, 1, 3), "BHSD": lambda a: a}[layout]
+    why = attention_mismatch(heads_of(y), ref, dtype)
+    assert why is None, why
+
+
+def test_attention_past_2_31_elements_is_right_and_leaves_the_context_usable(ort_cuda, library):
+    """A query of 600000 tokens x 4096 channels in fp16 (2.46e9 elements: a long video's or a 4K image's
+    sequence) over 77 keys: rows past 2^31 / 4096 come out right, and a second session runs after it."""
+    from tritonforge.runtime.ops.attention import attention_mismatch, attention_ref
+
+    b, sq, skv, heads, d = 1, 600000, 77, 32, 128
+    rng = np.random.default_rng(31)
+    base = rng.standard_normal((997, heads * d)).astype(np.float16)
+    q = np.resize(base, (b, sq, heads * d))  # 997 distinct rows over and over ...
+    q[0, :, 0] = (np.arange(sq) % 4093 / 1000.0).astype(np.float16)  # ... each made its own by its first channel
+    k, v = (rng.standard_normal((b, skv, heads * d)).astype(np.float16) for _ in range(2))
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge", num_heads=heads)
+    t = TensorProto.FLOAT16
+    ins = [helper.make_tensor_value_info(n, t, list(x.shape)) for n, x in (("q", q), ("k", k), ("v", v))]
+    s = session(ort_cuda, library, node, ins, [helper.make_tensor_value_info("y", t, None)])
+    y = run_bound(ort_cuda, s, {"q": q, "k": k, "v": v}, {"y": (list(q.shape), np.float16)})["y"]
+    rows = np.array([0, 1, 2 ** 31 // (heads * d) - 1, 2 ** 31 // (heads * d), 2 ** 31 // (heads * d) + 1,
+                     sq // 2 + 12345, sq - 2, sq - 1])
+    split = lambda a: a.astype(np.float64).reshape(a.shape[0], -1, heads, d).transpose(0, 2, 1, 3)
+    ref = attention_ref(split(q[:, rows]), split(k), split(v))
+    why = attention_mismatch(split(y[:, rows]), ref, "fp16")
+    assert why is None, why
+    del y, q
+    small = session(ort_cuda, library, node, [helper.make_tensor_value_info(n, t, [1, 8, 256]) for n in "qkv"],
+                    [helper.make_tensor_value_info("y", t, None)])
+    x = rng.standard_normal((1, 8, 256)).astype(np.float16)
+    out = small.run(None, {"q": x, "k": x, "v": x})[0]
+    assert np.isfinite(out.astype(np.float32)).all()

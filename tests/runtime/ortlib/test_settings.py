@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from tritonforge.runtime import ortlib
 from tritonforge.runtime.ortlib.rewrite import rewrite
-from tritonforge.runtime.ortlib.settings import BEST, SessionError, cuda_options
+from tritonforge.runtime.ortlib.settings import BEST, SessionError, cuda_options, refused_option
 
 onnx = pytest.importorskip("onnx", reason="the tests build ONNX models")
 ort = pytest.importorskip("onnxruntime", reason="the sessions are onnxruntime's")
@@ -19,8 +19,36 @@ def test_the_options_start_from_the_best_settings_and_never_fuse_the_bias_withou
     assert cuda_options() == {"prefer_nhwc": "1", "fuse_conv_bias": "1"} == BEST
     assert cuda_options(cuda_graph=True)["enable_cuda_graph"] == "1"
     assert cuda_options(prefer_nhwc=0, fuse_conv_bias=0) == {"prefer_nhwc": "0", "fuse_conv_bias": "0"}
+    # the caller's prefer_nhwc=0 turns off the bias fusion that needs it; asking for both is the error
+    assert cuda_options(prefer_nhwc="0") == {"prefer_nhwc": "0", "fuse_conv_bias": "0"}
     with pytest.raises(SessionError, match="fuse_conv_bias=1 needs prefer_nhwc=1"):
-        cuda_options(prefer_nhwc="0")
+        cuda_options(prefer_nhwc="0", fuse_conv_bias="1")
+
+
+@pytest.mark.parametrize("message, dropped", [
+    # what onnxruntime says when it refuses an option: the option goes, in the order they are given up
+    ("[ONNXRuntimeError] : 1 : FAIL : This session cannot use the graph capture feature as requested by the user as "
+     "all compute graph nodes have not been partitioned to the CUDA execution provider", "enable_cuda_graph"),
+    ("[ONNXRuntimeError] : 1 : FAIL : Failed to initialize CUDNN Frontend", "fuse_conv_bias"),
+    ("Unknown provider option: fuse_conv_bias", "fuse_conv_bias"),
+    ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : NHWC is not supported in this build", "prefer_nhwc"),
+    # anything else is not about an option: raised as it is, nothing dropped
+    ("[ONNXRuntimeError] : 3 : NO_SUCHFILE : Load model from unet.onnx failed:Load model unet.onnx failed. File doesn't"
+     " exist", None),
+    ("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : CUDA failure 2: out of memory", None),
+    ("[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. Type Error: Type 'tensor(bfloat16)'", None),
+])
+def test_only_a_refusal_of_an_option_drops_it(message, dropped):
+    options = cuda_options(cuda_graph=True)
+    assert refused_option(message, options, set()) == dropped
+    if dropped:  # an option the caller gave is never dropped
+        assert refused_option(message, options, {dropped}) != dropped
+
+
+def test_an_error_that_is_not_a_refusal_is_raised_once_with_nothing_dropped(ort_library, tmp_path):
+    missing = tmp_path / "no-such-model.onnx"
+    with pytest.raises(Exception, match="no-such-model.onnx"):
+        ortlib.session(missing, ort_library, providers=["CPUExecutionProvider"])
 
 
 def _rewritten(lib, dynamic: bool = False):
