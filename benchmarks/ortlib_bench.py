@@ -90,7 +90,7 @@ class Bench:
 
     def ours_model(self, model):
         m = copy.deepcopy(model)
-        report = rewrite(m, self.library, softmax_min_cols=0)  # ours on every row, to compare
+        report = rewrite(m, self.library, softmax_min_cols=0, layout="nchw")  # ours on every row, to compare
         if not report.rewritten:
             raise RuntimeError("; ".join(report.left) or "nothing rewritten")
         return m

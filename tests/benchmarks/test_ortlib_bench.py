@@ -35,6 +35,6 @@ def test_synthetic_up_block_rewrites_every_group_norm_and_drops_them_for_the_bas
     assert gns == 6 and shape == [1, 64, 2, 2]
     none = bench.without_group_norm(model)
     assert not any(n.op_type in ("GroupNormalization", "Sigmoid") for n in none.graph.node)
-    report = rewrite(model, ort_library)
+    report = rewrite(model, ort_library, layout="nchw")
     assert report.rewritten == {"GroupNormalization": gns} and report.fused_silu == gns
     onnx.checker.check_model(none)

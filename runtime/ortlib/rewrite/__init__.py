@@ -91,7 +91,7 @@ def _check(model, what: str) -> bool:
 
 def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True,
             softmax_min_cols: dict | int | None = None, base_dir: str | os.PathLike | None = None,
-            check: bool | None = None, attention: str | None = None, layout: str = "nchw") -> Report:
+            check: bool | None = None, attention: str | None = None, layout: str = "nhwc") -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
@@ -100,8 +100,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     `check`: run onnx.checker before and after (default: when the model's data is all in memory).
     `attention`: "tritonforge" (every attention the matchers find to the library), "ort" (to ORT's
     com.microsoft.MultiHeadAttention), or None: the fastest measured per class of shape (attention.py).
-    `layout`: "nchw" (the export's), or "nhwc": GroupNorms channels-last for sessions with prefer_nhwc
-    (layout.py)."""
+    `layout`: "nhwc" (the default, as tritonforge-rewrite's): GroupNorms channels-last for sessions with
+    prefer_nhwc, which ortlib.session sets (layout.py); or "nchw", the export's, for sessions without it."""
     if attention not in (None, "tritonforge", "ort"):
         raise RewriteError(f"attention={attention!r}: choose tritonforge, ort or None (the measured choice)")
     if layout not in ("nchw", "nhwc"):
@@ -211,7 +211,7 @@ def _splice(graph: Graph, taken: dict, initializers: list) -> None:
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
                  use_library: bool = True, softmax_min_cols: dict | int | None = None,
-                 attention: str | None = None, layout: str = "nchw", check_load: bool = True) -> Report:
+                 attention: str | None = None, layout: str = "nhwc", check_load: bool = True) -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
     model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
     model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one

@@ -61,5 +61,9 @@ def test_the_layout_is_nchw_or_nhwc(ort_library):
     m = onnx.load(str(EXPORTS / "sd15_unet_tiny.torchscript.fp16.onnx"))
     with pytest.raises(RewriteError, match="layout='nc': choose nchw or nhwc"):
         rewrite(m, ort_library, layout="nc")
-    rewrite(m, ort_library)  # the default: the export's layout, no Transpose added
-    assert not [n for n in m.graph.node if n.op_type == "GroupNorm"]
+    nchw = onnx.load(str(EXPORTS / "sd15_unet_tiny.torchscript.fp16.onnx"))
+    rewrite(nchw, ort_library, layout="nchw")  # the export's layout: no Transpose added
+    assert not [n for n in nchw.graph.node if n.op_type == "GroupNorm"]
+    # the default is the command line's (tritonforge-rewrite --layout's), for the sessions ortlib.session makes
+    default = rewrite(m, ort_library)
+    assert default.channels_last > 0 and [n for n in m.graph.node if n.op_type == "GroupNorm"]

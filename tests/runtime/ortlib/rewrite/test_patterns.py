@@ -98,7 +98,7 @@ def test_each_exporters_group_norm_is_one_op_that_computes_the_same(ort_library,
     dims = form.get("dims", (2, 8, 5, 6))
     x = (np.random.default_rng(1).standard_normal(dims) * 3 + 1).astype(NP[form.get("dtype", "fp32")])
     want = run(m, x)
-    report = rewrite(m, ort_library)
+    report = rewrite(m, ort_library, layout="nchw")
     assert report.rewritten == {"GroupNormalization": 1} and not report.left, report.lines()
     assert report.fused_silu == (form.get("silu", "xs") is not None)
     ops = [n.op_type for n in m.graph.node]
@@ -112,7 +112,7 @@ def test_each_exporters_group_norm_is_one_op_that_computes_the_same(ort_library,
 
 
 def test_bf16_is_rewritten_too(ort_library):
-    report = rewrite(decomposed(dtype="bf16", opset=22), ort_library)
+    report = rewrite(decomposed(dtype="bf16", opset=22), ort_library, layout="nchw")
     assert report.rewritten == {"GroupNormalization": 1}, report.lines()
 
 
@@ -120,7 +120,7 @@ def test_a_weight_per_last_axis_is_not_a_channel_weight_and_stays(ort_library):
     m = decomposed(weight="c", bias="none", silu=None)
     x = np.random.default_rng(2).standard_normal((2, 8, 5, 6)).astype(np.float32)
     want = run(m, x)
-    assert rewrite(m, ort_library).rewritten == {"GroupNormalization": 1}
+    assert rewrite(m, ort_library, layout="nchw").rewritten == {"GroupNormalization": 1}
     assert [n.op_type for n in m.graph.node] == ["GroupNormalization", "Mul", "Identity"]
     np.testing.assert_allclose(run(m, x, ort_library), want, atol=1e-4, rtol=1e-4)
 
@@ -136,7 +136,7 @@ def test_a_weight_per_last_axis_is_not_a_channel_weight_and_stays(ort_library):
 ])
 def test_almost_a_group_norm_stays_and_the_report_says_why(ort_library, form, why):
     m = decomposed(**form)
-    report = rewrite(m, ort_library)
+    report = rewrite(m, ort_library, layout="nchw")
     assert not report.rewritten
     assert len(report.left) == 1 and report.left[0].startswith("InstanceNormalization node "
                                                                "'norm/InstanceNormalization': ")
@@ -153,12 +153,12 @@ def test_a_plain_instance_norm_stays(ort_library):
         [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="inorm")], "i",
         [helper.make_tensor_value_info("x", f, [1, c, 3, 3])], [helper.make_tensor_value_info("y", f, [1, c, 3, 3])],
         inits), opset_imports=[helper.make_opsetid("", 17)])
-    assert rewrite(m, ort_library).left == ["InstanceNormalization node 'inorm': not a GroupNorm: its input is not a "
+    assert rewrite(m, ort_library, layout="nchw").left == ["InstanceNormalization node 'inorm': not a GroupNorm: its input is not a "
                                             "Reshape that groups channels"]
 
 
 def test_a_library_without_nchw_kernels_leaves_the_patterns_with_the_reason(ort_library_ort_profile):
-    report = rewrite(decomposed(), ort_library_ort_profile)
+    report = rewrite(decomposed(), ort_library_ort_profile, layout="nchw")
     assert not report.rewritten
     assert report.left == ["InstanceNormalization node 'norm/InstanceNormalization': the library has no CUDA "
                            "GroupNormalization kernel for fp32"]
@@ -183,7 +183,7 @@ def _ms_group_norm(channels_last=1, before="Relu"):
 
 def test_orts_group_norm_of_unknown_type_is_rewritten_where_the_library_serves_every_type_it_admits(ort_library):
     m = _ms_group_norm()
-    report = rewrite(m, ort_library)
+    report = rewrite(m, ort_library, layout="nchw")
     assert report.rewritten == {"GroupNorm": 1}, report.lines()
     node = m.graph.node[1]
     assert (node.domain, node.op_type) == ("tritonforge", "GroupNorm")
@@ -193,7 +193,7 @@ def test_orts_group_norm_of_unknown_type_is_rewritten_where_the_library_serves_e
 
 def test_orts_nchw_group_norm_becomes_group_normalization(ort_library):
     m = _ms_group_norm(channels_last=0)
-    report = rewrite(m, ort_library)
+    report = rewrite(m, ort_library, layout="nchw")
     assert report.rewritten == {"GroupNormalization": 1}, report.lines()
     node = m.graph.node[1]
     a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
