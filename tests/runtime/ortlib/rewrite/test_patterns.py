@@ -153,8 +153,8 @@ def test_a_plain_instance_norm_stays(ort_library):
         [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="inorm")], "i",
         [helper.make_tensor_value_info("x", f, [1, c, 3, 3])], [helper.make_tensor_value_info("y", f, [1, c, 3, 3])],
         inits), opset_imports=[helper.make_opsetid("", 17)])
-    assert rewrite(m, ort_library, layout="nchw").left == ["InstanceNormalization node 'inorm': not a GroupNorm: its input is not a "
-                                            "Reshape that groups channels"]
+    assert rewrite(m, ort_library, layout="nchw").left == [
+        "InstanceNormalization node 'inorm': not a GroupNorm: its input is not a Reshape that groups channels"]
 
 
 def test_a_library_without_nchw_kernels_leaves_the_patterns_with_the_reason(ort_library_ort_profile):

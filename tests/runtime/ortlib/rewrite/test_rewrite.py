@@ -343,7 +343,8 @@ def test_orts_optimized_export_is_rewritten_whole(ort_library, tmp_path):
     attention it left decomposed."""
     src = EXPORTS / "sd15_vae_decoder_tiny.ort.fp16.onnx"
     before = _ops(src)
-    report = rewrite_file(src, tmp_path / "m.tf.onnx", ort_library, softmax_min_cols=0, attention="tritonforge", layout="nchw")
+    report = rewrite_file(src, tmp_path / "m.tf.onnx", ort_library, softmax_min_cols=0, attention="tritonforge",
+                          layout="nchw")
     assert report.rewritten["GroupNorm"] == before[("com.microsoft", "GroupNorm")]
     assert report.rewritten["SkipGroupNorm"] == before[("com.microsoft", "SkipGroupNorm")]
     assert report.rewritten["GroupNormalization"] == before[("", "InstanceNormalization")]
