@@ -39,6 +39,7 @@ import numpy as np
 from .. import DOMAIN
 from .attention_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, domain_of, is_op
+from .loads import ort_runs
 from .patterns import Left, Match, Rewriter
 
 _CHOICES = ("tritonforge", "ort")
@@ -325,8 +326,9 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
     token_major = tokens_out is not None and all(h.tokens for h in (q, k, v))
     cannot = ("takes no (B, H, S, d) heads" if not token_major else
               "has no grouped key/value heads" if k.heads != q.heads else
-              "has no bfloat16 kernels" if dtype == "bf16" else
-              "would take an element type the model does not state" if dtype is None else "")
+              "would take an element type the model does not state" if dtype is None else
+              f"has no {dtype} kernel in the installed onnxruntime" if not ort_runs(MS, "MultiHeadAttention", dtype)
+              else "")
     where, note = _target(r, dtype, q.seq, k.seq, q.dim, causal, keep_ok, cannot)
     if not token_major:
         if not all(h.bhsd for h in (q, k, v)):

@@ -42,11 +42,17 @@ def _first_line(exc: BaseException) -> str:
 
 
 def tensors(model):
-    """Every initializer of the model, subgraphs' included."""
+    """Every tensor the model holds: initializers and the tensors of node attributes (a Constant's value, which
+    TorchScript's exporter also writes as external data), subgraphs' included."""
     from .graph import subgraphs
 
     def walk(graph):
         yield from graph.initializer
+        for node in graph.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    yield a.t
+                yield from a.tensors
         for sub in subgraphs(graph.node):
             yield from walk(sub)
 

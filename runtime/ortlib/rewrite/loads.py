@@ -13,6 +13,7 @@ Without onnxruntime nothing is written unless the caller asks for an unchecked w
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -20,9 +21,9 @@ from .. import DOMAIN
 from .files import ModelFileError
 from .graph import MS
 
-# The dtypes ORT's GPU EPs serve for the ops of its own that the rewrite writes (contrib_ops/cuda: float and
-# float16 MultiHeadAttention kernels, no bfloat16).
-ORT_KERNELS = {(MS, "MultiHeadAttention"): {"CUDAExecutionProvider": {"fp32", "fp16"}}}
+# The dtypes ORT's GPU EPs serve for the ops of its own that the rewrite writes (MultiHeadAttention in float,
+# float16 and, as onnxruntime-gpu 1.31 runs it on an H200, bfloat16).
+ORT_KERNELS = {(MS, "MultiHeadAttention"): {"CUDAExecutionProvider": {"fp32", "fp16", "bf16"}}}
 
 
 def check_loads(path: Path, library: Path, shown: Path, source: Path | None = None, written=(),
@@ -77,14 +78,22 @@ def _refused(ort, path: Path, library: Path) -> bool:
 
 
 def _has_kernel(ort, domain: str, op: str, dtype: str, node: str, shown: Path) -> None:
-    """A one-node model of `op` in `dtype` loads on the CPU EP, or an EP of this onnxruntime serves it."""
-    served = {ep for ep, dtypes in ORT_KERNELS.get((domain, op), {}).items() if dtype in dtypes}
-    if served & set(ort.get_available_providers()):
-        return
-    if not _cpu_kernel(ort, domain, op, dtype):
+    if not ort_runs(domain, op, dtype):
         eps = ", ".join(ort.get_available_providers())
         raise ModelFileError(f"{shown}: not written: the rewrite wrote {domain}.{op} node '{node}' in {dtype}, which "
                              f"no execution provider of onnxruntime {ort.__version__} ({eps}) runs")
+
+
+@functools.cache
+def ort_runs(domain: str, op: str, dtype: str) -> bool:
+    """An EP of the installed onnxruntime runs ORT's `op` in `dtype`: a GPU EP it has that ORT_KERNELS lists, or
+    the CPU EP (a one-node model of it loads). Without onnxruntime, what ORT_KERNELS lists."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return any(dtype in dtypes for dtypes in ORT_KERNELS.get((domain, op), {}).values())
+    served = {ep for ep, dtypes in ORT_KERNELS.get((domain, op), {}).items() if dtype in dtypes}
+    return bool(served & set(ort.get_available_providers())) or _cpu_kernel(ort, domain, op, dtype)
 
 
 def _cpu_kernel(ort, domain: str, op: str, dtype: str) -> bool:

@@ -296,3 +296,24 @@ def test_onnx_attention_with_unpadded_key_lengths_is_left(ort_library):
     report = rewrite(m, ort_library)
     assert report.left == ["Attention node 'attn': it takes the keys' unpadded lengths (nonpad_kv_seqlen), which the "
                            "library's op does not"], report.left
+
+
+def test_attention_orts_op_cannot_run_here_goes_to_the_library_with_the_reason(ort_library):
+    """bfloat16: this onnxruntime's CPU EP has no bfloat16 MultiHeadAttention, and without its CUDA EP none runs
+    it, so a bfloat16 attention ORT's op measured faster on goes to the library, and the report says why."""
+    from tritonforge.runtime.ortlib.rewrite.loads import ort_runs
+
+    if ort_runs("com.microsoft", "MultiHeadAttention", "bf16"):
+        pytest.skip(f"onnxruntime {ort.__version__} runs a bfloat16 MultiHeadAttention here")
+    m = _four_d(True, skv=64)
+    for t in [*m.graph.input, *m.graph.output]:
+        t.type.tensor_type.elem_type = TensorProto.BFLOAT16
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 4096  # a long self-attention: measured ORT's
+    m.graph.input[1].type.tensor_type.shape.dim[1].dim_value = 4096
+    m.graph.input[2].type.tensor_type.shape.dim[1].dim_value = 4096
+    m.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 4096
+    report = rewrite(m, ort_library)
+    node, _ = _attention_node(m)
+    assert node.domain == "tritonforge", report.lines()
+    assert any("has no bf16 kernel in the installed onnxruntime: the library's op" in line
+               for line in report.lines()), report.lines()

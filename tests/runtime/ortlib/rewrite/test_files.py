@@ -38,6 +38,27 @@ def test_external_data_is_read_where_it_lies_and_written_beside_the_output(tmp_p
     assert sorted(p.name for p in out.parent.iterdir()) == ["m.tf.onnx", "m.tf.onnx.data"]  # no scratch left
 
 
+def test_a_constants_external_value_is_written_beside_the_output_too(tmp_path):
+    """TorchScript's exporter writes a big Constant node's value as a file of its own, as it does initializers."""
+    n = 2048
+    value = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    m = _model(n)
+    m.graph.node.insert(0, helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(value, "c_value")))
+    m.graph.node[-1].input[1] = "c"
+    m.graph.initializer.pop()  # `small` is not read any more
+    src = tmp_path / "in" / "m.onnx"
+    src.parent.mkdir()
+    onnx.save(m, str(src), save_as_external_data=True, all_tensors_to_one_file=False, size_threshold=1024,
+              convert_attribute=True)
+    assert "c_value" in {p.name for p in src.parent.iterdir()}  # the Constant's value lives in a file of its own
+    model, base = files.read(src)
+    out = tmp_path / "out" / "m.tf.onnx"
+    files.write(model, out, base)  # onnx.checker reads every tensor the written model names
+    back = onnx.load(str(out))
+    assert numpy_helper.to_array(back.graph.node[0].attribute[0].t).tobytes() == value.tobytes()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["m.tf.onnx", "m.tf.onnx.data"]
+
+
 def test_a_model_too_big_for_one_protobuf_is_written_with_external_data(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "_PROTO_LIMIT", 10_000)  # as a 2 GB model is, in miniature
     model = _model()

@@ -326,9 +326,10 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
     assert not after[("", "Softmax")] and not after[("", "Attention")]
     dropped = before[("", "Transpose")] - after[("", "Transpose")]
     assert dropped >= (0 if name.startswith("sd35_") else 4) * attentions, (before, after)
-    if ".bf16." in name:  # ORT's MultiHeadAttention has no bfloat16 kernels; the CPU EP no bfloat16 MatMul
-        assert after[("tritonforge", "MultiHeadAttention")] == attentions
+    if ".bf16." in name:  # the CPU EP has no bfloat16 MatMul: the load is for a GPU session, and said so
         assert "which only a GPU EP runs" in report.loads, report.loads
+        if "CUDAExecutionProvider" not in ort.get_available_providers():  # nor a bfloat16 MultiHeadAttention
+            assert after[("tritonforge", "MultiHeadAttention")] == attentions and report.notes, report.lines()
         return
     ours, theirs = session(dst, ort_library), session(src)
     for batch, grid in DIT_SIZES[name.split("_tiny")[0]] if ".dynamic." in name else ((2, 4),):
