@@ -57,3 +57,26 @@ def test_the_rewrites_attention_table_is_what_attention_choice_derives():
     where, why = measured_choice("fp32", 4096, 4096, 64)
     assert where == "tritonforge" and why.startswith("no fp32 self d64 attention was measured") or \
         why.startswith("no fp32 attention was measured"), why
+
+
+# The README's headline ratios and the e2e rows they come from (shape, dtype, the ratio: the rewrite against the
+# export under the same settings, or against torch.compile), each derived from the rows' medians as the report is.
+HEADLINE = (("2.96x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "ort_best"),
+            ("1.76x", "sd15_unet/torchscript+best+nhwc", "fp16", "ort_best"),
+            ("3.33x", "sd3_medium/torchscript+best", "fp16", "ort_best"),
+            ("1.28x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_compile"),
+            ("0.95x", "sd15_unet/torchscript+best+nhwc", "fp16", "torch_compile"),
+            ("0.56x", "sd3_medium/torchscript+best", "fp16", "torch_compile"),
+            ("0.66x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile"))
+
+
+def test_the_readmes_headline_ratios_are_the_rows():
+    import csv
+
+    headline = (ROOT / "README.md").read_text().split("## ")[0]
+    ms = {(r["shape"], r["dtype"], r["provider"]): float(r["value"])
+          for r in csv.DictReader((ROOT / "benchmarks/results/results.csv").open())
+          if r["benchmark"] == "e2e" and r["metric"] == "ms" and r["device"] == "NVIDIA H200"}
+    for said, shape, dtype, rival in HEADLINE:
+        assert said in headline, said
+        assert f"{ms[(shape, dtype, rival)] / ms[(shape, dtype, 'tritonforge')]:.2f}x" == said, (shape, rival)
