@@ -303,10 +303,10 @@ def tune(c: Context, platform: str = "cuda", arch: str | None = None, shapes: st
     "dist": "artifact root holding cuda/<arch>/ (default: dist/full)",
     "model": "a model of the zoo (runtime/zoo.py: sd15_unet, sdxl_vae_decoder, llama3, ...) or all: its "
              "GroupNorm and softmax shapes against ORT's own kernels, torch and the copy ceilings",
-    "e2e": "end to end: sd15_vae_decoder, sd15_unet, sdxl_vae_decoder, sdxl_unet (comma list, or all) exported "
-           "from diffusers by torch.onnx (TorchScript and dynamo) and ORT's optimizer, or an .onnx file of your "
-           "own: the model as is against it rewritten, in onnxruntime-gpu's CUDA EP (needs torch and diffusers "
-           "for the exports)",
+    "e2e": "end to end: sd15_vae_decoder, sd15_unet, sdxl_vae_decoder, sdxl_unet, sd3_medium, sd35_medium, "
+           "flux_dev, pixart_sigma (comma list, or all) exported from diffusers by torch.onnx (TorchScript and "
+           "dynamo) and ORT's optimizer, or an .onnx file of your own: the model as is against it rewritten, in "
+           "onnxruntime-gpu's CUDA EP (needs torch and diffusers for the exports)",
     "library": "--e2e: the custom-op library (default: the one ortlib.register finds)",
 })
 @_fail_on_pipeline_error
