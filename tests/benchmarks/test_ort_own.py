@@ -22,8 +22,8 @@ def test_graphs_are_valid_onnx():
     assert attrs["activation"] == 1 and attrs["channels_last"] == 1 and attrs["groups"] == 32
     assert attrs["epsilon"] == pytest.approx(1e-6)
     assert [i.name for i in gn.graph.input] == ["x0", "x1", "x2"]
-    with pytest.raises(ValueError, match="fp16 and fp32, not 'bf16'"):
-        ort_own.softmax_model(1, 8, "bf16")
+    with pytest.raises(ValueError, match="fp16, bf16 and fp32, not 'fp64'"):
+        ort_own.softmax_model(1, 8, "fp64")
 
 
 def test_softmax_runs_in_ort_and_matches_float64():

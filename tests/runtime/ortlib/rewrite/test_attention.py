@@ -54,13 +54,16 @@ def _feeds(seed=0):
             "v": rng.standard_normal((B, SKV, H * D)).astype(np.float32)}
 
 
-def _run(model, lib=None):
+def _session(model, lib=None):
     so = ort.SessionOptions()
     so.log_severity_level = 4
     if lib:
         so.register_custom_ops_library(str(lib))
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
-        None, _feeds())[0]
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _run(model, lib=None):
+    return _session(model, lib).run(None, _feeds())[0]
 
 
 def _ops(model):
@@ -195,12 +198,8 @@ def _feed(model, seed=1):
 
 
 def _runs(model, lib=None):
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    if lib:
-        so.register_custom_ops_library(str(lib))
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, _feed(model))[0]
+    """The model run on inputs of its declared shapes."""
+    return _session(model, lib).run(None, _feed(model))[0]
 
 
 def _attention_node(model):
