@@ -260,7 +260,6 @@ def s3_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def ort_library(built, tmp_path_factory) -> Path:
     """The custom-op library of the small set's CUDA multi build (every group of the full profile)."""
-    require_tool("g++", "the ORT library is compiled with it")
     from tritonforge.pipeline.package.ortlib import build_library
 
     _, out, cache = built
@@ -271,7 +270,6 @@ def ort_library(built, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def ort_library_ort_profile(built_ort, tmp_path_factory) -> Path:
     """The library of the small set's ORT-profile multi build: ORT's own groups only."""
-    require_tool("g++", "the ORT library is compiled with it")
     from tritonforge.pipeline.package.ortlib import build_library
 
     return build_library(built_ort[1] / "cuda" / "multi", ROOT / ".cache" / "tritonforge",

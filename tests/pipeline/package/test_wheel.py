@@ -1,6 +1,7 @@
 """The custom-op library as a wheel: tagged with what auditwheel says it meets, where onnxruntime-gpu
 installs; the same bytes from the same inputs, never replaced by other bytes. Installed from a package index
-into a fresh venv and used there: tests/test_tasks.py, as a user does; into an older Linux: test_userland.py."""
+into a fresh venv and used there: tests/test_tasks.py, as a user does; into an older Linux: tests/test_tasks.py
+too (`invoke wheel --userland bullseye`)."""
 
 from __future__ import annotations
 
