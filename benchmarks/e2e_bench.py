@@ -353,7 +353,7 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
             times[k].append(b.run())
     if "torch_compile" in sessions:
         # on its own, once onnxruntime's pool threads have gone idle: their spinning after each run slows the
-        # host side of torch's steps (measured: the SD 1.5 UNet's 7.1 ms step took 9.1 ms interleaved)
+        # host side of torch's steps when the two are interleaved
         time.sleep(0.5)
         times["torch_compile"] = [sessions["torch_compile"].run() for _ in range(runs)]
     result.ms = {k: statistics.median(v) for k, v in times.items()}
