@@ -10,7 +10,8 @@ GroupNormalization 18 and 21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, eac
 fused in where the form allows, and last-axis Softmax / LogSoftmax at row lengths where the library's
 kernel measured faster than ORT's own (softmax_measured.py, derived from the committed measurements by
 benchmarks/softmax_choice.py: ORT's kernel wins on attention over 77 text tokens or ViT's 197, and on
-fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row). Types
+fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row), and a
+Linear's GELU-tanh to ORT's own FastGelu with the bias folded in where that measured faster (gelu.py). Types
 and shapes come
 from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is almost one of these
 forms but not quite is left as it is, and the report names it and says why; so is one whose dtype the
@@ -33,6 +34,7 @@ from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
 from .attention import ATTENTION
 from .files import ModelFileError, read, tensors, write
+from .gelu import GELU
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
 from .layout import channels_last
 from .loads import check_loads
@@ -64,7 +66,7 @@ class Report:
             forms = ", ".join(f"{k} {src}" for (o, src), k in sorted(self.sources.items()) if o == op)
             to = [(d, k) for (o, d), k in sorted(self.targets.items()) if o == op] or [(DOMAIN, n)]
             where = " and ".join(f"{d}.{op}" if len(to) == 1 else f"{k} {d}.{op}" for d, k in to)
-            why = ("; ORT's own where it measured faster (rewrite/attention_measured.py)"
+            why = ("; ORT's own where it measured faster (rewrite/*_measured.py)"
                    if any(d != DOMAIN for d, _ in to) else "")
             out.append(f"{op}: {n} node(s) -> {where} (from {forms}{why})")
         if self.fused_silu:
@@ -131,7 +133,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 
 def _matchers() -> dict:
     by_anchor = {}
-    for p in (*ATTENTION, *PATTERNS):  # attention before softmax: a Softmax is an attention's first
+    for p in (*ATTENTION, *PATTERNS, *GELU):  # attention before softmax: a Softmax is an attention's first
         for anchor in p.anchors:
             by_anchor.setdefault(anchor, []).append(p)
     return by_anchor

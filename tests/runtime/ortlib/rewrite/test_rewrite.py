@@ -12,7 +12,7 @@ import pytest
 ort = pytest.importorskip("onnxruntime", reason="the rewritten models run in onnxruntime")
 onnx = pytest.importorskip("onnx", reason="the rewrite edits ONNX models")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import RewriteError, rewrite, rewrite_file  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import RewriteError, gelu_measured, rewrite, rewrite_file  # noqa: E402
 
 
 def model(nodes, inputs, outputs, inits, opset, extra=()):
@@ -190,6 +190,10 @@ DITS = [c for c in CASES if c not in UNETS]  # the diffusion transformers
 # 2 joint blocks; SD3.5's 2 and the dual block's second attention; Flux's 1 double and 2 single blocks; PixArt's
 # self- and cross-attention in each of 2 blocks.
 DIT_ATTENTIONS = {"sd3_medium": 2, "sd35_medium": 3, "flux_dev": 3, "pixart_sigma": 4}
+# Their GELU-tanhs, each after a Linear's bias: SD3's and SD3.5's two image MLPs and the first block's context MLP
+# (the last block's context stream has none); Flux's double block's two MLPs and each single block's proj_mlp;
+# PixArt's two MLPs and its caption projection.
+DIT_GELUS = {"sd3_medium": 3, "sd35_medium": 3, "flux_dev": 4, "pixart_sigma": 3}
 # (batch, grid) sizes each dynamic export serves as exported: SD3's position embedding is cropped to the example's
 # resolution and Flux's text projection reshaped to the example's batch (the exports fail at other sizes themselves)
 DIT_SIZES = {"sd3_medium": ((2, 4), (1, 4)), "sd35_medium": ((2, 4), (1, 4)), "flux_dev": ((1, 4), (1, 3))}
@@ -318,10 +322,20 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
     heads token-major (all but SD3.5's normed q and k), and the rewrite gives the export's numbers (at two sizes
     where its axes are dynamic)."""
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
-    attentions = DIT_ATTENTIONS[name.split("_tiny")[0]]
+    model, dtype = name.split("_tiny")[0], name.split(".")[-2]
+    attentions = DIT_ATTENTIONS[model]
     report = rewrite_file(src, dst, ort_library)
-    assert report.rewritten == {"MultiHeadAttention": attentions} and not report.left, report.lines()
+    # each GELU goes to ORT's FastGelu where that measured faster for the form and dtype, and the installed
+    # onnxruntime runs FastGelu in that dtype (its CPU kernels: float and float16); else it stays and is named
+    form = "decomposed" if ".torchscript." in name else "onnx_gelu"
+    fused = gelu_measured.SPEEDUP.get(dtype, {}).get(form, 0) >= 1 and (
+        dtype != "bf16" or "CUDAExecutionProvider" in ort.get_available_providers())
+    gelus = DIT_GELUS[model] if fused else 0
+    assert report.rewritten == {"MultiHeadAttention": attentions, **({"FastGelu": gelus} if gelus else {})}, \
+        report.lines()
+    assert len(report.left) == DIT_GELUS[model] - gelus, report.lines()
     before, after = _ops(src), _ops(dst)
+    assert after[("com.microsoft", "FastGelu")] == gelus and after[("", "Tanh")] == before[("", "Tanh")] * (not gelus)
     assert after[("tritonforge", "MultiHeadAttention")] + after[("com.microsoft", "MultiHeadAttention")] == attentions
     assert not after[("", "Softmax")] and not after[("", "Attention")]
     dropped = before[("", "Transpose")] - after[("", "Transpose")]

@@ -1,0 +1,190 @@
+"""A Linear's GELU as one node: ORT's own fused `com.microsoft.FastGelu` with the Linear's bias folded in.
+
+The diffusion transformers' MLPs (SD3, SD3.5, PixArt, Flux) run GELU with the tanh approximation on their
+widest tensor, four times the hidden width for every image token, in every block. As torch.onnx writes it,
+that is up to ten elementwise kernels over that tensor, the Linear's bias Add first (a 3-D MatMul takes no
+bias), each reading and writing it whole; ORT's optimizer fuses none of the TorchScript form. FastGelu
+computes `gelu_tanh(x + bias)` in one pass. Forms:
+
+- TanhGeluDecomposed (TorchScript, opset <= 19): `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`,
+  the factors in any order, x^3 as `x * (x * x)`, `(x * x) * x` or `Pow(x, 3)`, anchored at its Tanh;
+- OnnxGelu (dynamo, opset 20+): ONNX `Gelu(approximate="tanh")` after a bias Add (without one, ORT's
+  Gelu runs it in one pass already and the node stays).
+
+The bias is folded in where x is `Add(y, b)` of a constant b with one value per last-axis element that
+only the GELU reads. Where the GELU goes is the measured choice (gelu_measured.py, derived from the
+committed rows by benchmarks/gelu_choice.py): a dtype or form whose fused node did not measure faster
+than the export's own nodes keeps them, and the report says why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .gelu_measured import DEVICE, SPEEDUP
+from .graph import MS, attrs, is_op
+from .loads import ort_runs
+from .patterns import Left, Match, Rewriter
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def _scalar(g, name: str) -> float | None:
+    v = g.const(name)
+    return float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
+
+
+def _other(node, value: str) -> str | None:
+    """The operand of a binary node that is not `value` (None when `value` is not exactly one of them)."""
+    ins = list(node.input)
+    if len(ins) != 2 or ins.count(value) != 1:
+        return None
+    return ins[1] if ins[0] == value else ins[0]
+
+
+def _times_const(g, node, c: float) -> str | None:
+    """The other operand of Mul(v, c) with the scalar constant c (either order), else None."""
+    if not is_op(node, "Mul"):
+        return None
+    for i, j in ((0, 1), (1, 0)):
+        s = _scalar(g, node.input[j])
+        if s is not None and math.isclose(s, c, rel_tol=2e-3):
+            return node.input[i]
+    return None
+
+
+def _cube_of(g, value: str) -> tuple[str, list] | None:
+    """(x, nodes) when `value` is x^3 as x * (x * x), (x * x) * x or Pow(x, 3)."""
+    node = g.producer.get(value)
+    if is_op(node, "Pow") and _scalar(g, node.input[1]) == 3:
+        return node.input[0], [node]
+    if not is_op(node, "Mul"):
+        return None
+    for i, j in ((0, 1), (1, 0)):
+        sq = g.producer.get(node.input[j])
+        if is_op(sq, "Mul") and sq.input[0] == sq.input[1] == node.input[i] and g.only_reader(sq.output[0]) is node:
+            return node.input[i], [sq, node]
+    return None
+
+
+def _bias_add(g, x: str, readers: list):
+    """(y, b's name, b, Add) where x = Add(y, b) of a constant b with one value per last-axis element, and
+    only `readers` read x; else None."""
+    add = g.producer.get(x)
+    if not is_op(add, "Add") or x in g.outputs or {id(n) for n in g.consumers.get(x, [])} - {id(n) for n in readers}:
+        return None
+    dims = g.dims(x)
+    for i, j in ((0, 1), (1, 0)):
+        b = g.const(add.input[j])
+        if b is None or b.size < 2 or not dims or dims[-1] != b.size or b.shape[-1] != b.size:
+            continue
+        return add.input[i], add.input[j], b, add
+    return None
+
+
+def _bias_input(r: Rewriter, name: str, b: np.ndarray) -> str:
+    """The bias as FastGelu takes it: 1-D of X's type (the initializer itself where it is 1-D already)."""
+    g = r.graph
+    if name in g.inits and len(g.inits[name].dims) == 1:
+        return name
+    from onnx import numpy_helper
+
+    new = g.unique(f"{name}_tf_1d")
+    r.initializers.append(numpy_helper.from_array(np.ascontiguousarray(b.reshape(-1)), new))
+    return new
+
+
+def choose(r: Rewriter, x: str, form: str) -> str:
+    """X's dtype when FastGelu measured faster than `form` for it; Left with the reason otherwise."""
+    dtype = r.dtype(x)
+    if dtype is None:
+        raise Left("X's element type is not known")
+    speedup = SPEEDUP.get(dtype, {}).get(form)
+    if speedup is None:
+        raise Left(f"no {dtype} FastGelu against the {form} form was measured on {DEVICE}: the export's nodes kept")
+    if speedup < 1:
+        raise Left(f"the export's nodes measured faster than ORT's FastGelu ({speedup:.2f}x, {form}, {dtype}, "
+                   f"{DEVICE})")
+    if not ort_runs(MS, "FastGelu", dtype):
+        raise Left(f"ORT's FastGelu has no {dtype} kernel in the installed onnxruntime")
+    return dtype
+
+
+def _fast_gelu(r: Rewriter, anchor, x: str, out: str, removed: list, form: str, source: str) -> Match:
+    from onnx import helper
+
+    dtype = choose(r, x, form)
+    inputs, add = [x], []
+    found = _bias_add(r.graph, x, removed)
+    if found:
+        y, b_name, b, a = found
+        inputs, add = [y, _bias_input(r, b_name, b)], [a]
+    name = r.node_name((anchor.name or out).rsplit("/", 1)[0] + "/FastGelu")
+    node = helper.make_node("FastGelu", inputs, [out], name=name, domain=MS)
+    return Match([*add, *removed], node, source, dtype=dtype)
+
+
+class TanhGeluDecomposed:
+    """GELU-tanh as TorchScript writes it (see the module's text), anchored at its Tanh."""
+
+    anchors = {("", "Tanh")}
+    source = "GELU-tanh decomposition"
+
+    def match(self, r: Rewriter, tanh):
+        g = r.graph
+        scaled = g.producer.get(tanh.input[0])
+        inner = _times_const(g, scaled, _SQRT_2_OVER_PI)
+        add = g.producer.get(inner) if inner else None
+        if not is_op(add, "Add"):
+            return None
+        for i, j in ((0, 1), (1, 0)):
+            tail = g.producer.get(add.input[j])
+            cube = _times_const(g, tail, 0.044715)
+            found = _cube_of(g, cube) if cube else None
+            if found and found[0] == add.input[i]:
+                x, cubed = found
+                break
+        else:
+            return None
+        one = g.only_reader(tanh.output[0])
+        if not is_op(one, "Add") or _scalar(g, _other(one, tanh.output[0]) or "") != 1:
+            raise Left("tanh(...) is not followed by + 1 alone")
+        mul = g.only_reader(one.output[0])
+        other = _other(mul, one.output[0]) if is_op(mul, "Mul") else None
+        if other is None:
+            raise Left("1 + tanh(...) is not multiplied by x alone")
+        half = []
+        if other == x:  # 0.5 * (x * (1 + tanh)), either order
+            last = g.only_reader(mul.output[0])
+            if _times_const(g, last, 0.5) != mul.output[0]:
+                raise Left("x * (1 + tanh(...)) is not halved")
+            out, tail_nodes = last.output[0], [mul, last]
+        else:  # (0.5 * x) * (1 + tanh)
+            h = g.producer.get(other)
+            if _times_const(g, h, 0.5) != x or g.only_reader(other) is not mul:
+                raise Left("1 + tanh(...) is multiplied by something other than x or x / 2")
+            out, tail_nodes, half = mul.output[0], [mul], [h]
+        for v in (scaled.output[0], add.output[0], cubed[-1].output[0], tail.output[0], tanh.output[0]):
+            if g.only_reader(v) is None:
+                raise Left("a value inside the GELU is read elsewhere too")
+        removed = [*cubed, tail, add, scaled, tanh, one, *half, *tail_nodes]
+        return _fast_gelu(r, tanh, x, out, removed, "decomposed", self.source)
+
+
+class OnnxGelu:
+    """ONNX Gelu(approximate="tanh") (opset 20+) of a Linear's output and bias."""
+
+    anchors = {("", "Gelu")}
+    source = "ONNX Gelu after the bias Add"
+
+    def match(self, r: Rewriter, node):
+        if attrs(node).get("approximate", b"none") not in (b"tanh", "tanh"):
+            return None  # the exact GELU: ORT's own Gelu and BiasGelu fusions serve it
+        if _bias_add(r.graph, node.input[0], [node]) is None:
+            return None  # ORT's Gelu is one pass already
+        return _fast_gelu(r, node, node.input[0], node.output[0], [node], "onnx_gelu", self.source)
+
+
+GELU = (TanhGeluDecomposed(), OnnxGelu())
