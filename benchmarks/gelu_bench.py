@@ -1,4 +1,4 @@
-"""A diffusion transformer MLP's GELU-tanh on its real shapes: the export's nodes against ORT's FastGelu, torch and a copy.
+"""A diffusion transformer MLP's GELU-tanh on real shapes: the export's nodes against ORT's FastGelu, torch, a copy.
 
     python benchmarks/gelu_bench.py [--model sd3_medium,sd35_medium,pixart_sigma,flux_dev] [--dtypes fp16,bf16,fp32]
         [--results PATH]
@@ -72,8 +72,8 @@ def model(form: str, rows: int, width: int, dtype: str, nodes: int, bias: np.nda
     elif dtype == "fp16":
         b = numpy_helper.from_array(bias.astype(np.float16), "bias")
     body = []
-    consts = [_scalar("c_half", 0.5, dtype), _scalar("c_one", 1.0, dtype), _scalar("c_k", math.sqrt(2 / math.pi), dtype),
-              _scalar("c_cube", 0.044715, dtype)] if form == "decomposed" else []
+    values = {"c_half": 0.5, "c_one": 1.0, "c_k": math.sqrt(2 / math.pi), "c_cube": 0.044715}
+    consts = [_scalar(k, v, dtype) for k, v in values.items()] if form == "decomposed" else []
     if dtype == "bf16":
         consts = [helper.make_node("Cast", [c.output[0] + "_f"], [c.output[0]], to=TensorProto.BFLOAT16)
                   for c in consts] + [_rename(c) for c in consts]
@@ -86,7 +86,7 @@ def model(form: str, rows: int, width: int, dtype: str, nodes: int, bias: np.nda
         if form == "onnx_gelu":
             body.append(helper.make_node("Gelu", [h], [y], approximate="tanh"))
             continue
-        n = lambda op, ins, out: helper.make_node(op, ins, [f"{out}{i}"])  # noqa: E731
+        n = lambda op, ins, out, i=i: helper.make_node(op, ins, [f"{out}{i}"])  # noqa: E731
         body += [n("Mul", [h, h], "sq"), n("Mul", [h, f"sq{i}"], "cu"), n("Mul", ["c_cube", f"cu{i}"], "a"),
                  n("Add", [h, f"a{i}"], "s"), n("Mul", ["c_k", f"s{i}"], "k"), n("Tanh", [f"k{i}"], "t"),
                  n("Add", ["c_one", f"t{i}"], "o"), n("Mul", [h, f"o{i}"], "m")]
@@ -152,9 +152,8 @@ def main(argv=None) -> int:
                     except RuntimeError as exc:
                         print(f"  {form} {dtype} {rows}x{width}: {exc}", flush=True)
                 tb = torch.tensor(bias, device="cuda").to(tt)
-                f = torch.nn.functional.gelu
-                results["torch"] = (torch_graph_ms(lambda a: f(a + tb, approximate="tanh"), xs, 20) * 1e3,
-                                    "cuda graph")
+                ref_fn = lambda a, tb=tb: torch.nn.functional.gelu(a + tb, approximate="tanh")  # noqa: E731
+                results["torch"] = (torch_graph_ms(ref_fn, xs, 20) * 1e3, "cuda graph")
                 results["copy"] = (torch_graph_ms(lambda a: a.clone(), xs, 20) * 1e3, "cuda graph")
                 label = f"gelu {name} {rows}x{width}"
                 rows_out = [{"provider": p, "shape": label, "dtype": dtype, "metric": "us", "unit": "us",

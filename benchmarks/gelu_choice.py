@@ -49,10 +49,10 @@ def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, 
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:
-    lines = ['"""ORT\'s FastGelu against the export\'s own GELU nodes per form (written by benchmarks/gelu_choice.py from',
-             "benchmarks/results/results.csv; do not edit): the geometric mean over the measured MLP shapes of the",
-             f"export's time over FastGelu's, {device}, onnxruntime-gpu's CUDA EP. The rewrite writes FastGelu for a",
-             'form and dtype whose speed-up is at least 1."""', "", f'DEVICE = "{device}"', "SPEEDUP = {"]
+    lines = ['"""ORT\'s FastGelu against the export\'s own GELU nodes per form (written by benchmarks/gelu_choice.py',
+             "from benchmarks/results/results.csv; do not edit): the geometric mean over the measured MLP shapes of",
+             f"the export's time over FastGelu's, {device}, onnxruntime-gpu's CUDA EP. The rewrite writes FastGelu",
+             'for a form and dtype whose speed-up is at least 1."""', "", f'DEVICE = "{device}"', "SPEEDUP = {"]
     lines += [f'    "{dtype}": {by!r},' for dtype, by in table.items()]
     lines.append("}")
     return "\n".join(lines) + "\n"
