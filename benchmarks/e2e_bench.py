@@ -81,6 +81,7 @@ class Result:
     diff: float = float("nan")
     breakdown: dict = field(default_factory=dict)  # session -> {kind: ms per run}
     layout_kernels: dict = field(default_factory=dict)  # session -> {layout-conversion kernel: ms per run}
+    kernels: dict = field(default_factory=dict)  # session -> {other kind: {its costliest kernels: ms per run}}
     error: str = ""  # what stopped the measurement
     recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
@@ -256,26 +257,26 @@ def rel_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30))
 
 
-def kernel_breakdown(bound: Bound, runs: int = 3) -> tuple[dict, dict]:
-    """GPU ms per run by kind of kernel (KINDS), and by name for the layout conversions, from torch.profiler's
-    CUPTI trace of `runs` inferences."""
+def kernel_breakdown(bound: Bound, runs: int = 3, top: int = 4) -> tuple[dict, dict]:
+    """GPU ms per run by kind of kernel (KINDS), and by name within each kind (every layout conversion, the `top`
+    costliest of any other kind), from torch.profiler's CUPTI trace of `runs` inferences."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             bound.run()
     kinds: dict[str, float] = {}
-    layout: dict[str, float] = {}
+    named: dict[str, dict[str, float]] = {}
     for e in prof.events():
         if e.device_type.name != "CUDA":
             continue
         kind = next((k for k, rx in KINDS if re.search(rx, e.name)), "other")
         ms = e.time_range.elapsed_us() / 1e3 / runs
         kinds[kind] = kinds.get(kind, 0.0) + ms
-        if kind == "layout conversion":
-            layout[kernel_name(e.name)] = layout.get(kernel_name(e.name), 0.0) + ms
-    by_ms = lambda d: dict(sorted(d.items(), key=lambda kv: -kv[1]))  # noqa: E731
-    return by_ms(kinds), by_ms(layout)
+        by_name = named.setdefault(kind, {})
+        by_name[kernel_name(e.name)] = by_name.get(kernel_name(e.name), 0.0) + ms
+    by_ms = lambda d, n=None: dict(sorted(d.items(), key=lambda kv: -kv[1])[:n])  # noqa: E731
+    return by_ms(kinds), {k: by_ms(d, None if k == "layout conversion" else top) for k, d in named.items()}
 
 
 def kernel_name(name: str) -> str:
@@ -359,7 +360,9 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
     result.ms = {k: statistics.median(v) for k, v in times.items()}
     if breakdown:
         for k, b in sessions.items():
-            result.breakdown[k], result.layout_kernels[k] = kernel_breakdown(b)
+            result.breakdown[k], named = kernel_breakdown(b)
+            result.layout_kernels[k] = named.pop("layout conversion", {})
+            result.kernels[k] = named
     del sessions, base
     return result
 
@@ -389,9 +392,9 @@ def record(results: list[Result], device: str, path) -> None:
             rows.append({**common, "provider": "tritonforge", "metric": "speedup_vs_torch_compile", "unit": "x",
                          "value": f"{r.vs_compile:.3f}"})
         for k, kinds in r.breakdown.items():
-            named = "; ".join(f"{n} {ms:.3f}" for n, ms in r.layout_kernels.get(k, {}).items())
+            named = {**r.kernels.get(k, {}), "layout conversion": r.layout_kernels.get(k, {})}
             rows += [{**common, "provider": k, "metric": f"gpu_ms:{kind}", "unit": "ms", "value": f"{ms:.3f}",
-                      "extra": named if kind == "layout conversion" else ""}
+                      "extra": "; ".join(f"{n} {t:.3f}" for n, t in named.get(kind, {}).items())}
                      for kind, ms in kinds.items()]
     if rows:
         write_rows("e2e", device, rows, path)
@@ -427,6 +430,9 @@ def table(results: list[Result]) -> list[str]:
             named = ", ".join(f"{n} {ms:.2f}" for n, ms in r.layout_kernels.get(k, {}).items())
             if named:
                 lines.append(f"  - layout conversions: {named}")
+            for kind, by_name in r.kernels.get(k, {}).items():
+                if kind in ("elementwise", "transpose / copy", "other") and by_name:
+                    lines.append(f"  - {kind}: " + ", ".join(f"{n} {ms:.2f}" for n, ms in by_name.items()))
     return lines
 
 
@@ -467,9 +473,12 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 r.error = row["extra"].partition(" | not run: ")[2]
             elif row["metric"].startswith("gpu_ms:"):
                 r.breakdown.setdefault(row["provider"], {})[row["metric"][7:]] = float(row["value"])
-                if row["metric"] == "gpu_ms:layout conversion" and row.get("extra"):
-                    r.layout_kernels[row["provider"]] = {
-                        n: float(ms) for n, _, ms in (part.rpartition(" ") for part in row["extra"].split("; "))}
+                if row.get("extra"):
+                    named = {n: float(ms) for n, _, ms in (part.rpartition(" ") for part in row["extra"].split("; "))}
+                    if row["metric"] == "gpu_ms:layout conversion":
+                        r.layout_kernels[row["provider"]] = named
+                    else:
+                        r.kernels.setdefault(row["provider"], {})[row["metric"][7:]] = named
     return list(out.values())
 
 

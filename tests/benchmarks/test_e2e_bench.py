@@ -116,11 +116,12 @@ def test_kernels_are_told_apart_by_what_they_do():
     assert e2e_bench.kernel_name("void onnxruntime::cuda::Transpose4DKernel<uint16_t>(int)") == "Transpose4DKernel"
 
 
-def test_layout_conversions_are_recorded_by_name_and_read_back(tmp_path):
+def test_kernels_are_recorded_by_name_within_their_kind_and_read_back(tmp_path):
     r = e2e_bench.Result("sd15_unet", "torchscript+best", "fp16", ms={"ort": 2.0, "tritonforge": 1.0}, diff=0.001,
                          breakdown={"tritonforge": {"convolution": 5.0, "layout conversion": 0.5}},
-                         layout_kernels={"tritonforge": {"nchwToNhwcKernel": 0.3, "Transpose4DKernel": 0.2}})
+                         layout_kernels={"tritonforge": {"nchwToNhwcKernel": 0.3, "Transpose4DKernel": 0.2}},
+                         kernels={"tritonforge": {"convolution": {"sm90_xmma_fprop": 4.5, "im2col": 0.5}}})
     e2e_bench.record([r], "test GPU", tmp_path / "r.csv")
     (back,) = e2e_bench.from_rows(tmp_path / "r.csv")
-    assert back.breakdown == r.breakdown and back.layout_kernels == r.layout_kernels
+    assert back.breakdown == r.breakdown and back.layout_kernels == r.layout_kernels and back.kernels == r.kernels
     assert "  - layout conversions: nchwToNhwcKernel 0.30, Transpose4DKernel 0.20" in e2e_bench.table([back])
