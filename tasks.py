@@ -123,17 +123,22 @@ def compile(c: Context, platform: str = "cuda", arch: str | None = None, out: st
     "quiet": "no progress bar or summary table",
     "profile": "ort (the groups ORT's ops launch; in <out>) or full (every group, in <out>/full); default: ort",
     "triton": "build with this Triton release (3.5.0 to 3.9.0), not pins/triton.txt's (default: invoke.yaml triton)",
+    "plan": "resolve and check the arguments and say what would be built, without building anything",
 })
 @_fail_on_pipeline_error
 def build(c: Context, platform: str = "cuda", arch: str | None = None, runner: str = "auto",
           out: str | None = None, jobs: int = 0, allow_unpinned_triton: bool = False, quiet: bool = False,
-          profile: str | None = None, triton: str | None = None):
+          profile: str | None = None, triton: str | None = None, plan: bool = False):
     """Build the platform's image and compile the kernels in it (or locally), then run the consumer check."""
     from tritonforge.pipeline.builds.sequence import check_build, compile_targets
+    from tritonforge.pipeline.builds.sequence import plan as plan_build
     from tritonforge.pipeline.report import compile_progress, print_summary
 
     targets = _targets(c, platform, arch)
     profile, root = _profile_out(c, profile, out)
+    if plan:
+        print(plan_build(_settings(c, triton), targets, root, profile, runner))
+        return
     _, report = compile_targets(_settings(c, triton), targets, root, platform, profile, runner, jobs,
                                 allow_unpinned_triton, _log(quiet), lambda: compile_progress(not quiet))
     if not quiet:

@@ -70,6 +70,20 @@ def compile_targets(settings: Settings, targets, out: Path, platform: str, profi
                             settings.host, platform, profile, triton=settings.other_triton)
 
 
+def plan(settings: Settings, targets, out: Path, profile: str, runner: str = "auto") -> str:
+    """What `compile_targets` would do, resolved and checked but not run: the runner, the kernels of the profile
+    that the scripts declare, the targets and where they go (one line)."""
+    from tritonforge.pipeline.builds.dist import discover_scripts
+    from tritonforge.pipeline.scripts.profiles import select
+    from tritonforge.pipeline.scripts.table import load_table
+
+    used = choose_runner(runner, lambda line: None)
+    table = select(load_table(discover_scripts(settings.kernels_dir)), profile)
+    dirs = ", ".join(str(out / t.platform / t.arch_name) for t in targets)
+    return (f"plan: {len(table.kernels)} kernels of the {profile} profile from {settings.kernels_dir} for "
+            f"{', '.join(t.arch_name for t in targets)} on the {used} runner, into {dirs} (nothing compiled)")
+
+
 def consumer_check(name: str, path: Path, log=print) -> None:
     result = check_artifacts(path)
     inside = ", archs inside each blob match kernels.json" if path.name == "multi" else ""

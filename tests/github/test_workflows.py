@@ -120,11 +120,33 @@ def test_full_matrix_runs_in_its_own_ci_job(root):
     assert not any("pytest -m full" in r for name, rs in runs.items() if name != "full" for r in rs)
 
 
-def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, tmp_path):
+# The default run's arch set: one per platform, the one gpu.yml's runners take. Every other arch's build line is
+# resolved and checked (`invoke build --plan`); the whole matrix runs under `-m full`.
+SMALL_ARCHS = {"cuda": ["sm_90"], "rocm": ["gfx942"]}
+MATRIX_ARCHS = {"cuda": ["sm_75", "sm_80", "sm_90", "sm_100", "sm_120"], "rocm": ["gfx90a", "gfx942", "gfx950"]}
+
+
+def _arch_of(args: list[str]) -> str | None:
+    return args[args.index("--arch") + 1] if "--arch" in args else None
+
+
+def _small_config(repo, archs: dict) -> None:
+    """The copy's invoke.yaml with `archs` per platform: what lines without --arch (merge) take."""
+    text = (repo / "invoke.yaml").read_text()
+    for platform, names in archs.items():
+        text, n = re.subn(rf"(\n    {platform}: )\[[^]]*\]", rf"\g<1>[{', '.join(names)}]", text)
+        assert n == 1, f"invoke.yaml has no archs.{platform} list"
+    (repo / "invoke.yaml").write_text(text)
+
+
+@pytest.mark.parametrize("tier", ["distinct", pytest.param("matrix", marks=pytest.mark.full)])
+def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, tmp_path, tier):
     """ci.yml's lint, per-arch container builds and merges, gpu.yml's GPU steps on the artifacts they
     built, then publish.yml's builds, merges and S3 publish, each run as typed. The workflows hand the
     per-arch builds from job to job through dist/ (upload and download of the arch directories); here
-    they are simply left there."""
+    they are simply left there. `distinct`: each distinct line once, a per-arch build line on one arch per
+    platform (invoke.yaml's archs that set too, for the merges), every other arch's line resolved and checked
+    with --plan; `matrix` (-m full): every line, every arch."""
     import boto3
     from tritonforge.pipeline.builds.runners import gpu_unavailable
 
@@ -132,6 +154,9 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, 
     # The container's compile cache from the README-command build (owners kept: the container's user
     # writes there): the same kernels are not compiled twice.
     subprocess.run(["cp", "-a", str(docker_builds["repo"] / ".cache"), str(repo / ".cache")], check=True)
+    per_platform = SMALL_ARCHS if tier == "distinct" else MATRIX_ARCHS
+    if tier == "distinct":
+        _small_config(repo, SMALL_ARCHS)
     bucket = "workflows"
     boto3.client("s3", endpoint_url=s3_server["endpoint"], aws_access_key_id=s3_server["access_key"],
                  aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1").create_bucket(Bucket=bucket)
@@ -143,7 +168,10 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, 
     lines = invoke_lines(root, values)
     tasks = {args[0] for _, args in lines}
     assert {"lint", "build", "merge", "gpu-test", "tune", "bench", "publish", "pin-move"} <= tasks
-    ran, done = [], set()
+    assert {a for _, args in lines if args[0] == "build" for a in [_arch_of(args)]} == \
+        {a for names in MATRIX_ARCHS.values() for a in names}, "the workflows' build matrix changed: teach this test"
+    ran, done, planned = [], set(), set()
+
     def run(where, args):
         needs_gpu = args[0] in GPU_TASKS or "--gpu" in args  # pin-move --gpu: the move's zoo bench
         if needs_gpu and not gpu_unavailable("cuda" if "rocm" not in args else "rocm"):
@@ -159,6 +187,23 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, 
             done.add(tuple(args))
         ran.append(args[0])
 
+    def check_plan(where, args):
+        if tuple(args) in planned:
+            return
+        proc = invoke(repo, *args, "--plan", env=env)
+        said = f"{where}: invoke {' '.join(args)} --plan (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
+        assert proc.returncode == 0 and "Traceback" not in proc.stdout, said
+        assert re.search(rf"plan: [1-9]\d* kernels of the \w+ profile .* for {_arch_of(args)} on the docker runner",
+                         proc.stdout), said
+        planned.add(tuple(args))
+
+    def runs_here(args) -> bool:
+        arch = _arch_of(args)
+        return args[0] != "build" or arch is None or any(arch in names for names in per_platform.values())
+
+    with ThreadPoolExecutor(4) as pool:  # the other archs' lines are only resolved: side by side
+        list(pool.map(lambda line: check_plan(*line), [line for line in lines if not runs_here(line[1])]))
+    lines = [line for line in lines if runs_here(line[1])]
     # A matrix's per-arch jobs run side by side on runners of their own: here the CUDA and the ROCm ones of
     # each run of build lines go at once (they write different platforms' directories), each in order.
     i = 0
@@ -181,9 +226,11 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, 
         else:
             run(where, args)
         i += 1
-    assert ran.count("build") == 32 and ran.count("merge") == 8 and "publish" in ran  # 8 archs x 2 profiles, twice
+    n_archs = sum(len(names) for names in per_platform.values())
+    # each arch x 2 profiles, in ci.yml and again in publish.yml; 2 platforms x 2 profiles of merges, twice
+    assert ran.count("build") == 4 * n_archs and ran.count("merge") == 8 and "publish" in ran
+    assert len(planned) == (0 if tier == "matrix" else 2 * (8 - n_archs))
     manifest = json.loads((repo / "release-manifest.json").read_text())
-    per_platform = {"cuda": ["sm_75", "sm_80", "sm_90", "sm_100", "sm_120"], "rocm": ["gfx90a", "gfx942", "gfx950"]}
     archs = sorted([a for names in per_platform.values() for a in names] + ["multi", "multi"])
     builds = [f"{p}/{a}" for p, names in per_platform.items() for a in [*names, "multi"]]
     assert sorted(manifest["builds"]) == sorted(f"{prefix}{b}" for prefix in ("", "full/") for b in builds)
