@@ -473,8 +473,10 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 r.error = row["extra"].partition(" | not run: ")[2]
             elif row["metric"].startswith("gpu_ms:"):
                 r.breakdown.setdefault(row["provider"], {})[row["metric"][7:]] = float(row["value"])
-                if row.get("extra"):
-                    named = {n: float(ms) for n, _, ms in (part.rpartition(" ") for part in row["extra"].split("; "))}
+                # "<kernel> <ms>; ..." (older rows of other kinds may hold a note instead: not kernels)
+                named = {m.group(1): float(m.group(2)) for m in (re.fullmatch(r"(.+) (\d+\.\d+)", part)
+                                                                 for part in (row.get("extra") or "").split("; ")) if m}
+                if named:
                     if row["metric"] == "gpu_ms:layout conversion":
                         r.layout_kernels[row["provider"]] = named
                     else:
