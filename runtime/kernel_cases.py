@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .expressions import evaluate
+from .ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
 from .ops.attention import attention_mismatch, attention_ref
 from .ops.group_norm import group_norm_mismatch, group_norm_ref
 from .ops.softmax import softmax_ref
@@ -44,6 +45,8 @@ class KernelSpec:
             return "softmax"
         if self.group.startswith("attention"):
             return "attention"
+        if self.group.startswith("ada_layer_norm"):
+            return "ada_layer_norm"
         return "nchw" if self.group.startswith("GroupNormNCHW") else "nhwc"
 
 
@@ -77,8 +80,8 @@ def case_for(spec: KernelSpec, admits: Callable[[dict], bool] | None = None, see
 def case_with(spec: KernelSpec, env: dict, seed: int = 0) -> Case:
     """The case of a given problem (its variables as the contract names them)."""
     rng = np.random.default_rng([seed, spec.index])
-    return {"softmax": _softmax, "nhwc": _group_norm, "nchw": _nchw, "attention": _attention}[spec.family](
-        spec, env, rng)
+    return {"softmax": _softmax, "nhwc": _group_norm, "nchw": _nchw, "attention": _attention,
+            "ada_layer_norm": _ada_layer_norm}[spec.family](spec, env, rng)
 
 
 def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, ...]:
@@ -88,7 +91,7 @@ def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, .
 
 def _problems(spec: KernelSpec) -> Iterator[dict]:
     return {"softmax": _softmax_problems, "nhwc": _group_norm_problems, "nchw": _nchw_problems,
-            "attention": _attention_problems}[spec.family](spec)
+            "attention": _attention_problems, "ada_layer_norm": _ada_layer_norm_problems}[spec.family](spec)
 
 
 # ---- softmax: rows past the block, a partial vector, several pieces of a streamed row ----------------
@@ -225,3 +228,40 @@ def _attention(spec: KernelSpec, env: dict, rng) -> Case:
 
     return Case(env, {"q": (q, dtype), "k": (k, dtype), "v": (v, dtype)}, {"out": ((b * sq, h * d), dtype)},
                 scalars, expect, {"batch": b, "heads": h, "sq": sq, "skv": skv, "head_dim": d})
+
+
+# ---- AdaLN: a row the block covers with lanes to spare, two items of three rows -----------------------
+def _ada_layer_norm_problems(spec: KernelSpec) -> Iterator[dict]:
+    block = spec.constants["BLOCK_SIZE"]
+    for n_cols in (block // 2 + 24, block - 5, block, 77, 1152, 1536, 3072):
+        yield {"batch": 6, "n_cols": n_cols}
+
+
+def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
+    """Two items of batch / 2 rows; the gated groups add gate * branch first and write the sum."""
+    dtype, gated = spec.dtype, "_gated" in spec.group
+    rows, c = env["batch"], env["n_cols"]
+    items, per = 2, env["batch"] // 2
+    x = (rng.standard_normal((rows, c)) * 2 + 0.5).astype(np.float32)
+    scale, shift, gate = (rng.standard_normal((items, c)).astype(np.float32) * 0.5 for _ in range(3))
+    branch = rng.standard_normal((rows, c)).astype(np.float32)
+    q = lambda a: quantize(a, dtype)  # noqa: E731
+    ref, total = ada_layer_norm_ref(q(x).reshape(items, per, c), q(scale), q(shift), EPS,
+                                    q(branch).reshape(items, per, c) if gated else None, q(gate) if gated else None)
+    inputs = {"in": (x, dtype), "mod_scale": (scale, dtype), "mod_shift": (shift, dtype)}
+    outputs = {"out": ((rows, c), dtype)}
+    if gated:
+        inputs.update(skip=(branch, dtype), gate=(gate, dtype))
+        outputs["add_out"] = ((rows, c), dtype)
+    else:  # the kernel reads none of them: any buffer stands in
+        inputs.update(skip=(np.zeros(1, np.float32), dtype), gate=(np.zeros(1, np.float32), dtype),
+                      add_out=(np.zeros(1, np.float32), dtype))
+
+    def expect(got):
+        why = ada_layer_norm_mismatch(got["out"].reshape(items, per, c), ref, dtype)
+        if why or not gated:
+            return why
+        return ada_layer_norm_mismatch(got["add_out"].reshape(items, per, c), total, dtype)
+
+    return Case(env, inputs, outputs, {"n_cols": c, "rows_per_item": per, "eps": EPS}, expect,
+                {"rows": rows, "n_cols": c})

@@ -26,6 +26,7 @@ from tritonforge.pipeline.errors import PipelineError
 from tritonforge.pipeline.package import embed, toolchain
 from tritonforge.pipeline.package.multi import partial
 from tritonforge.runtime.expressions import parse_expr
+from tritonforge.runtime.ops import ada_layer_norm as ada_op
 from tritonforge.runtime.ops import attention as attention_op
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import softmax as softmax_op
@@ -37,7 +38,7 @@ from tritonforge.atomic import write_bytes
 
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
-SOURCES = ("ops.cc", "group_norm.cc", "softmax.cc", "attention.cc", "launch.cc")
+SOURCES = ("ops.cc", "group_norm.cc", "softmax.cc", "attention.cc", "ada_layer_norm.cc", "launch.cc")
 EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")
 DTYPES = ("fp16", "fp32", "bf16")
 NCHW_ROLES = {"in", "out", "nchw_scale", "nchw_bias", "ws", "hw", "c_per_group", "eps"}
@@ -46,7 +47,7 @@ PROBLEM_FIELDS = {"n", "hw", "c", "groups", "c_per_group", "silu", "batch", "n_c
                   "resident", "heads", "sq", "skv", "head_dim", "strides8"}
 ARG_TYPES = {"i32": "T_I32", "i64": "T_I64", "i1": "T_I1", "fp32": "T_FP32", "u32": "T_U32", "u64": "T_U64"}
 OPS = {"nhwc": "OP_GROUP_NORM_NHWC", "nchw": "OP_GROUP_NORM_NCHW", "softmax": "OP_SOFTMAX",
-       "log_softmax": "OP_LOG_SOFTMAX", "attention": "OP_ATTENTION"}
+       "log_softmax": "OP_LOG_SOFTMAX", "attention": "OP_ATTENTION", "ada_layer_norm": "OP_ADA_LAYER_NORM"}
 
 
 def roles() -> list[str]:
@@ -78,6 +79,9 @@ def op_of(group: str, contract: dict | None) -> tuple[str, str, int] | None:
     m = attention_op.GROUP.fullmatch(group)
     if m and params <= attention_op.ROLES and problem <= attention_op.PROBLEM:
         return "attention", m.group("dtype"), int(bool(m.group("causal")))
+    m = ada_op.GROUP.fullmatch(group)
+    if m and params <= ada_op.ROLES and problem <= ada_op.PROBLEM:
+        return "ada_layer_norm", m.group("dtype"), int(bool(m.group("gated")))
     return None
 
 

@@ -11,7 +11,9 @@ fused in where the form allows, and last-axis Softmax / LogSoftmax at row length
 kernel measured faster than ORT's own (softmax_measured.py, derived from the committed measurements by
 benchmarks/softmax_choice.py: ORT's kernel wins on attention over 77 text tokens or ViT's 197, and on
 fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row), and a
-Linear's GELU-tanh to ORT's own FastGelu with the bias folded in where that measured faster (gelu.py). Types
+Linear's GELU-tanh to ORT's own FastGelu with the bias folded in where that measured faster (gelu.py), and a
+diffusion transformer's modulated LayerNorm, with the gated residual before it, to the library's AdaLayerNorm
+where that measured faster (ada_layer_norm.py). Types
 and shapes come
 from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is almost one of these
 forms but not quite is left as it is, and the report names it and says why; so is one whose dtype the
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
+from .ada_layer_norm import ADA_LAYER_NORM
 from .attention import ATTENTION
 from .files import ModelFileError, read, tensors, write
 from .gelu import GELU
@@ -133,7 +136,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 
 def _matchers() -> dict:
     by_anchor = {}
-    for p in (*ATTENTION, *PATTERNS, *GELU):  # attention before softmax: a Softmax is an attention's first
+    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM):  # attention before softmax: a Softmax is an attention's first
         for anchor in p.anchors:
             by_anchor.setdefault(anchor, []).append(p)
     return by_anchor
@@ -201,6 +204,7 @@ def _splice(graph: Graph, taken: dict, initializers: list) -> None:
         for n in dead:
             readers.subtract(i for i in dict.fromkeys([*n.input, *outer_reads(n)]) if i)
         dropped = dead
+    kept = _in_order(kept)
     scope = graph.scope
     gone = ({i for n in graph.nodes for i in n.input} - {i for i, k in readers.items() if k > 0}
             - {i.name for i in scope.input} - graph.outputs)
@@ -209,6 +213,33 @@ def _splice(graph: Graph, taken: dict, initializers: list) -> None:
     scope.node.extend(kept)
     del scope.initializer[:]
     scope.initializer.extend(inits)
+
+
+def _in_order(nodes: list) -> list:
+    """`nodes` in a topological order that keeps their given order wherever it already is one: a match's node
+    stands where its first replaced node stood, and may read values (a modulation's shift) made after that."""
+    import heapq
+
+    made = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    waits = [{made[v] for v in (*n.input, *outer_reads(n)) if v in made and made[v] != i}
+             for i, n in enumerate(nodes)]
+    readers: dict[int, list[int]] = {}
+    for i, w in enumerate(waits):
+        for j in w:
+            readers.setdefault(j, []).append(i)
+    ready = [i for i, w in enumerate(waits) if not w]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(nodes[i])
+        for j in readers.get(i, []):
+            waits[j].discard(i)
+            if not waits[j]:
+                heapq.heappush(ready, j)
+    if len(out) != len(nodes):  # a cycle: not ours to mend (the checker names it)
+        return nodes
+    return out
 
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,

@@ -1,7 +1,7 @@
 // What every op family of tritonforge's custom-op library shares: the element helpers, the kernel base
 // (node name, attributes, device memory, bad input as an ORT status that names op and node) and the op
-// declaration base. Each family is one file (group_norm.cc, softmax.cc, attention.cc) that hands its ops
-// to ops.cc, which registers them in the domain "tritonforge".
+// declaration base. Each family is one file (group_norm.cc, softmax.cc, attention.cc, ada_layer_norm.cc) that
+// hands its ops to ops.cc, which registers them in the domain "tritonforge".
 #pragma once
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
@@ -221,5 +221,6 @@ struct OpBase : Ort::CustomOpBase<Op, Kernel, true> {
 std::vector<OrtCustomOp*> group_norm_ops(bool cuda);
 std::vector<OrtCustomOp*> softmax_ops(bool cuda);
 std::vector<OrtCustomOp*> attention_ops(bool cuda);
+std::vector<OrtCustomOp*> ada_layer_norm_ops(bool cuda);
 
 }  // namespace tf

@@ -1,0 +1,170 @@
+"""A diffusion transformer's block norm as one node: `tritonforge.AdaLayerNorm`.
+
+SD3, SD3.5, Flux and PixArt normalise each token without an affine and modulate it per image,
+`LN(x) * (1 + scale) + shift`, and the norm after a branch reads the residual that branch joined through
+its gate, `x = x + gate * branch`. Both exporters write ONNX LayerNormalization followed by a Mul and an
+Add against per-item (B, 1, C) factors, the gated residual as a Mul and an Add before it. One matcher,
+anchored at the LayerNormalization, takes every form seen:
+
+- the factor as `Unsqueeze(scale) + 1`, `1 + scale` of a (B, 1, C) slice, or `Unsqueeze(scale + 1)`;
+- the shift as any value of one row per item, (B, 1, C);
+- LayerNormalization over the last axis with weight one and bias zero (or none);
+- before it, optionally, `x_prev + gate * branch` (either order), gate one row per item: the node then
+  takes x_prev, branch and gate and writes the sum as its second output under the sum's name.
+
+Where it goes is the measured choice (ada_layer_norm_measured.py, derived from the committed rows by
+benchmarks/ada_layer_norm_choice.py): a dtype and form whose library node did not measure faster than the
+export's nodes keep them, and the report says why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import DOMAIN
+from .ada_layer_norm_measured import DEVICE, SPEEDUP
+from .graph import attrs, is_op
+from .patterns import Left, Match, Rewriter
+
+
+def _other(node, value: str) -> str | None:
+    ins = list(node.input)
+    if len(ins) != 2 or ins.count(value) != 1:
+        return None
+    return ins[1] if ins[0] == value else ins[0]
+
+
+def _is_one(g, name: str) -> bool:
+    v = g.const(name)
+    return v is not None and v.size == 1 and float(v.reshape(-1)[0]) == 1.0
+
+
+def _per_item(g, name: str, c: int, depth: int = 0) -> bool:
+    """`name` holds one row of c per item, broadcast over tokens: (B, 1, c) or (1, 1, c) as inferred, or, where
+    inference lost the dims, an Unsqueeze on axis 1 or a Slice on axis 1 of a few rows per item (PixArt's
+    chunks of its (B, 6, C) modulation), seen through Cast and a scalar Add."""
+    d = g.dims(name)
+    if d is None or len(d) != 3 or d[2] not in (c, None) or d[1] not in (1, None):
+        return False
+    if d[1] == 1:
+        return True
+    node = g.producer.get(name)
+    if depth > 3 or node is None:
+        return False
+    if node.op_type in ("Cast", "Add") and (node.op_type == "Cast" or any(
+            (v := g.const(i)) is not None and v.size == 1 for i in node.input)):
+        return any(_per_item(g, i, c, depth + 1) for i in node.input if g.const(i) is None)
+    if node.op_type == "Unsqueeze":
+        axes = attrs(node).get("axes") or (list(g.const(node.input[1]).reshape(-1)) if len(node.input) > 1 and
+                                           g.const(node.input[1]) is not None else None)
+        return axes is not None and [int(a) for a in axes] == [1]
+    if node.op_type == "Slice" and len(node.input) > 3:
+        axes, src = g.const(node.input[3]), g.dims(node.input[0])
+        return axes is not None and [int(a) for a in axes.reshape(-1)] == [1] and src is not None and \
+            len(src) == 3 and isinstance(src[1], int) and src[1] <= 16
+    return False
+
+
+def _scale_of(g, factor: str, c: int) -> tuple[str, list] | None:
+    """(scale, nodes) where `factor` is 1 + scale per item: Add(scale, 1) of a (B, 1, c) value, or
+    Unsqueeze(Add(scale, 1), [1]) of a (B, c) one."""
+    node = g.producer.get(factor)
+    if is_op(node, "Add") and _per_item(g, factor, c):
+        for i, j in ((0, 1), (1, 0)):
+            if _is_one(g, node.input[j]):
+                return node.input[i], [node]
+    if is_op(node, "Unsqueeze") and _per_item(g, factor, c):
+        add = g.producer.get(node.input[0])
+        d = g.dims(node.input[0])
+        if is_op(add, "Add") and d is not None and len(d) == 2 and g.only_reader(add.output[0]) is node:
+            for i, j in ((0, 1), (1, 0)):
+                if _is_one(g, add.input[j]):
+                    return add.input[i], [add, node]
+    return None
+
+
+def choose(r: Rewriter, x: str, form: str) -> str:
+    dtype = r.dtype(x)
+    if dtype is None:
+        raise Left("X's element type is not known")
+    r.check_served("AdaLayerNorm", dtype, ("fp16", "fp32", "bf16"))
+    speedup = SPEEDUP.get(dtype, {}).get(form)
+    if speedup is None:
+        raise Left(f"no {dtype} {form} AdaLayerNorm was measured on {DEVICE}: the export's nodes kept")
+    if speedup < 1:
+        raise Left(f"the export's nodes measured faster than the library's AdaLayerNorm ({speedup:.2f}x, {form}, "
+                   f"{dtype}, {DEVICE})")
+    return dtype
+
+
+class ModulatedLayerNorm:
+    """LayerNormalization -> Mul(1 + scale) -> Add(shift), optionally after x_prev + gate * branch."""
+
+    anchors = {("", "LayerNormalization")}
+    target = "AdaLayerNorm"
+    source = "LayerNormalization with its modulation"
+
+    def match(self, r: Rewriter, ln):
+        from onnx import helper
+
+        g = r.graph
+        x = ln.input[0]
+        dims = g.dims(x)
+        mul = g.only_reader(ln.output[0])
+        if not is_op(mul, "Mul") or len(ln.output) > 1 and any(ln.output[1:]):
+            return None
+        if dims is None or len(dims) != 3 or not isinstance(dims[2], int):
+            raise Left("X is not (batch, tokens, channels) with the channels fixed")
+        c = dims[2]
+        a = attrs(ln)
+        if a.get("axis", -1) not in (-1, 2):
+            raise Left(f"axis {a.get('axis')} is not the last")
+        weight = g.const(ln.input[1])
+        bias = g.const(ln.input[2]) if len(ln.input) > 2 and ln.input[2] else np.zeros(1)
+        if weight is None or bias is None or not np.all(weight == 1) or not np.all(bias == 0):
+            raise Left("the norm has an affine (weight not one or bias not zero): not a modulated norm")
+        factor = _other(mul, ln.output[0])
+        found = _scale_of(g, factor, c) if factor else None
+        if found is None:
+            raise Left("the norm is not multiplied by 1 + scale per item")
+        scale, _ = found
+        add = g.only_reader(mul.output[0])
+        shift = _other(add, mul.output[0]) if is_op(add, "Add") else None
+        if shift is None or not _per_item(g, shift, c):
+            raise Left("(1 + scale) * norm is not followed by + shift per item")
+        inputs, outputs, removed, form = [x, scale, shift], [add.output[0]], [ln, mul, add], "plain"
+        residual = g.producer.get(x)
+        gated = self._gated(g, residual, c, dims)
+        if gated:
+            prev, branch, gate, gate_mul = gated
+            inputs = [prev, scale, shift, branch, gate]
+            # the sum keeps its name where anything else reads it (the next block's residual)
+            if [n for n in g.consumers.get(x, []) if n is not ln] or x in g.outputs:
+                outputs.append(x)
+            removed += [residual, gate_mul]
+            form = "gated"
+        dtype = choose(r, x, form)
+        for name in inputs[1:]:
+            if g.elem(name) != g.elem(x):
+                raise Left(f"'{name}' is not of X's element type")
+        node = helper.make_node("AdaLayerNorm", inputs, outputs, name=r.node_name(ln.name or add.output[0]),
+                                domain=DOMAIN, epsilon=float(a.get("epsilon", 1e-5)))
+        return Match(removed, node, f"{self.source}{' and its gated residual' if gated else ''}", dtype=dtype)
+
+    @staticmethod
+    def _gated(g, residual, c: int, dims: list):
+        """(x_prev, branch, gate, the gate's Mul) where `residual` is x_prev + gate * branch, else None."""
+        if not is_op(residual, "Add"):
+            return None
+        for i, j in ((0, 1), (1, 0)):
+            mul = g.producer.get(residual.input[j])
+            if not is_op(mul, "Mul") or g.only_reader(mul.output[0]) is not residual:
+                continue
+            for k, m in ((0, 1), (1, 0)):
+                gate, branch = mul.input[k], mul.input[m]
+                if _per_item(g, gate, c) and g.dims(branch) == dims and g.dims(residual.input[i]) == dims:
+                    return residual.input[i], branch, gate, mul
+        return None
+
+
+ADA_LAYER_NORM = (ModulatedLayerNorm(),)
