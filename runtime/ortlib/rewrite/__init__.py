@@ -136,7 +136,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 
 def _matchers() -> dict:
     by_anchor = {}
-    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM):  # attention before softmax: a Softmax is an attention's first
+    # attention before softmax: a Softmax is an attention's first
+    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM):
         for anchor in p.anchors:
             by_anchor.setdefault(anchor, []).append(p)
     return by_anchor
