@@ -4,6 +4,8 @@ then write the table module or, with --check, compare it with the committed one.
 from __future__ import annotations
 
 import argparse
+import csv
+import math
 import sys
 from pathlib import Path
 
@@ -37,3 +39,22 @@ def run(argv, description: str, table_path: Path, device: str, speedups, module_
     for line in summary(table):
         print(line)
     return 0
+
+
+def newest_rows(path: Path, device: str, benchmark: str, metric: str = "us") -> dict[tuple, dict]:
+    """{(shape, dtype, provider): the newest row} of one benchmark's `metric` rows on `device`."""
+    newest: dict[tuple, dict] = {}
+    with Path(path).open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row["benchmark"] != benchmark or row["device"] != device or row["metric"] != metric:
+                continue
+            key = (row["shape"], row["dtype"], row["provider"])
+            if key not in newest or row["timestamp"] >= newest[key]["timestamp"]:
+                newest[key] = row
+    return newest
+
+
+def geomeans(ratios: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """{dtype: {key: [ratio, ...]}} -> {dtype: {key: geometric mean, 3 decimals}}, sorted."""
+    return {dt: {k: round(math.exp(sum(map(math.log, v)) / len(v)), 3) for k, v in sorted(by.items())}
+            for dt, by in sorted(ratios.items())}

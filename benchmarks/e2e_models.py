@@ -122,6 +122,24 @@ EXPORTERS = ("torchscript", "dynamo", "dynamo23", "ort")
 DTYPES = {"fp16": "float16", "fp32": "float32", "bf16": "bfloat16"}  # torch's names
 
 
+def dit_streams(name: str) -> list[tuple[int, int, int]]:
+    """(items, tokens per item, hidden width) of each token stream a diffusion transformer's blocks norm and run
+    an MLP on, at the model's side: the image's tokens ((side / 8 / patch)^2; Flux packs 2x2 latent patches into
+    its 64 channels), the text's where its blocks have a stream of their own (SD3's context, Flux's double
+    blocks), and Flux's single blocks over both."""
+    m = MODELS[name]
+    c = m.config
+    hidden = c["num_attention_heads"] * c["attention_head_dim"]
+    patch = 2 if m.kind == "flux" else c.get("patch_size", 1)
+    image, text = (m.side // 8 // patch) ** 2, DIT_TEXT[m.kind]
+    streams = [(m.batch, image, hidden)]
+    if m.kind in ("sd3", "flux"):
+        streams.append((m.batch, text, hidden))
+    if m.kind == "flux":
+        streams.append((m.batch, image + text, hidden))
+    return streams
+
+
 def models(spec: str) -> list[E2EModel]:
     names = list(MODELS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in MODELS]

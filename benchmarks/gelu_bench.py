@@ -37,21 +37,8 @@ L2 = 60 << 20
 
 
 def mlp_shapes(name: str) -> list[tuple[int, int]]:
-    """(rows, width) of the GELU in the model's MLPs: image tokens of its batch, and text tokens where its blocks
-    run an MLP on them (SD3's context stream, Flux's double blocks; Flux's single blocks run one over both)."""
-    m = e2e_models.MODELS[name]
-    c = m.config
-    hidden = c["num_attention_heads"] * c["attention_head_dim"]
-    # Flux packs 2x2 latent patches into its 64 input channels (patch_size 1 of the packed latent)
-    patch = 2 if m.kind == "flux" else c.get("patch_size", 1)
-    image, text = (m.side // 8 // patch) ** 2, e2e_models.DIT_TEXT[m.kind]
-    width = 4 * hidden
-    shapes = [(m.batch * image, width)]
-    if m.kind == "sd3":
-        shapes.append((m.batch * text, width))  # the context stream's MLP
-    if m.kind == "flux":
-        shapes += [(m.batch * text, width), (m.batch * (image + text), width)]  # double, single blocks
-    return shapes
+    """(rows, width) of the GELU in the model's MLPs: each token stream's rows, four times its hidden width."""
+    return [(items * tokens, 4 * hidden) for items, tokens, hidden in e2e_models.dit_streams(name)]
 
 
 def _scalar(name: str, value: float, dtype: str):

@@ -12,8 +12,6 @@ the measured shapes of the form's time over FastGelu's; the rewrite writes FastG
 
 from __future__ import annotations
 
-import csv
-import math
 import sys
 from pathlib import Path
 
@@ -30,22 +28,13 @@ FORMS = ("decomposed", "onnx_gelu")
 
 def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, float]]:
     """{dtype: {form: geometric mean over shapes of the form's us / FastGelu's us}}."""
-    newest: dict[tuple, dict] = {}
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            if row["benchmark"] != "gelu" or row["device"] != device or row["metric"] != "us":
-                continue
-            key = (row["shape"], row["dtype"], row["provider"])
-            if key not in newest or row["timestamp"] >= newest[key]["timestamp"]:
-                newest[key] = row
-    logs: dict[str, dict[str, list[float]]] = {}
+    newest = choice_table.newest_rows(path, device, "gelu")
+    ratios: dict[str, dict[str, list[float]]] = {}
     for (shape, dtype, provider), row in newest.items():
         fused = newest.get((shape, dtype, "fast_gelu"))
         if provider in FORMS and fused is not None:
-            logs.setdefault(dtype, {}).setdefault(provider, []).append(
-                math.log(float(row["value"]) / float(fused["value"])))
-    return {dt: {form: round(math.exp(sum(v) / len(v)), 3) for form, v in sorted(by.items())}
-            for dt, by in sorted(logs.items())}
+            ratios.setdefault(dtype, {}).setdefault(provider, []).append(float(row["value"]) / float(fused["value"]))
+    return choice_table.geomeans(ratios)
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:

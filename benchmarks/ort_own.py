@@ -18,6 +18,7 @@ benchmarks leave this rival out.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 
@@ -192,7 +193,8 @@ class OrtRival:
             values.append(self._device_value(array))
             self._bind(binding.bind_input, binding.bind_ortvalue_input, name, values[-1])
         for out in session.get_outputs():
-            src = inputs[out.name.replace("y", "x", 1)]
+            # y<i> (and y<i><suffix>, a node's second output) has x<i>'s shape
+            src = inputs[re.sub(r"^y(\d+).*", r"x\1", out.name)]
             values.append(self._empty_like(src))
             self._bind(binding.bind_output, binding.bind_ortvalue_output, out.name, values[-1])
         # the first runs capture the graph (or warm the arena and kernels)

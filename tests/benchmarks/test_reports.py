@@ -33,8 +33,9 @@ def test_the_readmes_end_to_end_report_is_what_e2e_bench_prints():
 
 
 def test_the_rewrites_gelu_table_is_what_gelu_choice_derives():
-    from benchmarks import gelu_choice
     from tritonforge.runtime.ortlib.rewrite import gelu_measured
+
+    from benchmarks import gelu_choice
 
     assert gelu_choice.TABLE.read_text() == gelu_choice.module_text(gelu_choice.speedups())
     assert gelu_measured.SPEEDUP == gelu_choice.speedups()

@@ -1,0 +1,167 @@
+"""A diffusion transformer's block norm on its real shapes: the export's nodes against the library's AdaLayerNorm.
+
+    python benchmarks/ada_layer_norm_bench.py --library dist/full/cuda/multi/libtritonforge_ort.so
+        [--model sd3_medium,sd35_medium,pixart_sigma,flux_dev] [--dtypes fp16,bf16,fp32] [--results PATH]
+
+Per token stream of each model (benchmarks/e2e_models.py's dit_streams: items, tokens, hidden width from the
+diffusers config), in one process on one GPU, onnxruntime-gpu's CUDA EP with IOBinding and ORT's CUDA graph
+(benchmarks/ort_own.py), graphs of K identical norms on inputs of their own, per form:
+- `plain`: LayerNormalization (no affine) -> Mul(1 + scale) -> Add(shift), scale and shift one row per item;
+- `gated`: the residual x + gate * branch first (its sum an output too, as the next block reads it);
+each as the exporters write it (`export`, ORT's own LayerNorm and elementwise kernels) and as the rewrite writes
+it (`tritonforge`, one tritonforge.AdaLayerNorm node), with `torch` (F.layer_norm and the same elementwise maths,
+CUDA-graph replay) and a device-to-device `copy` of x. The library's output is checked against float64 first.
+Rows: benchmark `ada_layer_norm`, shape `<form> <model> <rows>x<width>`, metric `us`;
+benchmarks/ada_layer_norm_choice.py turns them into the rewrite's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from tritonforge.runtime import ortlib  # noqa: E402
+from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref  # noqa: E402
+
+from benchmarks import e2e_models, ort_own  # noqa: E402
+from benchmarks.results import RESULTS, write_rows  # noqa: E402
+
+EPS = 1e-6
+L2 = 60 << 20
+
+
+def model(form: str, items: int, tokens: int, c: int, dtype: str, nodes: int, fused: bool):
+    """`nodes` independent norms: x<i> [, branch b<i>] (items, tokens, c) -> y<i> [, y<i>s the sum]; the per-item
+    s (scale), t (shift) [, g (gate)] (items, 1, c) shared. `fused`: one tritonforge.AdaLayerNorm each."""
+    from onnx import helper, numpy_helper
+
+    t = ort_own._tensor_type(dtype)
+    gated = form == "gated"
+    shape, row = [items, tokens, c], [items, 1, c]
+    one = numpy_helper.from_array(np.ones(c, np.float32), "ln_one")
+    zero = numpy_helper.from_array(np.zeros(c, np.float32), "ln_zero")
+    inits = []
+    body = []
+    if not fused:
+        inits = [one, zero]
+        if dtype != "fp32":  # LayerNormalization's scale and bias share X's type
+            one_f = numpy_helper.from_array(np.array(1, np.float32))
+            body += [helper.make_node("Cast", ["ln_one"], ["w"], to=t),
+                     helper.make_node("Cast", ["ln_zero"], ["z"], to=t),
+                     helper.make_node("Constant", [], ["one_f"], value=one_f),
+                     helper.make_node("Cast", ["one_f"], ["one"], to=t)]
+        else:
+            body += [helper.make_node("Identity", ["ln_one"], ["w"]), helper.make_node("Identity", ["ln_zero"], ["z"]),
+                     helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1, np.float32)))]
+        body.append(helper.make_node("Add", ["s", "one"], ["factor"]))
+    outputs = []
+    for i in range(nodes):
+        x, y = f"x{i}", f"y{i}"
+        if fused:
+            ins = [x, "s", "t", f"b{i}", "g"] if gated else [x, "s", "t"]
+            outs = [y, f"y{i}s"] if gated else [y]
+            body.append(helper.make_node("AdaLayerNorm", ins, outs, domain="tritonforge", epsilon=EPS))
+        else:
+            h = x
+            if gated:
+                body += [helper.make_node("Mul", ["g", f"b{i}"], [f"gb{i}"]),
+                         helper.make_node("Add", [x, f"gb{i}"], [f"y{i}s"])]
+                h = f"y{i}s"
+            body += [helper.make_node("LayerNormalization", [h, "w", "z"], [f"n{i}"], axis=-1, epsilon=EPS),
+                     helper.make_node("Mul", [f"n{i}", "factor"], [f"m{i}"]),
+                     helper.make_node("Add", [f"m{i}", "t"], [y])]
+        outputs.append(helper.make_tensor_value_info(y, t, shape))
+        if gated:
+            outputs.append(helper.make_tensor_value_info(f"y{i}s", t, shape))
+    inputs = [helper.make_tensor_value_info(f"x{i}", t, shape) for i in range(nodes)]
+    if gated:
+        inputs += [helper.make_tensor_value_info(f"b{i}", t, shape) for i in range(nodes)]
+    inputs += [helper.make_tensor_value_info(n, t, row) for n in (("s", "t", "g") if gated else ("s", "t"))]
+    domains = {"": 17, "tritonforge": 1} if fused else {"": 17}
+    return ort_own._model(body, inputs, outputs, inits, domains)
+
+
+def measure(own, ours, form: str, items: int, tokens: int, c: int, dtype: str) -> dict[str, tuple[float, str]]:
+    """{provider: (us per norm, timing mode)} of one shape and form, the library's output checked first."""
+    import torch
+
+    from benchmarks.gpu_common import torch_graph_ms
+
+    tt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    gen = torch.Generator(device="cuda").manual_seed(items * tokens + c)
+    x = (2 * torch.randn((items, tokens, c), generator=gen, device="cuda") + 0.5).to(tt)
+    branch = torch.randn((items, tokens, c), generator=gen, device="cuda").to(tt)
+    s, t, g = ((0.5 * torch.randn((items, 1, c), generator=gen, device="cuda")).to(tt) for _ in range(3))
+    gated = form == "gated"
+    per = x.nelement() * x.element_size() * (2 if gated else 1)
+    nodes = max(2, min(40, ort_own.node_count(per, L2)))
+    xs = [x] + [x.clone() for _ in range(nodes - 1)]
+
+    def feeds(n):
+        return {**{f"x{i}": xs[i] for i in range(n)}, **({f"b{i}": branch for i in range(n)} if gated else {}),
+                "s": s, "t": t, **({"g": g} if gated else {})}
+
+    def host(a):
+        return a.double().cpu().numpy()
+
+    ref, _ = ada_layer_norm_ref(host(x), host(s)[:, 0], host(t)[:, 0], EPS, host(branch) if gated else None,
+                                host(g)[:, 0] if gated else None)
+    _, out, _ = ours.run(model(form, items, tokens, c, dtype, 1, True), feeds(1), runs=1, graph=False)
+    why = ada_layer_norm_mismatch(np.asarray(out["y0"]), ref, dtype)
+    if why:
+        raise AssertionError(f"AdaLayerNorm {form} {dtype} {items}x{tokens}x{c} against float64: {why}")
+    results = {}
+    for provider, rival, fused in (("export", own, False), ("tritonforge", ours, True)):
+        ms, _, mode = rival.run(model(form, items, tokens, c, dtype, nodes, fused), feeds(nodes), fetch=False)
+        results[provider] = (ms * 1e3 / nodes, mode)
+    ln = torch.nn.functional.layer_norm
+
+    def reference_torch(a):
+        return ln(a + g * branch if gated else a, (c,), eps=EPS) * (1 + s) + t
+
+    results["torch"] = (torch_graph_ms(reference_torch, xs, 20) * 1e3, "cuda graph")
+    results["copy"] = (torch_graph_ms(lambda a: a.clone(), xs, 20) * 1e3, "cuda graph")
+    return results
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
+    ap.add_argument("--model", default="sd3_medium,sd35_medium,pixart_sigma,flux_dev")
+    ap.add_argument("--dtypes", default="fp16,bf16,fp32")
+    ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
+    args = ap.parse_args(argv)
+    why = ort_own.unavailable()
+    if why:
+        print(f"ada_layer_norm_bench: {why}", file=sys.stderr)
+        return 2
+    import torch
+
+    library = ortlib.library_path(args.library)
+    own, ours = ort_own.OrtRival(), ort_own.OrtRival(custom_ops=str(library))
+    device = torch.cuda.get_device_name(0)
+    seen = set()
+    for dtype in args.dtypes.split(","):
+        for name in args.model.split(","):
+            for items, tokens, c in e2e_models.dit_streams(name.strip()):
+                for form in ("plain", "gated"):
+                    if (items, tokens, c, dtype, form) not in seen:
+                        seen.add((items, tokens, c, dtype, form))
+                        rows = measure(own, ours, form, items, tokens, c, dtype)
+                        label = f"{form} {name} {items * tokens}x{c}"
+                        write_rows("ada_layer_norm", device, [
+                            {"provider": p, "shape": label, "dtype": dtype, "metric": "us", "unit": "us",
+                             "value": f"{us:.3f}", "extra": mode} for p, (us, mode) in rows.items()],
+                            args.results or RESULTS)
+                        print(f"{label:36s} {dtype}  " + "  ".join(f"{p} {us:8.1f} us" for p, (us, _) in rows.items()),
+                              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Where the rewrite writes the library's AdaLayerNorm: derived from the committed measurements.
+
+    python benchmarks/ada_layer_norm_choice.py          # writes runtime/ortlib/rewrite/ada_layer_norm_measured.py
+    python benchmarks/ada_layer_norm_choice.py --check  # exit 1 when the committed table is not what the rows give
+
+The rows are ada_layer_norm_bench.py's (benchmark `ada_layer_norm`, shape `<form> <model> <rows>x<width>`,
+metric `us`): the export's nodes (`export`) against the library's node (`tritonforge`) in onnxruntime-gpu's CUDA
+EP, on one device (the newest row of each shape and provider). Per dtype and form (`plain`, `gated`), the
+library's speed-up is the geometric mean over the measured shapes of the export's time over the library's; the
+rewrite writes AdaLayerNorm where it is at least 1 (runtime/ortlib/rewrite/ada_layer_norm.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import choice_table  # noqa: E402
+from benchmarks.results import RESULTS  # noqa: E402
+
+TABLE = ROOT / "runtime" / "ortlib" / "rewrite" / "ada_layer_norm_measured.py"
+DEVICE = "NVIDIA H200"
+
+
+def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, float]]:
+    """{dtype: {form: geometric mean over shapes of the export's us / the library's us}}."""
+    newest = choice_table.newest_rows(path, device, "ada_layer_norm")
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for (shape, dtype, provider), row in newest.items():
+        ours = newest.get((shape, dtype, "tritonforge"))
+        if provider == "export" and ours is not None:
+            ratios.setdefault(dtype, {}).setdefault(shape.split()[0], []).append(
+                float(row["value"]) / float(ours["value"]))
+    return choice_table.geomeans(ratios)
+
+
+def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:
+    lines = ['"""The library\'s AdaLayerNorm against the export\'s LayerNormalization and modulation nodes per form '
+             "(written by",
+             "benchmarks/ada_layer_norm_choice.py from benchmarks/results/results.csv; do not edit): the geometric "
+             "mean over",
+             "the measured shapes of the export's time over the library's, "
+             f"{device}, onnxruntime-gpu's CUDA EP. The",
+             'rewrite writes AdaLayerNorm for a form and dtype whose speed-up is at least 1."""', "",
+             f'DEVICE = "{device}"', "SPEEDUP = {"]
+    lines += [f'    "{dtype}": {by!r},' for dtype, by in table.items()]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def summary(table) -> list[str]:
+    return [f"{dtype}: " + ", ".join(f"{form} {v}x" for form, v in by.items()) for dtype, by in table.items()]
+
+
+def main(argv=None) -> int:
+    return choice_table.run(argv, __doc__.splitlines()[0], TABLE, DEVICE, speedups, module_text, "ada_layer_norm",
+                            summary)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
