@@ -168,8 +168,9 @@ class Graph:
             return None
         ins = [self.const(i) if i else None for i in node.input] if op not in ("Constant", "Shape") else []
         if op == "Constant":
-            if "value" in a:
-                return numpy_helper.to_array(a["value"])
+            if "value" in a:  # its data may lie beside the model, as large exports keep it
+                t = a["value"]
+                return numpy_helper.to_array(t, self.base_dir or "") if math.prod(t.dims) <= _FOLD_LIMIT else None
             for key, dt in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
                             ("value_ints", np.int64)):
                 if key in a:
