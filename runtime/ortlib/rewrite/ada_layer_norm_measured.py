@@ -5,4 +5,7 @@ rewrite writes AdaLayerNorm for a form and dtype whose speed-up is at least 1.""
 
 DEVICE = "NVIDIA H200"
 SPEEDUP = {
+    "bf16": {'gated': 3.833, 'plain': 3.764},
+    "fp16": {'gated': 3.439, 'plain': 3.322},
+    "fp32": {'gated': 3.276, 'plain': 3.036},
 }

@@ -401,3 +401,62 @@ def test_attention_past_2_31_elements_is_right_and_leaves_the_context_usable(ort
     x = rng.standard_normal((1, 8, 256)).astype(np.float16)
     out = small.run(None, {"q": x, "k": x, "v": x})[0]
     assert np.isfinite(out.astype(np.float32)).all()
+
+
+def _ada_session(ort, lib, dtype, shape, gated, out_sum=True):
+    from onnx import TensorProto, helper
+
+    t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT, "bf16": TensorProto.BFLOAT16}[dtype]
+    row = [shape[0], 1, shape[2]]
+    names = ["x", "s", "t", "b", "g"] if gated else ["x", "s", "t"]
+    outs = ["y", "sum"] if gated and out_sum else ["y"]
+    node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6)
+    ins = [helper.make_tensor_value_info(n, t, list(shape) if n in "xb" else row) for n in names]
+    return session(ort, lib, node, ins, [helper.make_tensor_value_info(o, t, None) for o in outs])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("gated", [0, 1])
+@pytest.mark.parametrize("shape", [(2, 4096, 1536), (2, 333, 1536), (1, 4608, 3072), (2, 300, 1152), (3, 7, 77)])
+def test_ada_layer_norm_matches_float64(ort_cuda, library, dtype, gated, shape):
+    """SD3's, Flux's and PixArt's token streams and an awkward one, the gated residual's sum written too."""
+    from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
+    from tritonforge.runtime.reference import quantize
+
+    rng = np.random.default_rng(shape[1])
+    x, b = ((rng.standard_normal(shape) * 2 + 0.5).astype(NP[dtype]) for _ in range(2))
+    s, t, g = ((0.5 * rng.standard_normal((shape[0], 1, shape[2]))).astype(NP[dtype]) for _ in range(3))
+    feeds = {"x": x, "s": s, "t": t, **({"b": b, "g": g} if gated else {})}
+    outs = {"y": (list(shape), NP[dtype]), **({"sum": (list(shape), NP[dtype])} if gated else {})}
+    got = run_bound(ort_cuda, _ada_session(ort_cuda, library, dtype, shape, gated), feeds, outs)
+    q = lambda a: quantize(a.astype(np.float32), dtype)  # noqa: E731
+    ref, total = ada_layer_norm_ref(q(x), q(s)[:, 0], q(t)[:, 0], 1e-6, q(b) if gated else None,
+                                    q(g)[:, 0] if gated else None)
+    assert ada_layer_norm_mismatch(got["y"], ref, dtype) is None, ada_layer_norm_mismatch(got["y"], ref, dtype)
+    if gated:
+        assert ada_layer_norm_mismatch(got["sum"], total, dtype) is None
+
+
+def test_ada_layer_norm_past_2_31_elements_is_right_and_leaves_the_context_usable(ort_cuda, library):
+    """1.4 million tokens x 1536 channels in fp16 (2.15e9 elements, a long video's sequence): rows past
+    2^31 / 1536 come out right, and a second session runs after it."""
+    from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
+
+    shape = (1, 1_400_000, 1536)
+    rng = np.random.default_rng(7)
+    x = np.resize(rng.standard_normal((991, shape[2])).astype(np.float16), shape)
+    x[0, :, 0] = (np.arange(shape[1]) % 4093 / 1000.0).astype(np.float16)
+    s, t = ((0.5 * rng.standard_normal((1, 1, shape[2]))).astype(np.float16) for _ in range(2))
+    y = run_bound(ort_cuda, _ada_session(ort_cuda, library, "fp16", shape, 0), {"x": x, "s": s, "t": t},
+                  {"y": (list(shape), np.float16)})["y"]
+    rows = np.array([0, 1, 2 ** 31 // shape[2] - 1, 2 ** 31 // shape[2], 2 ** 31 // shape[2] + 1, shape[1] - 1])
+    ref, _ = ada_layer_norm_ref(x[:, rows].astype(np.float64), s[:, 0].astype(np.float64),
+                                t[:, 0].astype(np.float64), 1e-6)
+    why = ada_layer_norm_mismatch(y[:, rows], ref, "fp16")
+    assert why is None, why
+    del x, y
+    small = (2, 5, 16)
+    feeds = {"x": rng.standard_normal(small).astype(np.float16), "s": np.zeros((2, 1, 16), np.float16),
+             "t": np.zeros((2, 1, 16), np.float16)}
+    out = _ada_session(ort_cuda, library, "fp16", small, 0).run(None, feeds)[0]
+    assert np.isfinite(out.astype(np.float32)).all()

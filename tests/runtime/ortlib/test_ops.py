@@ -150,8 +150,8 @@ def test_multi_head_attention_matches_float64(ort_library, dtype, causal, scale,
     close(s.run(None, feeds)[0], laid(ref), dtype)
 
 
-def run_error(lib, node, inputs, feeds):
-    s = session(lib, [node], inputs, [vi("y", "fp32", None)])
+def run_error(lib, node, inputs, feeds, outputs=("y",)):
+    s = session(lib, [node], inputs, [vi(o, "fp32", None) for o in outputs])
     with pytest.raises(Exception) as err:
         s.run(None, feeds)
     return str(err.value)
@@ -229,3 +229,59 @@ def test_the_library_says_what_it_was_built_from(ort_library, built):
     assert {"fp16", "fp32"} <= set(got["cuda"]["GroupNormalization"])
     assert {"fp16", "fp32"} <= set(got["cuda"]["Softmax"])
     assert ortlib.choices(ort_library) == []  # nothing has run on a GPU here
+
+
+def _ada(lib, dtype, gated, sum_out=True, name="ada"):
+    names = ["x", "s", "t", "b", "g"] if gated else ["x", "s", "t"]
+    outs = ["y", "sum"] if gated and sum_out else ["y"]
+    node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6, name=name)
+    return session(lib, [node], [vi(n, dtype, None) for n in names], [vi(o, dtype, None) for o in outs])
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("gated", [0, 1])
+@pytest.mark.parametrize("rows", [(2, 1), (1, 1)])  # a row of scale per item, or one for all
+def test_ada_layer_norm_matches_float64(ort_library, dtype, gated, rows):
+    from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_ref
+
+    rng = np.random.default_rng(gated)
+    n, s, c = 2, 5, 24
+    x, b = ((rng.standard_normal((n, s, c)) * 2 + 1).astype(T[dtype][1]) for _ in range(2))
+    sc, sh, g = ((0.5 * rng.standard_normal(rows + (c,))).astype(T[dtype][1]) for _ in range(3))
+    feeds = {"x": x, "s": sc, "t": sh, **({"b": b, "g": g} if gated else {})}
+    got = _ada(ort_library, dtype, gated).run(None, feeds)
+    f = lambda a: np.broadcast_to(a.astype(np.float64).reshape(-1, c), (n, c))  # noqa: E731
+    y, total = ada_layer_norm_ref(x.astype(np.float64), f(sc), f(sh), 1e-6, b.astype(np.float64) if gated else None,
+                                  f(g) if gated else None)
+    close(got[0], y, dtype)
+    if gated:
+        close(got[1], total, dtype)
+
+
+def test_ada_layer_norm_gated_without_the_sum_output(ort_library):
+    z = np.zeros((1, 3, 8), np.float32)
+    out = _ada(ort_library, "fp32", 1, sum_out=False).run(None, {"x": z + 1, "s": z[:, :1], "t": z[:, :1] + 2,
+                                                                 "b": z, "g": z[:, :1]})
+    np.testing.assert_allclose(out[0], 2.0)  # a constant row normalises to zero: the shift alone
+
+
+def test_ada_layer_norm_refuses_bad_inputs_naming_the_node_and_input(ort_library):
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t"], ["y"], domain="tritonforge",
+                                                  name="norm1"),
+                    [vi(n, "fp32", None) for n in "xst"], {"x": z(2, 4, 8), "s": z(3, 1, 8), "t": z(2, 1, 8)})
+    assert "tritonforge.AdaLayerNorm node 'norm1'" in msg and "input scale has shape (3, 1, 8)" in msg
+    msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t", "b"], ["y"], domain="tritonforge",
+                                                  name="norm2"),
+                    [vi(n, "fp32", None) for n in "xstb"], {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8),
+                                                            "b": z(2, 4, 8)})
+    assert "'norm2'" in msg and "branch and gate come together" in msg
+    msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t", "b", "g"], ["y"],
+                                                  domain="tritonforge", name="norm3"),
+                    [vi(n, "fp32", None) for n in "xstbg"], {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8),
+                                                             "b": z(2, 5, 8), "g": z(2, 1, 8)})
+    assert "input branch has shape (2, 5, 8); expected X's (2, 4, 8)" in msg
+    node = helper.make_node("AdaLayerNorm", ["x", "s", "t"], ["y", "sum"], domain="tritonforge", name="norm4")
+    msg = run_error(ort_library, node, [vi(n, "fp32", None) for n in "xst"],
+                    {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8)}, outputs=["y", "sum"])
+    assert "'norm4'" in msg and "needs the inputs branch and gate" in msg

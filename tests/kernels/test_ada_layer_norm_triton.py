@@ -1,0 +1,32 @@
+"""AdaLN: one row per program, the smallest block that holds the row, and the interpreter against float64."""
+
+from __future__ import annotations
+
+from .conftest import admitted, grid
+
+
+def test_groups_contract_and_signature(table):
+    assert sorted(table.contracts) == sorted(f"ada_layer_norm{g}_{dt}" for g in ("", "_gated")
+                                             for dt in ("fp32", "fp16", "bf16"))
+    for k in table.kernels:
+        assert table.contracts[k.group]["params"][:7] == ["out", "in", "mod_scale", "mod_shift", "skip", "gate",
+                                                          "add_out"]
+        assert k.constants["GATED"] == int("_gated" in k.group)
+
+
+def test_each_width_of_the_dits_has_one_block_size(table):
+    for c in (77, 1152, 1536, 3072, 4096, 8192):
+        blocks = {k.constants["BLOCK_SIZE"] for k in admitted(table, "ada_layer_norm_fp16", batch=8192, n_cols=c)}
+        assert len(blocks) == 1 and c <= blocks.pop() < max(2 * c, 257), c
+    assert not admitted(table, "ada_layer_norm_fp16", batch=4, n_cols=8193)
+    k = admitted(table, "ada_layer_norm_fp16", batch=8192, n_cols=1536)[0]
+    assert grid(table, k, batch=8192, n_cols=1536) == [8192, 1, 1]
+
+
+def test_every_group_matches_float64_in_the_interpreter(table):
+    from tritonforge.pipeline.builds.interpret import run_specs, select
+
+    kernels, skipped = select(table)
+    assert not skipped and len(kernels) == 6
+    result = run_specs(kernels)
+    assert result["passed"] and not [c for c in result["checked"] if c["error"]], result["checked"]

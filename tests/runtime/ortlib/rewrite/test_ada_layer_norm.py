@@ -1,0 +1,119 @@
+"""rewrite/ada_layer_norm.py: a modulated LayerNorm, and the gated residual before it, to the library's
+AdaLayerNorm where the measured table says so; numbers on the CPU EP (the library's CPU op)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import ada_layer_norm_measured, rewrite  # noqa: E402
+
+B, S, C = 2, 5, 16
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """The table as rows make it where the library's node measured faster in fp32, both forms."""
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"gated": 3.0, "plain": 3.0})
+
+
+def _c(name, v):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(v)))
+
+
+def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=True):
+    """x (B, S, C) [+ gate * branch] -> LayerNormalization -> * (1 + scale) -> + shift; scale, shift and gate
+    sliced from emb (B, 3C) as DiTs chunk their conditioning. `shift_late`: the shift's nodes come after the norm
+    in the graph (dynamo's order)."""
+    n = [_c("ones", np.full(C, 1.5 if affine else 1.0, np.float32)), _c("zeros", np.zeros(C, np.float32)),
+         _c("one", np.float32(1.0)), _c("ax1", np.array([1], np.int64)), _c("ax_last", np.array([1], np.int64))]
+    for k, what in enumerate(("scale", "shift", "gate")):
+        n += [_c(f"{what}_lo", np.array([k * C])), _c(f"{what}_hi", np.array([(k + 1) * C])),
+              helper.make_node("Slice", ["emb", f"{what}_lo", f"{what}_hi", "ax_last"], [f"{what}2"])]
+    x = "x"
+    if gated:
+        n += [helper.make_node("Unsqueeze", ["gate2", "ax1"], ["gate3"]),
+              helper.make_node("Mul", ["gate3", "br"], ["gb"]), helper.make_node("Add", ["x", "gb"], ["res"])]
+        x = "res"
+    if factor == "unsqueeze_then_add":
+        n += [helper.make_node("Unsqueeze", ["scale2", "ax1"], ["scale3"]),
+              helper.make_node("Add", ["scale3", "one"], ["factor"])]
+    else:  # (scale + 1)[:, None]
+        n += [helper.make_node("Add", ["scale2", "one"], ["scale1"]),
+              helper.make_node("Unsqueeze", ["scale1", "ax1"], ["factor"])]
+    shift = [helper.make_node("Unsqueeze", ["shift2", "ax1"], ["shift3"])]
+    norm = [helper.make_node("LayerNormalization", [x, "ones", "zeros"], ["ln"], axis=-1, epsilon=1e-6, name="norm"),
+            helper.make_node("Mul", ["ln", "factor"], ["m"])]
+    n += norm + shift if shift_late else shift + norm
+    n.append(helper.make_node("Add", ["m", "shift3"], ["y"]))
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, S, C])]
+    if gated:  # the residual stream goes on: the next block reads it
+        n.append(helper.make_node("Mul", ["res", "one"], ["z"]))
+        outs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [B, S, C]))
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, S, C]),
+           helper.make_tensor_value_info("emb", TensorProto.FLOAT, [B, 3 * C])]
+    if gated:
+        ins.append(helper.make_tensor_value_info("br", TensorProto.FLOAT, [B, S, C]))
+    m = helper.make_model(helper.make_graph(n, "g", ins, outs), opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+def _run(model, lib=None):
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if lib:
+        so.register_custom_ops_library(str(lib))
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((B, S, C)).astype(np.float32),
+             "emb": rng.standard_normal((B, 3 * C)).astype(np.float32),
+             "br": rng.standard_normal((B, S, C)).astype(np.float32)}
+    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return s.run(None, {i.name: feeds[i.name] for i in s.get_inputs()})
+
+
+def _ops(model):
+    return [n.op_type for n in model.graph.node if n.op_type in ("LayerNormalization", "AdaLayerNorm", "Mul", "Add")]
+
+
+@pytest.mark.parametrize("factor", ["unsqueeze_then_add", "add_then_unsqueeze"])
+@pytest.mark.parametrize("gated", [False, True])
+def test_the_norm_and_its_modulation_become_one_node_that_computes_the_same(ort_library, measured, factor, gated):
+    model = _model(factor, gated)
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"AdaLayerNorm": 1}, report.lines()
+    node = next(n for n in model.graph.node if n.op_type == "AdaLayerNorm")
+    assert len(node.input) == (5 if gated else 3) and list(node.output) == (["y", "res"] if gated else ["y"])
+    assert "LayerNormalization" not in _ops(model)
+    onnx.checker.check_model(model)  # the node reads the shift made after the norm's place: the order is mended
+    for got, exp in zip(_run(model, ort_library), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)
+
+
+def test_a_norm_with_an_affine_is_left_with_the_reason(ort_library, measured):
+    report = rewrite(_model(affine=True), ort_library)
+    assert not report.rewritten
+    assert any("the norm has an affine" in why for why in report.left), report.left
+
+
+def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch):
+    monkeypatch.delitem(ada_layer_norm_measured.SPEEDUP, "fp32", raising=False)
+    model = _model(gated=True)
+    before = _ops(model)
+    report = rewrite(model, ort_library)
+    assert not report.rewritten and _ops(model) == before
+    assert any("no fp32 gated AdaLayerNorm was measured" in why for why in report.left), report.left
+
+
+def test_a_plain_layer_norm_is_not_its_business(ort_library, measured):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, S, C])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, S, C])
+    w = numpy_helper.from_array(np.ones(C, np.float32), "w")
+    g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "w"], ["y"], axis=-1)], "g", [x], [y], [w])
+    report = rewrite(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), ort_library)
+    assert not report.rewritten and not report.left
