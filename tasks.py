@@ -321,6 +321,7 @@ def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: boo
     own kernels, or whole models as users export them, as is vs rewritten (--e2e); writes
     benchmarks/results/ (+ PNG for softmax)."""
     import shlex
+    import subprocess
     import sys
 
     scripts = {"softmax": "benchmarks/softmax_bench.py", "group_norm": "benchmarks/group_norm_bench.py"}
@@ -332,12 +333,14 @@ def bench(c: Context, op: str = "softmax", dtypes: str | None = None, quick: boo
                 raise Exit(f"error: --e2e: {e2e}: no such model", code=2)
             what = f"--onnx {shlex.quote(e2e)}"
         else:
-            from benchmarks.e2e_models import models
-
-            try:
-                models(e2e)
-            except KeyError as exc:
-                raise Exit(f"error: --e2e: {exc.args[0]}", code=2) from None
+            # the benchmark knows its models (the task runs it, never imports it)
+            known = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--list-models"], capture_output=True,
+                                   text=True, check=True).stdout.split()
+            names = [m for m in (s.strip() for s in e2e.split(",")) if m]
+            unknown = [m for m in names if m not in known] if e2e != "all" else []
+            if unknown or not names:
+                said = f"unknown model(s) {', '.join(unknown)}" if unknown else "no model named"
+                raise Exit(f"error: --e2e: {said}; known: {', '.join(known)} or all", code=2)
             what = f"--model {shlex.quote(e2e)} --dtypes {dtypes or 'fp16,fp32'}"
         _require_gpu("cuda", "bench")
         lib = f" --library {shlex.quote(library)}" if library else ""

@@ -571,6 +571,7 @@ def main(argv=None) -> int:
     what.add_argument("--model", help="comma list of benchmarks/e2e_models.py models, or all")
     what.add_argument("--onnx", type=Path, help="an ONNX model of your own to time as is and rewritten")
     what.add_argument("--report", action="store_true", help="print the table of the e2e rows of --results")
+    what.add_argument("--list-models", action="store_true", help="print the models --model knows, one per line")
     ap.add_argument("--exporters", default="torchscript,dynamo,ort", help="comma list of torchscript, dynamo, ort")
     ap.add_argument("--dtypes", default="fp16,fp32")
     ap.add_argument("--library", type=Path, default=None, help="default: what ortlib.register finds")
@@ -605,6 +606,11 @@ def main(argv=None) -> int:
     bad = [v for v in args.layouts if v not in ("nchw", "nhwc")]
     if bad or not args.layouts:
         raise SystemExit(f"error: --layout: '{args.layout}' is not a comma list of nchw, nhwc")
+    if args.list_models:
+        from benchmarks import e2e_models
+
+        print("\n".join(e2e_models.MODELS))
+        return 0
     if args.report:
         rows = from_rows(args.results or ROOT / "benchmarks" / "results" / "results.csv")
         print("\n".join(table(sorted(rows, key=report_order))))
