@@ -16,24 +16,9 @@ from pathlib import Path
 
 from tritonforge.pipeline.errors import PipelineError
 from tritonforge.pipeline.package.ort_sources import SPARSE, VERSIONS
+from tritonforge.pipeline.package.ortlib import cuda_include  # cuda.h: the one the pinned Triton ships
 
 STAND_IN = Path(__file__).resolve().parent.parent / "templates" / "ort_sparse_consumer"
-
-
-def cuda_include() -> Path:
-    """A directory holding cuda.h: CUDA's, or the copy the pinned Triton ships."""
-    for d in (Path("/usr/local/cuda/include"), *sorted(Path("/usr/local").glob("cuda-*/include"))):
-        if (d / "cuda.h").is_file():
-            return d
-    try:
-        import triton
-
-        d = Path(triton.__file__).parent / "backends" / "nvidia" / "include"
-        if (d / "cuda.h").is_file():
-            return d
-    except ImportError:
-        pass
-    raise PipelineError("no cuda.h (install the CUDA toolkit's headers, or the pinned triton)")
 
 
 def build(ort_root: Path, out: Path, jobs: int = 4) -> Path:
