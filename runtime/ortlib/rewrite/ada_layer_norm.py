@@ -24,7 +24,7 @@ import numpy as np
 from .. import DOMAIN
 from .ada_layer_norm_measured import DEVICE, SPEEDUP
 from .graph import attrs, is_op
-from .patterns import Left, Match, Rewriter
+from .patterns import Left, Match, Rewriter, measured_form
 
 
 def _other(node, value: str) -> str | None:
@@ -84,17 +84,10 @@ def _scale_of(g, factor: str, c: int) -> tuple[str, list] | None:
 
 
 def choose(r: Rewriter, x: str, form: str) -> str:
-    dtype = r.dtype(x)
-    if dtype is None:
-        raise Left("X's element type is not known")
-    r.check_served("AdaLayerNorm", dtype, ("fp16", "fp32", "bf16"))
-    speedup = SPEEDUP.get(dtype, {}).get(form)
-    if speedup is None:
-        raise Left(f"no {dtype} {form} AdaLayerNorm was measured on {DEVICE}: the export's nodes kept")
-    if speedup < 1:
-        raise Left(f"the export's nodes measured faster than the library's AdaLayerNorm ({speedup:.2f}x, {form}, "
-                   f"{dtype}, {DEVICE})")
-    return dtype
+    """X's dtype when the library serves it and its AdaLayerNorm measured faster than the export's `form`."""
+    if r.dtype(x) is not None:
+        r.check_served("AdaLayerNorm", r.dtype(x), ("fp16", "fp32", "bf16"))
+    return measured_form(r, x, SPEEDUP, DEVICE, "the library's AdaLayerNorm", form)
 
 
 class ModulatedLayerNorm:

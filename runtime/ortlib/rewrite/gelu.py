@@ -26,7 +26,7 @@ import numpy as np
 from .gelu_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, is_op
 from .loads import ort_runs
-from .patterns import Left, Match, Rewriter
+from .patterns import Left, Match, Rewriter, measured_form
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
@@ -97,16 +97,9 @@ def _bias_input(r: Rewriter, name: str, b: np.ndarray) -> str:
 
 
 def choose(r: Rewriter, x: str, form: str) -> str:
-    """X's dtype when FastGelu measured faster than `form` for it; Left with the reason otherwise."""
-    dtype = r.dtype(x)
-    if dtype is None:
-        raise Left("X's element type is not known")
-    speedup = SPEEDUP.get(dtype, {}).get(form)
-    if speedup is None:
-        raise Left(f"no {dtype} FastGelu against the {form} form was measured on {DEVICE}: the export's nodes kept")
-    if speedup < 1:
-        raise Left(f"the export's nodes measured faster than ORT's FastGelu ({speedup:.2f}x, {form}, {dtype}, "
-                   f"{DEVICE})")
+    """X's dtype when FastGelu measured faster than `form` for it and the installed onnxruntime runs it; Left
+    with the reason otherwise."""
+    dtype = measured_form(r, x, SPEEDUP, DEVICE, "ORT's FastGelu", form)
     if not ort_runs(MS, "FastGelu", dtype):
         raise Left(f"ORT's FastGelu has no {dtype} kernel in the installed onnxruntime")
     return dtype

@@ -90,6 +90,22 @@ class Rewriter:
         return fresh(base, self.graph.node_names)
 
 
+def measured_form(r: Rewriter, x: str, speedups: dict, device: str, what: str, form: str) -> str:
+    """X's dtype where `what` (an op the rewrite writes, e.g. "ORT's FastGelu") measured faster than the export's
+    `form` of nodes in that dtype's own rows (`speedups`: {dtype: {form: speed-up}}, a *_measured.py table);
+    Left naming the reason otherwise: the dtype unknown, not measured, or measured slower."""
+    dtype = r.dtype(x)
+    if dtype is None:
+        raise Left("X's element type is not known")
+    speedup = speedups.get(dtype, {}).get(form)
+    if speedup is None:
+        raise Left(f"{what} was not measured against the export's {form} form in {dtype} on {device}: the "
+                   "export's nodes kept")
+    if speedup < 1:
+        raise Left(f"the export's nodes measured faster than {what} ({speedup:.2f}x, {form}, {dtype}, {device})")
+    return dtype
+
+
 def silu_after(g: Graph, value: str):
     """(Sigmoid, Mul) when `value` is read only by y * Sigmoid(y), in either operand order."""
     users = g.consumers.get(value, [])
