@@ -38,26 +38,18 @@ def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, 
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:
-    lines = ['"""The library\'s AdaLayerNorm against the export\'s LayerNormalization and modulation nodes per form '
-             "(written by",
-             "benchmarks/ada_layer_norm_choice.py from benchmarks/results/results.csv; do not edit): the geometric "
-             "mean over",
-             "the measured shapes of the export's time over the library's, "
-             f"{device}, onnxruntime-gpu's CUDA EP. The",
-             'rewrite writes AdaLayerNorm for a form and dtype whose speed-up is at least 1."""', "",
-             f'DEVICE = "{device}"', "SPEEDUP = {"]
-    lines += [f'    "{dtype}": {by!r},' for dtype, by in table.items()]
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def summary(table) -> list[str]:
-    return [f"{dtype}: " + ", ".join(f"{form} {v}x" for form, v in by.items()) for dtype, by in table.items()]
+    return choice_table.form_table_text([
+        '"""The library\'s AdaLayerNorm against the export\'s LayerNormalization and modulation nodes per form '
+        "(written by",
+        "benchmarks/ada_layer_norm_choice.py from benchmarks/results/results.csv; do not edit): the geometric mean "
+        "over",
+        f"the measured shapes of the export's time over the library's, {device}, onnxruntime-gpu's CUDA EP. The",
+        'rewrite writes AdaLayerNorm for a form and dtype whose speed-up is at least 1."""'], table, device)
 
 
 def main(argv=None) -> int:
     return choice_table.run(argv, __doc__.splitlines()[0], TABLE, DEVICE, speedups, module_text, "ada_layer_norm",
-                            summary)
+                            choice_table.form_summary)
 
 
 if __name__ == "__main__":

@@ -58,3 +58,16 @@ def geomeans(ratios: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, f
     """{dtype: {key: [ratio, ...]}} -> {dtype: {key: geometric mean, 3 decimals}}, sorted."""
     return {dt: {k: round(math.exp(sum(map(math.log, v)) / len(v)), 3) for k, v in sorted(by.items())}
             for dt, by in sorted(ratios.items())}
+
+
+def form_table_text(doc: list[str], table: dict[str, dict[str, float]], device: str) -> str:
+    """A *_measured.py module of per-form speed-ups: `doc` (its docstring's lines, quotes included), DEVICE, and
+    SPEEDUP = {dtype: {form: speed-up}}."""
+    lines = [*doc, "", f'DEVICE = "{device}"', "SPEEDUP = {"]
+    lines += [f'    "{dtype}": {by!r},' for dtype, by in table.items()]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def form_summary(table: dict[str, dict[str, float]]) -> list[str]:
+    return [f"{dtype}: " + ", ".join(f"{form} {v}x" for form, v in by.items()) for dtype, by in table.items()]

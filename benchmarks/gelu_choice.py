@@ -38,21 +38,16 @@ def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, 
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:
-    lines = ['"""ORT\'s FastGelu against the export\'s own GELU nodes per form (written by benchmarks/gelu_choice.py',
-             "from benchmarks/results/results.csv; do not edit): the geometric mean over the measured MLP shapes of",
-             f"the export's time over FastGelu's, {device}, onnxruntime-gpu's CUDA EP. The rewrite writes FastGelu",
-             'for a form and dtype whose speed-up is at least 1."""', "", f'DEVICE = "{device}"', "SPEEDUP = {"]
-    lines += [f'    "{dtype}": {by!r},' for dtype, by in table.items()]
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def summary(table) -> list[str]:
-    return [f"{dtype}: " + ", ".join(f"{form} {v}x" for form, v in by.items()) for dtype, by in table.items()]
+    return choice_table.form_table_text([
+        '"""ORT\'s FastGelu against the export\'s own GELU nodes per form (written by benchmarks/gelu_choice.py',
+        "from benchmarks/results/results.csv; do not edit): the geometric mean over the measured MLP shapes of",
+        f"the export's time over FastGelu's, {device}, onnxruntime-gpu's CUDA EP. The rewrite writes FastGelu",
+        'for a form and dtype whose speed-up is at least 1."""'], table, device)
 
 
 def main(argv=None) -> int:
-    return choice_table.run(argv, __doc__.splitlines()[0], TABLE, DEVICE, speedups, module_text, "gelu", summary)
+    return choice_table.run(argv, __doc__.splitlines()[0], TABLE, DEVICE, speedups, module_text, "gelu",
+                            choice_table.form_summary)
 
 
 if __name__ == "__main__":

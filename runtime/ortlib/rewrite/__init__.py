@@ -10,15 +10,13 @@ GroupNormalization 18 and 21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, eac
 fused in where the form allows, and last-axis Softmax / LogSoftmax at row lengths where the library's
 kernel measured faster than ORT's own (softmax_measured.py, derived from the committed measurements by
 benchmarks/softmax_choice.py: ORT's kernel wins on attention over 77 text tokens or ViT's 197, and on
-fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row), and a
-Linear's GELU-tanh to ORT's own FastGelu with the bias folded in where that measured faster (gelu.py), and a
-diffusion transformer's modulated LayerNorm, with the gated residual before it, to the library's AdaLayerNorm
-where that measured faster (ada_layer_norm.py). Types
-and shapes come
-from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is almost one of these
-forms but not quite is left as it is, and the report names it and says why; so is one whose dtype the
-library (`library=`) has no CUDA kernel for. The forms are found inside If branches and Loop and Scan
-bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims (dynamic batch,
+fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row), a Linear's
+GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py), and a diffusion transformer's modulated
+LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), each where it
+measured faster. Types and shapes come from graph.py (ONNX's inference carried past ORT's contrib ops). A
+node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
+so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches
+and Loop and Scan bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims (dynamic batch,
 resolution) are kept symbolic. Models of any size are read and written with their external data
 (files.py). A model that passes onnx.checker still does after; node names and outputs are kept, nodes only
 the replaced ones read are dropped, and the domain is added to the model's opsets. `rewrite_file` writes

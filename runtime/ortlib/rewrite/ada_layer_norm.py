@@ -23,20 +23,8 @@ import numpy as np
 
 from .. import DOMAIN
 from .ada_layer_norm_measured import DEVICE, SPEEDUP
-from .graph import attrs, is_op
+from .graph import attrs, is_op, other_operand
 from .patterns import Left, Match, Rewriter, measured_form
-
-
-def _other(node, value: str) -> str | None:
-    ins = list(node.input)
-    if len(ins) != 2 or ins.count(value) != 1:
-        return None
-    return ins[1] if ins[0] == value else ins[0]
-
-
-def _is_one(g, name: str) -> bool:
-    v = g.const(name)
-    return v is not None and v.size == 1 and float(v.reshape(-1)[0]) == 1.0
 
 
 def _per_item(g, name: str, c: int, depth: int = 0) -> bool:
@@ -71,14 +59,14 @@ def _scale_of(g, factor: str, c: int) -> tuple[str, list] | None:
     node = g.producer.get(factor)
     if is_op(node, "Add") and _per_item(g, factor, c):
         for i, j in ((0, 1), (1, 0)):
-            if _is_one(g, node.input[j]):
+            if g.scalar(node.input[j]) == 1:
                 return node.input[i], [node]
     if is_op(node, "Unsqueeze") and _per_item(g, factor, c):
         add = g.producer.get(node.input[0])
         d = g.dims(node.input[0])
         if is_op(add, "Add") and d is not None and len(d) == 2 and g.only_reader(add.output[0]) is node:
             for i, j in ((0, 1), (1, 0)):
-                if _is_one(g, add.input[j]):
+                if g.scalar(add.input[j]) == 1:
                     return add.input[i], [add, node]
     return None
 
@@ -116,13 +104,13 @@ class ModulatedLayerNorm:
         bias = g.const(ln.input[2]) if len(ln.input) > 2 and ln.input[2] else np.zeros(1)
         if weight is None or bias is None or not np.all(weight == 1) or not np.all(bias == 0):
             raise Left("the norm has an affine (weight not one or bias not zero): not a modulated norm")
-        factor = _other(mul, ln.output[0])
+        factor = other_operand(mul, ln.output[0])
         found = _scale_of(g, factor, c) if factor else None
         if found is None:
             raise Left("the norm is not multiplied by 1 + scale per item")
         scale, _ = found
         add = g.only_reader(mul.output[0])
-        shift = _other(add, mul.output[0]) if is_op(add, "Add") else None
+        shift = other_operand(add, mul.output[0]) if is_op(add, "Add") else None
         if shift is None or not _per_item(g, shift, c):
             raise Left("(1 + scale) * norm is not followed by + shift per item")
         inputs, outputs, removed, form = [x, scale, shift], [add.output[0]], [ln, mul, add], "plain"

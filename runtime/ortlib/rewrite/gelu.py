@@ -24,24 +24,11 @@ import math
 import numpy as np
 
 from .gelu_measured import DEVICE, SPEEDUP
-from .graph import MS, attrs, is_op
+from .graph import MS, attrs, is_op, other_operand
 from .loads import ort_runs
 from .patterns import Left, Match, Rewriter, measured_form
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-
-
-def _scalar(g, name: str) -> float | None:
-    v = g.const(name)
-    return float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
-
-
-def _other(node, value: str) -> str | None:
-    """The operand of a binary node that is not `value` (None when `value` is not exactly one of them)."""
-    ins = list(node.input)
-    if len(ins) != 2 or ins.count(value) != 1:
-        return None
-    return ins[1] if ins[0] == value else ins[0]
 
 
 def _times_const(g, node, c: float) -> str | None:
@@ -49,7 +36,7 @@ def _times_const(g, node, c: float) -> str | None:
     if not is_op(node, "Mul"):
         return None
     for i, j in ((0, 1), (1, 0)):
-        s = _scalar(g, node.input[j])
+        s = g.scalar(node.input[j])
         if s is not None and math.isclose(s, c, rel_tol=2e-3):
             return node.input[i]
     return None
@@ -58,7 +45,7 @@ def _times_const(g, node, c: float) -> str | None:
 def _cube_of(g, value: str) -> tuple[str, list] | None:
     """(x, nodes) when `value` is x^3 as x * (x * x), (x * x) * x or Pow(x, 3)."""
     node = g.producer.get(value)
-    if is_op(node, "Pow") and _scalar(g, node.input[1]) == 3:
+    if is_op(node, "Pow") and g.scalar(node.input[1]) == 3:
         return node.input[0], [node]
     if not is_op(node, "Mul"):
         return None
@@ -142,10 +129,10 @@ class TanhGeluDecomposed:
         else:
             return None
         one = g.only_reader(tanh.output[0])
-        if not is_op(one, "Add") or _scalar(g, _other(one, tanh.output[0]) or "") != 1:
+        if not is_op(one, "Add") or g.scalar(other_operand(one, tanh.output[0]) or "") != 1:
             raise Left("tanh(...) is not followed by + 1 alone")
         mul = g.only_reader(one.output[0])
-        other = _other(mul, one.output[0]) if is_op(mul, "Mul") else None
+        other = other_operand(mul, one.output[0]) if is_op(mul, "Mul") else None
         if other is None:
             raise Left("1 + tanh(...) is not multiplied by x alone")
         half = []

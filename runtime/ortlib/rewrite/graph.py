@@ -78,6 +78,14 @@ def attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
+def other_operand(node, value: str) -> str | None:
+    """The input of a two-input node that is not `value` (None when `value` is not exactly one of them)."""
+    ins = list(node.input) if node is not None else []
+    if len(ins) != 2 or ins.count(value) != 1:
+        return None
+    return ins[1] if ins[0] == value else ins[0]
+
+
 def outer_reads(node) -> list[str]:
     """The values of the enclosing scopes that `node`'s subgraphs read (at any depth)."""
     out = []
@@ -153,6 +161,11 @@ class Graph:
                 value = None
             self._consts[name] = value
         return self._consts[name]
+
+    def scalar(self, name: str) -> float | None:
+        """The value of `name` when the model fixes it to one number."""
+        v = self.const(name)
+        return float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
 
     def _fold(self, name: str) -> np.ndarray | None:
         from onnx import helper, numpy_helper
