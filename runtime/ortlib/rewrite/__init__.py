@@ -16,8 +16,8 @@ LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada
 measured faster. Types and shapes come from graph.py (ONNX's inference carried past ORT's contrib ops). A
 node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
 so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches
-and Loop and Scan bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims (dynamic batch,
-resolution) are kept symbolic. Models of any size are read and written with their external data
+and Loop and Scan bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims
+(dynamic batch, resolution) are kept symbolic. Models of any size are read and written with their external data
 (files.py). A model that passes onnx.checker still does after; node names and outputs are kept, nodes only
 the replaced ones read are dropped, and the domain is added to the model's opsets. `rewrite_file` writes
 only a model that onnxruntime loads with the library registered (loads.py).
