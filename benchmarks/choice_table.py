@@ -54,6 +54,18 @@ def newest_rows(path: Path, device: str, benchmark: str, metric: str = "us") -> 
     return newest
 
 
+def fused_speedups(path: Path, device: str, benchmark: str, fused: str, forms) -> dict[str, dict[str, float]]:
+    """{dtype: {form: geometric mean over shapes of the form's us / the `fused` provider's us}} of a benchmark whose
+    rows have one provider per form (the export's nodes) and one for the node the rewrite writes."""
+    newest = newest_rows(path, device, benchmark)
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for (shape, dtype, provider), row in newest.items():
+        one = newest.get((shape, dtype, fused))
+        if provider in forms and one is not None:
+            ratios.setdefault(dtype, {}).setdefault(provider, []).append(float(row["value"]) / float(one["value"]))
+    return geomeans(ratios)
+
+
 def geomeans(ratios: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
     """{dtype: {key: [ratio, ...]}} -> {dtype: {key: geometric mean, 3 decimals}}, sorted."""
     return {dt: {k: round(math.exp(sum(map(math.log, v)) / len(v)), 3) for k, v in sorted(by.items())}

@@ -140,6 +140,19 @@ def dit_streams(name: str) -> list[tuple[int, int, int]]:
     return streams
 
 
+def unet_streams(name: str) -> list[tuple[int, int, int]]:
+    """(items, tokens per item, channels) of each distinct resolution a UNet's transformer blocks run at, at the
+    model's side: each cross-attention down block's level (latent side / 2^level, its block_out_channels) and the
+    mid block's at the lowest level; the up blocks mirror them."""
+    m = MODELS[name]
+    c = m.config
+    latent, chans = m.side // 8, c["block_out_channels"]
+    streams = [(m.batch, (latent >> level) ** 2, ch)
+               for level, (kind, ch) in enumerate(zip(c["down_block_types"], chans)) if kind.startswith("CrossAttn")]
+    streams.append((m.batch, (latent >> (len(chans) - 1)) ** 2, chans[-1]))
+    return list(dict.fromkeys(streams))
+
+
 def models(spec: str) -> list[E2EModel]:
     names = list(MODELS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in MODELS]

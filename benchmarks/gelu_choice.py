@@ -28,13 +28,7 @@ FORMS = ("decomposed", "onnx_gelu")
 
 def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, float]]:
     """{dtype: {form: geometric mean over shapes of the form's us / FastGelu's us}}."""
-    newest = choice_table.newest_rows(path, device, "gelu")
-    ratios: dict[str, dict[str, list[float]]] = {}
-    for (shape, dtype, provider), row in newest.items():
-        fused = newest.get((shape, dtype, "fast_gelu"))
-        if provider in FORMS and fused is not None:
-            ratios.setdefault(dtype, {}).setdefault(provider, []).append(float(row["value"]) / float(fused["value"]))
-    return choice_table.geomeans(ratios)
+    return choice_table.fused_speedups(path, device, "gelu", "fast_gelu", FORMS)
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:

@@ -149,22 +149,27 @@ def median_run_s(session, binding, runs: int, warmup: int) -> float:
 class OrtRival:
     """Sessions of one execution provider timing graphs of K identical nodes (see the module's text)."""
 
-    def __init__(self, provider: str = CUDA_EP, device_id: int = 0, custom_ops: str | None = None):
-        """custom_ops: a custom-op library every session registers (runtime/ortlib)."""
+    def __init__(self, provider: str = CUDA_EP, device_id: int = 0, custom_ops: str | None = None,
+                 optimize: bool = False):
+        """custom_ops: a custom-op library every session registers (runtime/ortlib); optimize: ORT's graph
+        optimizations on, as a user's session has them (for graphs whose nodes ORT itself fuses: a MatMul and
+        its bias Add into a Gemm)."""
         import onnxruntime as ort
 
         why = unavailable(provider)
         if why:
             raise RuntimeError(why)
         self.ort, self.provider, self.device_id, self.custom_ops = ort, provider, device_id, custom_ops
+        self.optimize = optimize
         self.device = "cuda" if provider == CUDA_EP else "cpu"
         self.version = ort.__version__
 
     def _session(self, model, graph: bool):
         so = self.ort.SessionOptions()
         so.log_severity_level = 3
-        # The graph as built: no fusion or layout change may replace ORT's kernel under test.
-        so.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        # The graph as built unless asked: no fusion or layout change may replace ORT's kernel under test.
+        level = self.ort.GraphOptimizationLevel
+        so.graph_optimization_level = level.ORT_ENABLE_ALL if self.optimize else level.ORT_DISABLE_ALL
         if self.custom_ops:
             so.register_custom_ops_library(str(self.custom_ops))
         options = {"device_id": str(self.device_id)}
@@ -193,9 +198,11 @@ class OrtRival:
             values.append(self._device_value(array))
             self._bind(binding.bind_input, binding.bind_ortvalue_input, name, values[-1])
         for out in session.get_outputs():
-            # y<i> (and y<i><suffix>, a node's second output) has x<i>'s shape
+            # y<i> (and y<i><suffix>, a node's second output) has x<i>'s type, and its shape where the model
+            # leaves it open
             src = inputs[re.sub(r"^y(\d+).*", r"x\1", out.name)]
-            values.append(self._empty_like(src))
+            shape = out.shape if all(isinstance(d, int) for d in out.shape) else None
+            values.append(self._empty_like(src, shape))
             self._bind(binding.bind_output, binding.bind_ortvalue_output, out.name, values[-1])
         # the first runs capture the graph (or warm the arena and kernels)
         seconds = median_run_s(session, binding, runs, warmup=3)
@@ -210,12 +217,13 @@ class OrtRival:
             return array.contiguous()
         return self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
 
-    def _empty_like(self, src):
+    def _empty_like(self, src, shape=None):
+        shape = list(src.shape if shape is None else shape)
         if _is_torch(src):
             import torch
 
-            return torch.empty_like(src)
-        return self.ort.OrtValue.ortvalue_from_shape_and_type(list(src.shape), src.dtype, self.device, self.device_id)
+            return torch.empty(shape, dtype=src.dtype, device=src.device)
+        return self.ort.OrtValue.ortvalue_from_shape_and_type(shape, src.dtype, self.device, self.device_id)
 
     def _bind(self, by_address, by_value, name, value):
         if _is_torch(value):

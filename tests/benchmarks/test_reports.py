@@ -34,14 +34,32 @@ def test_the_readmes_end_to_end_report_is_what_e2e_bench_prints():
     assert block == _printed(e2e_bench.main, ["--report"])
 
 
-@pytest.mark.parametrize("name", ["gelu", "ada_layer_norm"])
-def test_the_rewrites_epilogue_tables_are_what_their_choice_scripts_derive(name):
+# (table, whether results.csv holds its rows yet: the UNet blocks' fused ops await their GPU run)
+@pytest.mark.parametrize("name,rows", [("gelu", True), ("ada_layer_norm", True), ("skip_layer_norm", False),
+                                       ("bias_split_gelu", False)])
+def test_the_rewrites_epilogue_tables_are_what_their_choice_scripts_derive(name, rows):
     import importlib
 
     choice = importlib.import_module(f"benchmarks.{name}_choice")
     measured = importlib.import_module(f"tritonforge.runtime.ortlib.rewrite.{name}_measured")
     assert choice.TABLE.read_text() == choice.module_text(choice.speedups())
-    assert measured.SPEEDUP == choice.speedups() and measured.SPEEDUP, name
+    assert measured.SPEEDUP == choice.speedups() and bool(measured.SPEEDUP) == rows, name
+
+
+def test_a_fused_ops_speed_up_is_the_geometric_mean_of_its_newest_rows_per_dtype_and_form(tmp_path):
+    from benchmarks import choice_table
+    from benchmarks.results import write_rows
+
+    path = tmp_path / "r.csv"
+    row = lambda shape, dtype, provider, us: {"provider": provider, "shape": shape, "dtype": dtype,  # noqa: E731
+                                              "metric": "us", "unit": "us", "value": str(us)}
+    write_rows("op", "GPU", [row("a", "fp16", "export", 30), row("a", "fp16", "fused", 10),
+                             row("b", "fp16", "export", 40), row("b", "fp16", "fused", 30),
+                             row("a", "fp32", "export", 5), row("a", "fp32", "fused", 10),
+                             row("c", "fp32", "export", 9)], path)  # c: no fused row, no ratio
+    write_rows("op", "other GPU", [row("a", "fp16", "fused", 1)], path)
+    got = choice_table.fused_speedups(path, "GPU", "op", "fused", ("export",))
+    assert got == {"fp16": {"export": round((3 * 4 / 3) ** 0.5, 3)}, "fp32": {"export": 0.5}}
 
 
 def test_the_rewrites_softmax_table_is_what_softmax_choice_derives():

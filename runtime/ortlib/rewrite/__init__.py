@@ -12,8 +12,10 @@ kernel measured faster than ORT's own (softmax_measured.py, derived from the com
 benchmarks/softmax_choice.py: ORT's kernel wins on attention over 77 text tokens or ViT's 197, and on
 fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row), a Linear's
 GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py), and a diffusion transformer's modulated
-LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), each where it
-measured faster. Types and shapes come from graph.py (ONNX's inference carried past ORT's contrib ops). A
+LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), a UNet block's
+Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py) and its GEGLU, the
+bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), each where it measured faster. Types and shapes
+come from graph.py (ONNX's inference carried past ORT's contrib ops). A
 node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
 so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches
 and Loop and Scan bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims
@@ -34,12 +36,14 @@ from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
 from .ada_layer_norm import ADA_LAYER_NORM
 from .attention import ATTENTION
+from .bias_split_gelu import BIAS_SPLIT_GELU
 from .files import ModelFileError, read, tensors, write
 from .gelu import GELU
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
 from .layout import channels_last
 from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
+from .skip_layer_norm import SKIP_LAYER_NORM
 
 __all__ = ["Report", "RewriteError", "rewrite", "rewrite_file"]
 
@@ -135,7 +139,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 def _matchers() -> dict:
     by_anchor = {}
     # attention before softmax: a Softmax is an attention's first
-    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM):
+    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *BIAS_SPLIT_GELU):
         for anchor in p.anchors:
             by_anchor.setdefault(anchor, []).append(p)
     return by_anchor

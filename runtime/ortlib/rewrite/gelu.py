@@ -21,25 +21,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .gelu_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, is_op, other_operand
 from .loads import ort_runs
-from .patterns import Left, Match, Rewriter, measured_form
+from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form, times_const
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-
-
-def _times_const(g, node, c: float) -> str | None:
-    """The other operand of Mul(v, c) with the scalar constant c (either order), else None."""
-    if not is_op(node, "Mul"):
-        return None
-    for i, j in ((0, 1), (1, 0)):
-        s = g.scalar(node.input[j])
-        if s is not None and math.isclose(s, c, rel_tol=2e-3):
-            return node.input[i]
-    return None
 
 
 def _cube_of(g, value: str) -> tuple[str, list] | None:
@@ -56,33 +43,6 @@ def _cube_of(g, value: str) -> tuple[str, list] | None:
     return None
 
 
-def _bias_add(g, x: str, readers: list):
-    """(y, b's name, b, Add) where x = Add(y, b) of a constant b with one value per last-axis element, and
-    only `readers` read x; else None."""
-    add = g.producer.get(x)
-    if not is_op(add, "Add") or x in g.outputs or {id(n) for n in g.consumers.get(x, [])} - {id(n) for n in readers}:
-        return None
-    dims = g.dims(x)
-    for i, j in ((0, 1), (1, 0)):
-        b = g.const(add.input[j])
-        if b is None or b.size < 2 or not dims or dims[-1] != b.size or b.shape[-1] != b.size:
-            continue
-        return add.input[i], add.input[j], b, add
-    return None
-
-
-def _bias_input(r: Rewriter, name: str, b: np.ndarray) -> str:
-    """The bias as FastGelu takes it: 1-D of X's type (the initializer itself where it is 1-D already)."""
-    g = r.graph
-    if name in g.inits and len(g.inits[name].dims) == 1:
-        return name
-    from onnx import numpy_helper
-
-    new = g.unique(f"{name}_tf_1d")
-    r.initializers.append(numpy_helper.from_array(np.ascontiguousarray(b.reshape(-1)), new))
-    return new
-
-
 def choose(r: Rewriter, x: str, form: str) -> str:
     """X's dtype when FastGelu measured faster than `form` for it and the installed onnxruntime runs it; Left
     with the reason otherwise."""
@@ -97,10 +57,10 @@ def _fast_gelu(r: Rewriter, anchor, x: str, out: str, removed: list, form: str, 
 
     dtype = choose(r, x, form)
     inputs, add = [x], []
-    found = _bias_add(r.graph, x, removed)
+    found = bias_add(r.graph, x, removed)
     if found:
         y, b_name, b, a = found
-        inputs, add = [y, _bias_input(r, b_name, b)], [a]
+        inputs, add = [y, bias_input(r, b_name, b)], [a]
     name = r.node_name((anchor.name or out).rsplit("/", 1)[0] + "/FastGelu")
     node = helper.make_node("FastGelu", inputs, [out], name=name, domain=MS)
     return Match([*add, *removed], node, source, dtype=dtype)
@@ -115,13 +75,13 @@ class TanhGeluDecomposed:
     def match(self, r: Rewriter, tanh):
         g = r.graph
         scaled = g.producer.get(tanh.input[0])
-        inner = _times_const(g, scaled, _SQRT_2_OVER_PI)
+        inner = times_const(g, scaled, _SQRT_2_OVER_PI)
         add = g.producer.get(inner) if inner else None
         if not is_op(add, "Add"):
             return None
         for i, j in ((0, 1), (1, 0)):
             tail = g.producer.get(add.input[j])
-            cube = _times_const(g, tail, 0.044715)
+            cube = times_const(g, tail, 0.044715)
             found = _cube_of(g, cube) if cube else None
             if found and found[0] == add.input[i]:
                 x, cubed = found
@@ -138,12 +98,12 @@ class TanhGeluDecomposed:
         half = []
         if other == x:  # 0.5 * (x * (1 + tanh)), either order
             last = g.only_reader(mul.output[0])
-            if _times_const(g, last, 0.5) != mul.output[0]:
+            if times_const(g, last, 0.5) != mul.output[0]:
                 raise Left("x * (1 + tanh(...)) is not halved")
             out, tail_nodes = last.output[0], [mul, last]
         else:  # (0.5 * x) * (1 + tanh)
             h = g.producer.get(other)
-            if _times_const(g, h, 0.5) != x or g.only_reader(other) is not mul:
+            if times_const(g, h, 0.5) != x or g.only_reader(other) is not mul:
                 raise Left("1 + tanh(...) is multiplied by something other than x or x / 2")
             out, tail_nodes, half = mul.output[0], [mul], [h]
         for v in (scaled.output[0], add.output[0], cubed[-1].output[0], tail.output[0], tanh.output[0]):
@@ -162,7 +122,7 @@ class OnnxGelu:
     def match(self, r: Rewriter, node):
         if attrs(node).get("approximate", b"none") not in (b"tanh", "tanh"):
             return None  # the exact GELU: ORT's own Gelu and BiasGelu fusions serve it
-        if _bias_add(r.graph, node.input[0], [node]) is None:
+        if bias_add(r.graph, node.input[0], [node]) is None:
             return None  # ORT's Gelu is one pass already
         return _fast_gelu(r, node, node.input[0], node.output[0], [node], "onnx_gelu", self.source)
 

@@ -26,7 +26,9 @@ _SMALL = 4096  # initializers up to this many elements are folded and kept in th
 _FOLD_LIMIT = 1 << 16  # constants folded up to this many elements (weights and biases per channel)
 
 # What Graph.const folds through: what exporters put in front of weights and shapes.
-_FOLDS = {"Constant", "Shape", "Identity", "Cast", "CastLike", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Concat"}
+_FOLDS = {"Constant", "Shape", "Identity", "Cast", "CastLike", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Concat",
+          "Gather", "Add", "Sub", "Mul", "Div"}
+_INT_MATHS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": lambda a, b: np.trunc(a / b)}
 # Ops whose outputs have their first input's type and shape (for the inference probe), by (domain, op).
 _SAME_AS_X = {("", "GroupNormalization"), (MS, "GroupNorm"), (MS, "SkipGroupNorm"), (MS, "BiasAdd"),
               (MS, "SkipLayerNormalization"), (MS, "FastGelu"), (MS, "BiasGelu"), (MS, "QuickGelu")}
@@ -179,6 +181,10 @@ class Graph:
         op, a = node.op_type, attrs(node)
         if op not in _FOLDS:  # no walk up through ops that are never constant here (the whole graph, else)
             return None
+        if op in _INT_MATHS and any(self.elem(i) not in (6, 7) for i in node.input):
+            return None  # arithmetic folds on integers only (shape computations), never a float tensor's chain
+        if op == "Gather":
+            return self._gather(node, a)
         ins = [self.const(i) if i else None for i in node.input] if op not in ("Constant", "Shape") else []
         if op == "Constant":
             if "value" in a:  # its data may lie beside the model, as large exports keep it
@@ -232,7 +238,29 @@ class Graph:
             if any(v is None for v in ins):
                 return None
             return np.concatenate(ins, axis=a["axis"])
+        if op in _INT_MATHS and ins[1] is not None:
+            return _INT_MATHS[op](x, ins[1]).astype(np.result_type(x, ins[1]))
         return None
+
+    def _gather(self, node, a: dict) -> np.ndarray | None:
+        """Gather of a constant, or of Shape(v) at fixed indices where v's dims there are fixed (the last dim of
+        a tensor whose batch and tokens are symbolic)."""
+        idx = self.const(node.input[1])
+        if idx is None:
+            return None
+        data = self.const(node.input[0])
+        if data is None:
+            shape = self.producer.get(node.input[0])
+            dims = self.dims(shape.input[0]) if is_op(shape, "Shape") and a.get("axis", 0) == 0 else None
+            if dims is None:
+                return None
+            sa = attrs(shape)
+            dims = dims[sa.get("start", 0):sa.get("end", len(dims))]
+            picked = [dims[int(i)] for i in idx.reshape(-1)]
+            if any(not isinstance(d, int) for d in picked):
+                return None
+            return np.array(picked, np.int64).reshape(idx.shape)
+        return np.take(data, idx.astype(np.int64), axis=a.get("axis", 0))
 
 
 def every_node(g):

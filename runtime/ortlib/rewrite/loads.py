@@ -7,9 +7,10 @@ A model with ops the CPU EP has no kernel for (ORT's optimizer's NhwcConv, bfloa
 then stops at the first such node: a load for a GPU session, said so, where that node is the export's own.
 A node the rewrite wrote must run somewhere: the library's ops run on the CPU EP in every dtype, so a
 missing kernel of the library's domain is a refusal; ORT's own ops the rewrite writes
-(com.microsoft.MultiHeadAttention, FastGelu) are checked one by one, on the CPU EP, or on an EP of the installed
-onnxruntime whose kernels ORT_KERNELS lists. Where onnxruntime refuses the export itself, the error says so.
-Without onnxruntime nothing is written unless the caller asks for an unchecked write."""
+(com.microsoft.MultiHeadAttention, FastGelu, SkipLayerNormalization, BiasSplitGelu) are checked one by one, on
+the CPU EP, or on an EP of the installed onnxruntime whose kernels ORT_KERNELS lists. Where onnxruntime refuses
+the export itself, the error says so. Without onnxruntime nothing is written unless the caller asks for an
+unchecked write."""
 
 from __future__ import annotations
 
@@ -21,13 +22,19 @@ from .. import DOMAIN
 from .files import ModelFileError
 from .graph import MS
 
-# The dtypes ORT's GPU EPs serve for the ops of its own that the rewrite writes (MultiHeadAttention and FastGelu
-# in float, float16 and, as onnxruntime-gpu 1.31 runs them on an H200, bfloat16).
-ORT_KERNELS = {(MS, "MultiHeadAttention"): {"CUDAExecutionProvider": {"fp32", "fp16", "bf16"}},
-               (MS, "FastGelu"): {"CUDAExecutionProvider": {"fp32", "fp16", "bf16"}}}
-# A one-node model of each op for the CPU EP's probe: its inputs' shapes and its attributes.
-_PROBES = {(MS, "MultiHeadAttention"): ({"q": [1, 2, 8], "k": [1, 2, 8], "v": [1, 2, 8]}, {"num_heads": 1}),
-           (MS, "FastGelu"): ({"x": [1, 2, 8], "bias": [8]}, {})}
+# The dtypes ORT's GPU EPs serve for the ops of its own that the rewrite writes (as onnxruntime-gpu 1.31 runs them
+# on an H200; BiasSplitGelu and SkipLayerNormalization register float and float16 CUDA kernels only).
+_FLOATS = {"fp32", "fp16", "bf16"}
+ORT_KERNELS = {(MS, "MultiHeadAttention"): {"CUDAExecutionProvider": _FLOATS},
+               (MS, "FastGelu"): {"CUDAExecutionProvider": _FLOATS},
+               (MS, "BiasSplitGelu"): {"CUDAExecutionProvider": {"fp32", "fp16"}},
+               (MS, "SkipLayerNormalization"): {"CUDAExecutionProvider": {"fp32", "fp16"}}}
+# A one-node model of each op for the CPU EP's probe: its inputs' shapes, its attributes and its output's shape.
+_PROBES = {(MS, "MultiHeadAttention"): ({"q": [1, 2, 8], "k": [1, 2, 8], "v": [1, 2, 8]}, {"num_heads": 1}, [1, 2, 8]),
+           (MS, "FastGelu"): ({"x": [1, 2, 8], "bias": [8]}, {}, [1, 2, 8]),
+           (MS, "BiasSplitGelu"): ({"x": [1, 2, 2560], "bias": [2560]}, {}, [1, 2, 1280]),
+           (MS, "SkipLayerNormalization"): ({"x": [1, 2, 8], "skip": [1, 2, 8], "gamma": [8], "beta": [8],
+                                             "bias": [8]}, {}, [1, 2, 8])}
 
 
 def check_loads(path: Path, library: Path, shown: Path, source: Path | None = None, written=(),
@@ -104,10 +111,10 @@ def _cpu_kernel(ort, domain: str, op: str, dtype: str) -> bool:
     from onnx import TensorProto, helper
 
     elem = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
-    shapes, kwargs = _PROBES[(domain, op)]
+    shapes, kwargs, out = _PROBES[(domain, op)]
     x = [helper.make_tensor_value_info(n, elem, s) for n, s in shapes.items()]
     g = helper.make_graph([helper.make_node(op, list(shapes), ["y"], domain=domain, **kwargs)], "probe", x,
-                          [helper.make_tensor_value_info("y", elem, [1, 2, 8])])
+                          [helper.make_tensor_value_info("y", elem, out)])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)],
                               ir_version=8)
     so = ort.SessionOptions()

@@ -106,6 +106,44 @@ def measured_form(r: Rewriter, x: str, speedups: dict, device: str, what: str, f
     return dtype
 
 
+def bias_add(g, x: str, readers: list):
+    """(y, b's name, b, Add) where x = Add(y, b) of a constant b with one value per last-axis element, and
+    only `readers` read x; else None."""
+    add = g.producer.get(x)
+    if not is_op(add, "Add") or x in g.outputs or {id(n) for n in g.consumers.get(x, [])} - {id(n) for n in readers}:
+        return None
+    dims = g.dims(x)
+    for i, j in ((0, 1), (1, 0)):
+        b = g.const(add.input[j])
+        if b is None or b.size < 2 or not dims or dims[-1] != b.size or b.shape[-1] != b.size:
+            continue
+        return add.input[i], add.input[j], b, add
+    return None
+
+
+def bias_input(r: Rewriter, name: str, b: np.ndarray) -> str:
+    """The bias as ORT's fused ops take it: 1-D of X's type (the initializer itself where it is 1-D already)."""
+    g = r.graph
+    if name in g.inits and len(g.inits[name].dims) == 1:
+        return name
+    from onnx import numpy_helper
+
+    new = g.unique(f"{name}_tf_1d")
+    r.initializers.append(numpy_helper.from_array(np.ascontiguousarray(b.reshape(-1)), new))
+    return new
+
+
+def times_const(g, node, c: float) -> str | None:
+    """The other operand of Mul(v, c) with the scalar constant c (either order), else None."""
+    if not is_op(node, "Mul"):
+        return None
+    for i, j in ((0, 1), (1, 0)):
+        s = g.scalar(node.input[j])
+        if s is not None and math.isclose(s, c, rel_tol=2e-3):
+            return node.input[i]
+    return None
+
+
 def silu_after(g: Graph, value: str):
     """(Sigmoid, Mul) when `value` is read only by y * Sigmoid(y), in either operand order."""
     users = g.consumers.get(value, [])

@@ -38,6 +38,26 @@ def test_constants_fold_through_identity_unsqueeze_expand_cast_concat_and_a_fixe
     assert g.only_reader("w1").op_type == "Unsqueeze" and g.only_reader("x") is None  # Shape and Relu read x
 
 
+def test_shape_arithmetic_folds_where_the_dim_it_reads_is_fixed_and_float_arithmetic_never():
+    """chunk(2, -1)'s bounds as TorchScript computes them, on a tensor whose batch and tokens are symbolic."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    c = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(  # noqa: E731
+        np.array(v, np.int64)))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), c("last", -1), c("first", 0), c("one", [1]), c("two", [2]),
+             helper.make_node("Gather", ["s", "last"], ["d"], axis=0),
+             helper.make_node("Gather", ["s", "first"], ["batch"], axis=0),
+             helper.make_node("Add", ["d", "one"], ["d1"]), helper.make_node("Div", ["d1", "two"], ["half"]),
+             helper.make_node("Mul", ["half", "two"], ["end"]), helper.make_node("Sub", ["end", "one"], ["less"]),
+             helper.make_node("Add", ["x", "x"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, ["batch", "tokens", 7])],
+               [helper.make_tensor_value_info("y", f, None), helper.make_tensor_value_info("less", i64, None)])
+    g = Graph(m)
+    assert g.const("d").tolist() == 7 and g.const("half").tolist() == [4] and g.const("end").tolist() == [8]
+    assert g.const("less").tolist() == [7]
+    assert g.const("batch") is None  # the batch is symbolic
+    assert g.const("y") is None  # a float Add is never walked
+
+
 def test_types_and_shapes_go_past_nhwc_conv_and_group_norm():
     """What ORT's optimizer writes: NhwcConv (weights M x kH x kW x C) -> GroupNorm -> Softmax; ONNX's
     inference stops at the first, the stand-ins carry it through."""

@@ -18,6 +18,7 @@ from tritonforge.runtime.ortlib.rewrite import (  # noqa: E402
     gelu_measured,
     rewrite,
     rewrite_file,
+    skip_layer_norm_measured,
 )
 
 
@@ -209,6 +210,9 @@ DIT_NORMS = {"sd3_medium": 8, "sd35_medium": 7, "flux_dev": 7, "pixart_sigma": 5
 # resolution and Flux's text projection reshaped to the example's batch (the exports fail at other sizes themselves)
 DIT_SIZES = {"sd3_medium": ((2, 4), (1, 4)), "sd35_medium": ((2, 4), (1, 4)), "flux_dev": ((1, 4), (1, 3))}
 TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}  # relative to the output's largest magnitude, as the e2e bench checks
+# The tiny UNets' norms after a Linear's bias and the residual (norm2 and norm3 of each of their 4 transformer
+# blocks), and their GEGLUs (128 or 256 wide: ORT's BiasSplitGelu serves none, and each is left naming the widths).
+UNET_SKIP_NORMS, UNET_GEGLUS = 8, 4
 
 
 def _ops(path) -> Counter:
@@ -261,8 +265,15 @@ def test_every_group_norm_and_attention_of_an_export_is_rewritten_and_it_compute
     before = _ops(src)
     report = rewrite_file(src, dst, ort_library, softmax_min_cols=0, attention="tritonforge", layout="nchw")
     norms, attentions = before[("", "InstanceNormalization")], before[("", "Softmax")]
-    assert report.rewritten == {"GroupNormalization": norms, "MultiHeadAttention": attentions}, report.lines()
-    assert report.fused_silu > 0 and not report.left, report.lines()
+    blocks, gegl = (UNET_SKIP_NORMS, UNET_GEGLUS) if "_unet_" in name else (0, 0)  # a VAE has neither
+    skips = blocks if skip_layer_norm_measured.SPEEDUP.get(name.split(".")[-2]) else 0
+    assert report.rewritten == {"GroupNormalization": norms, "MultiHeadAttention": attentions,
+                                **({"SkipLayerNormalization": skips} if skips else {})}, report.lines()
+    # what stays says why: the GEGLUs (their widths), and the norms where no rows measured the fused one
+    unmeasured = [w for w in report.left if "SkipLayerNormalization was not measured" in w]
+    narrow = [w for w in report.left if "BiasSplitGelu takes (batch, tokens, width) of width 2560" in w]
+    assert len(unmeasured) == blocks - skips and len(narrow) == gegl, report.lines()
+    assert report.fused_silu > 0 and len(report.left) == len(unmeasured) + len(narrow), report.lines()
     after = _ops(dst)
     assert after[("tritonforge", "GroupNormalization")] == norms and not after[("", "InstanceNormalization")]
     # each attention is one node: its Softmax, both MatMuls and the heads' Reshapes and Transposes went
@@ -287,6 +298,27 @@ def session(path, lib=None):
 def run_file(path, lib):
     sess = session(path, lib)
     return sess.run(None, _feeds(sess))[0]
+
+
+@pytest.mark.parametrize("name", [c for c in UNETS if "_unet_" in c])
+def test_each_unet_blocks_bias_residual_and_norm_become_one_skip_layer_norm_that_computes_the_same(
+        ort_library, tmp_path, monkeypatch, name):
+    """Where SkipLayerNormalization measured faster in the export's dtype: every norm after a Linear and its
+    residual in every transformer block, as either exporter writes it (TorchScript's Div by 1 included)."""
+    dtype = name.split(".")[-2]
+    monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, dtype, {"export": 1.5})
+    src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
+    before = _ops(src)
+    report = rewrite_file(src, dst, ort_library, layout="nchw")
+    assert report.rewritten["SkipLayerNormalization"] == UNET_SKIP_NORMS, report.lines()
+    after = _ops(dst)
+    assert after[("com.microsoft", "SkipLayerNormalization")] == UNET_SKIP_NORMS
+    assert after[("", "LayerNormalization")] == before[("", "LayerNormalization")] - UNET_SKIP_NORMS
+    # each took its residual Add and its Linear's bias Add: the MatMuls stay
+    assert after[("", "MatMul")] == before[("", "MatMul")] - 2 * report.rewritten["MultiHeadAttention"]
+    assert after[("", "Add")] <= before[("", "Add")] - 2 * UNET_SKIP_NORMS
+    want, got = run_file(src, None), run_file(dst, ort_library)
+    assert _rel(want, got) < TOL[dtype]
 
 
 @pytest.mark.parametrize("name", [c for c in UNETS if ".dynamic." in c])

@@ -1,0 +1,145 @@
+"""rewrite/bias_split_gelu.py: a UNet's GEGLU, as each exporter writes it, to ORT's BiasSplitGelu with the Linear's
+bias folded in, where the measured table says so and the installed onnxruntime has the kernel (CUDA only).
+
+On a machine without the CUDA EP every GEGLU is left with that reason; what the node would compute is checked
+against the export's own numbers on the CPU EP through the op's definition (first half times the erf GELU of the
+second, after the bias)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import bias_split_gelu, bias_split_gelu_measured, rewrite  # noqa: E402
+
+C, S, D = 8, 3, 2560  # D: the GEGLU width of a 320-channel UNet level, one ORT's kernel serves
+CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    monkeypatch.setitem(bias_split_gelu_measured.SPEEDUP, "fp32", {"decomposed": 2.0, "onnx_gelu": 1.5})
+
+
+@pytest.fixture
+def runs_anywhere(monkeypatch):
+    """As on a machine whose onnxruntime has the CUDA EP: the matcher's structure, checked on any machine."""
+    monkeypatch.setattr(bias_split_gelu, "ort_runs", lambda domain, op, dtype: True)
+
+
+def _const(name, v, dtype=np.float32):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, dtype)))
+
+
+def _model(form: str, width: int = D, half_first: bool = False, bounds: str = "shape"):
+    """x (1, S, C) -> MatMul W (C, width) -> Add b -> GEGLU as `form` writes it: "decomposed" (TorchScript's two
+    Slices, bounds computed from Shape(X) or constant, and the erf GELU) or "onnx_gelu" (Split and Gelu)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((C, width)) / 3).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.uniform(-1, 1, width).astype(np.float32), "b")]
+    n = [helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Add", ["b", "mm"], ["h"])]
+    if form == "onnx_gelu":
+        n += [helper.make_node("Split", ["h"], ["a", "v"], axis=-1, num_outputs=2),
+              helper.make_node("Gelu", ["v"], ["g"])]
+    else:
+        n += [_const("zero", [0], np.int64), _const("last", [-1], np.int64)]
+        if bounds == "shape":  # as TorchScript computes chunk(2, -1)'s bounds
+            n += [helper.make_node("Shape", ["h"], ["shape"]), _const("minus1", -1, np.int64),
+                  helper.make_node("Gather", ["shape", "minus1"], ["dim"], axis=0), _const("one_i", [1], np.int64),
+                  _const("two_i", [2], np.int64), helper.make_node("Add", ["dim", "one_i"], ["dim1"]),
+                  helper.make_node("Div", ["dim1", "two_i"], ["half"]),
+                  helper.make_node("Mul", ["half", "one_i"], ["end_a"]),
+                  helper.make_node("Mul", ["half", "two_i"], ["end_v"])]
+        else:
+            n += [_const("end_a", [width // 2], np.int64), _const("end_v", [width], np.int64)]
+        n += [helper.make_node("Slice", ["h", "zero", "end_a", "last"], ["a"]),
+              helper.make_node("Slice", ["h", "end_a", "end_v", "last"], ["v"]),
+              _const("sqrt2", math.sqrt(2)), _const("one", 1.0), _const("half_c", 0.5),
+              helper.make_node("Div", ["v", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+              helper.make_node("Add", ["e", "one"], ["o"])]
+        if half_first:  # (v * 0.5) * (1 + erf)
+            n += [helper.make_node("Mul", ["v", "half_c"], ["vh"]), helper.make_node("Mul", ["vh", "o"], ["g"])]
+        else:
+            n += [helper.make_node("Mul", ["v", "o"], ["m"]), helper.make_node("Mul", ["m", "half_c"], ["g"])]
+    n.append(helper.make_node("Mul", ["a", "g"], ["y"]))
+    g = helper.make_graph(n, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, S, C])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, S, width // 2])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def _run(model, outputs=()):
+    """The model's y, and the named intermediate values, on the CPU EP."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    m.graph.output.extend(helper.make_empty_tensor_value_info(o) for o in outputs)
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    x = np.random.default_rng(1).standard_normal((1, S, C)).astype(np.float32)
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x})))
+
+
+def _bias_split_gelu(x: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ORT's BiasSplitGelu by its definition, in float64."""
+    v = x.astype(np.float64) + b
+    a, g = np.split(v, 2, axis=-1)
+    return a * 0.5 * g * (1 + np.vectorize(math.erf)(g / math.sqrt(2)))
+
+
+@pytest.mark.parametrize("form,half_first,bounds", [("decomposed", False, "shape"), ("decomposed", True, "shape"),
+                                                    ("decomposed", False, "const"), ("onnx_gelu", False, "")])
+def test_each_form_becomes_one_bias_split_gelu_that_computes_what_the_export_does(ort_library, measured,
+                                                                                 runs_anywhere, form, half_first,
+                                                                                 bounds):
+    model = _model(form, half_first=half_first, bounds=bounds)
+    want = _run(model, ["mm"])
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"BiasSplitGelu": 1}, report.lines()
+    # the MatMul stays; the bias Add, the split (and the Shape arithmetic of its bounds) and the GELU went
+    assert sorted(n.op_type for n in model.graph.node) == ["BiasSplitGelu", "MatMul"]
+    node = next(n for n in model.graph.node if n.op_type == "BiasSplitGelu")
+    assert node.domain == "com.microsoft" and list(node.input) == ["mm", "b"] and list(node.output) == ["y"]
+    bias = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "b"))
+    np.testing.assert_allclose(_bias_split_gelu(want["mm"], bias), want["y"], rtol=1e-5, atol=1e-5)
+    onnx.checker.check_model(model)
+
+
+@pytest.mark.skipif(CUDA, reason="onnxruntime here has the CUDA EP, which runs BiasSplitGelu")
+def test_without_a_cuda_ep_the_geglu_stays_and_the_report_says_why(ort_library, measured):
+    model = _model("onnx_gelu")
+    report = rewrite(model, ort_library)
+    assert not report.rewritten
+    assert any("runs ORT's BiasSplitGelu in fp32 (it has CUDA kernels only)" in why for why in report.left), report.left
+
+
+def test_a_width_orts_kernel_does_not_serve_is_left_with_the_widths(ort_library, measured, runs_anywhere):
+    report = rewrite(_model("decomposed", width=2 * 96), ort_library)
+    assert not report.rewritten
+    assert any("of width 2560, 5120, 10240; X is [1, 3, 192]" in why for why in report.left), report.left
+
+
+def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch, runs_anywhere):
+    monkeypatch.delitem(bias_split_gelu_measured.SPEEDUP, "fp32", raising=False)
+    report = rewrite(_model("onnx_gelu"), ort_library)
+    assert not report.rewritten
+    said = "BiasSplitGelu was not measured against the export's onnx_gelu form in fp32"
+    assert any(said in why for why in report.left), report.left
+
+
+def test_halves_in_the_other_order_or_a_half_read_twice_are_not_a_geglu(ort_library, measured, runs_anywhere):
+    model = _model("onnx_gelu")
+    split = next(n for n in model.graph.node if n.op_type == "Split")
+    split.output[:] = ["v", "a"]  # gelu of the first half: not what BiasSplitGelu computes
+    report = rewrite(model, ort_library)
+    assert not report.rewritten and not report.left, report.lines()
+    model = _model("onnx_gelu")
+    model.graph.node.append(helper.make_node("Sigmoid", ["a"], ["z"]))
+    model.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, S, D // 2]))
+    report = rewrite(model, ort_library)
+    assert not report.rewritten and any("read elsewhere" in why for why in report.left), report.lines()

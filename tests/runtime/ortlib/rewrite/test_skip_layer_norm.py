@@ -1,0 +1,135 @@
+"""rewrite/skip_layer_norm.py: a Linear's bias, the residual Add and the LayerNorm after them to ORT's
+SkipLayerNormalization, where the measured table says so; numbers on the CPU EP (its SkipLayerNormalization
+kernel runs float and float16)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import rewrite, skip_layer_norm_measured  # noqa: E402
+
+C, S = 16, 6
+NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """The table as rows would make it where the fused node measured faster in fp32 and fp16."""
+    for dtype in ("fp32", "fp16"):
+        monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, dtype, {"export": 1.5})
+
+
+def _model(elem=TensorProto.FLOAT, order="bias_first", div_one=False, sum_read=True, bias_read=False,
+           affine=True):
+    """x (1, S, C) -> MatMul W -> Add b [-> Div 1] -> Add residual r -> LayerNormalization -> y; the sum `s` a
+    graph output where `sum_read` (the next block's residual)."""
+    rng = np.random.default_rng(0)
+    t = NP[elem]
+    inits = [numpy_helper.from_array(rng.standard_normal((C, C)).astype(t), "W"),
+             numpy_helper.from_array(rng.uniform(-1, 1, C).astype(t), "b"),
+             numpy_helper.from_array(rng.uniform(0.5, 1.5, C).astype(t) if affine else np.ones(C, t), "gamma"),
+             numpy_helper.from_array(rng.uniform(-1, 1, C).astype(t) if affine else np.zeros(C, t), "beta"),
+             numpy_helper.from_array(np.array(1, t), "one")]
+    n = [helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["h"])]
+    branch = "h"
+    if div_one:
+        n.append(helper.make_node("Div", ["h", "one"], ["hd"]))
+        branch = "hd"
+    n.append(helper.make_node("Add", [branch, "r"] if order == "bias_first" else ["r", branch], ["s"]))
+    n.append(helper.make_node("LayerNormalization", ["s", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-5))
+    outputs = [helper.make_tensor_value_info("y", elem, [1, S, C])]
+    if sum_read:
+        outputs.append(helper.make_tensor_value_info("s", elem, [1, S, C]))
+    if bias_read:
+        n.append(helper.make_node("Sigmoid", ["h"], ["z"]))
+        outputs.append(helper.make_tensor_value_info("z", elem, [1, S, C]))
+    x = [helper.make_tensor_value_info(v, elem, [1, S, C]) for v in ("x", "r")]
+    g = helper.make_graph(n, "g", x, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _run(model, lib=None):
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if lib:
+        so.register_custom_ops_library(str(lib))
+    elem = model.graph.input[0].type.tensor_type.elem_type
+    rng = np.random.default_rng(1)
+    feeds = {v: rng.standard_normal((1, S, C)).astype(NP[elem]) for v in ("x", "r")}
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def _ops(model):
+    return sorted(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in model.graph.node)
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT, TensorProto.FLOAT16])
+@pytest.mark.parametrize("order,div_one", [("bias_first", False), ("residual_first", False), ("bias_first", True)])
+def test_each_form_becomes_one_skip_layer_norm_with_the_bias_and_computes_the_same(ort_library, measured, elem,
+                                                                                   order, div_one):
+    model = _model(elem, order, div_one)
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"SkipLayerNormalization": 1}, report.lines()
+    assert _ops(model) == ["MatMul", "com.microsoft.SkipLayerNormalization"]
+    node = model.graph.node[1]
+    # input, skip, gamma, beta, bias; the norm under its name, the sum (output 3) under its own
+    assert list(node.input) == ["mm", "r", "gamma", "beta", "b"] and list(node.output) == ["y", "", "", "s"]
+    got = _run(model, ort_library)
+    tol = 1e-5 if elem == TensorProto.FLOAT else 2e-2
+    for name in ("y", "s"):
+        np.testing.assert_allclose(got[name].astype(np.float64), want[name].astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_a_sum_nothing_else_reads_is_not_an_output(ort_library, measured):
+    model = _model(sum_read=False)
+    want = _run(model)
+    rewrite(model, ort_library)
+    node = model.graph.node[1]
+    assert node.op_type == "SkipLayerNormalization" and list(node.output) == ["y"]
+    np.testing.assert_allclose(_run(model, ort_library)["y"], want["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_bias_read_elsewhere_keeps_the_export_and_says_why(ort_library, measured):
+    model = _model(bias_read=True)
+    before = _ops(model)
+    report = rewrite(model, ort_library)
+    assert not report.rewritten and _ops(model) == before
+    assert any("bias Add before the residual is read elsewhere too" in why for why in report.left), report.left
+
+
+def test_a_layer_norm_after_a_bias_add_alone_is_not_its_business(ort_library, measured):
+    """The norm after a Linear with no residual (the UNet block's first, after proj_in): ORT's LayerNorm."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((C, C)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.uniform(-1, 1, C).astype(np.float32), "b"),
+             numpy_helper.from_array(np.ones(C, np.float32), "gamma")]
+    n = [helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["h"]),
+         helper.make_node("LayerNormalization", ["h", "gamma"], ["y"], axis=-1)]
+    g = helper.make_graph(n, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, S, C])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, S, C])], inits)
+    report = rewrite(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), ort_library)
+    assert not report.rewritten and not report.left, report.lines()
+
+
+def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch):
+    monkeypatch.delitem(skip_layer_norm_measured.SPEEDUP, "fp32", raising=False)
+    model = _model()
+    before = _ops(model)
+    report = rewrite(model, ort_library)
+    assert not report.rewritten and _ops(model) == before
+    said = "SkipLayerNormalization was not measured against the export's export form in fp32"
+    assert any(said in why for why in report.left), report.left
+
+
+def test_a_dtype_that_measured_slower_is_left_with_the_number(ort_library, monkeypatch):
+    monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, "fp32", {"export": 0.9})
+    report = rewrite(_model(), ort_library)
+    assert not report.rewritten
+    assert any("measured faster than ORT's SkipLayerNormalization (0.90x" in why for why in report.left), report.left
