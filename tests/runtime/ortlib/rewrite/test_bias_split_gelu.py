@@ -143,3 +143,18 @@ def test_halves_in_the_other_order_or_a_half_read_twice_are_not_a_geglu(ort_libr
     model.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, S, D // 2]))
     report = rewrite(model, ort_library)
     assert not report.rewritten and any("read elsewhere" in why for why in report.left), report.lines()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["decomposed", "onnx_gelu"])
+def test_the_rewritten_geglu_runs_on_the_cuda_ep_as_the_export_does(ort_cuda, library, measured, form):
+    """ORT's own BiasSplitGelu kernel, where the installed onnxruntime has the CUDA EP: the rewrite as written."""
+    model = _model(form)
+    want = _run(model)["y"]
+    report = rewrite(model, library)
+    assert report.rewritten == {"BiasSplitGelu": 1}, report.lines()
+    so = ort_cuda.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort_cuda.InferenceSession(model.SerializeToString(), so, providers=["CUDAExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((1, S, C)).astype(np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)

@@ -434,8 +434,11 @@ def test_a_rewritten_export_runs_on_the_cuda_ep_as_the_export_does(ort_cuda, lib
     """The export on ORT's CUDA EP against its rewrite with the library's CUDA kernels."""
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     report = rewrite_file(src, dst, library, softmax_min_cols=0)
-    # the default layout is channels-last: a VAE's attention GroupNorm over (N, C, H*W) stays NCHW, and is named
-    assert report.rewritten and all("stays NCHW: its input has rank 3" in why for why in report.left), report.lines()
+    # the default layout is channels-last: a VAE's attention GroupNorm over (N, C, H*W) stays NCHW, and is named;
+    # so are the tiny UNets' GEGLUs (widths ORT's BiasSplitGelu does not serve) and unmeasured fused norms
+    said = ("stays NCHW: its input has rank 3", "BiasSplitGelu takes (batch, tokens, width) of width 2560",
+            "SkipLayerNormalization was not measured")
+    assert report.rewritten and all(any(s in why for s in said) for why in report.left), report.lines()
     outs = []
     for path, lib in ((src, None), (dst, library)):
         so = ort_cuda.SessionOptions()
