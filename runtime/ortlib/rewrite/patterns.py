@@ -362,10 +362,15 @@ class OrtGroupNorm:
 
 
 def measured(dtype: str | None) -> dict[int, float]:
-    """The library's softmax speed-up over ORT's own per measured row length (softmax_measured.py, which
-    benchmarks/softmax_choice.py derives from the committed rows); bf16, which has no ORT rival measured,
-    and an unknown type follow fp16."""
-    return SPEEDUP.get(dtype or "fp16") or SPEEDUP["fp16"]
+    """The library's softmax speed-up over ORT's own per measured row length in `dtype`'s own rows
+    (softmax_measured.py, which benchmarks/softmax_choice.py derives from the committed rows); Left naming
+    the dtype where it has none (bf16: no ORT rival measured) or is not known."""
+    if dtype is None:
+        raise Left("X's element type is not known, and the softmax tables are per type")
+    if not SPEEDUP.get(dtype):
+        raise Left(f"the library's softmax was not measured against ORT's own in {dtype} on {DEVICE}: ORT's node "
+                   f"kept; {LastAxisSoftmax.anyway}")
+    return SPEEDUP[dtype]
 
 
 def measured_speedup(dtype: str | None, cols: int) -> tuple[int, float]:
