@@ -3,7 +3,7 @@ contract admits (partial blocks, rows past the block, channels that do not fill 
 argument role, and the float64 answer.
 
 Both numerics checks of a build use it, so they check the same thing: Triton's interpreter on the host
-(tritonforge.pipeline.builds.interpret: no GPU, the kernels it can run) and the compiled kernels on a
+(tritonforge.pipeline.builds.numerics_check: no GPU, the kernels it can run) and the compiled kernels on a
 GPU (tritonforge.runtime.verify: every kernel of a build). A case knows roles, never pointers: the
 runner puts the arrays where its kernels read them.
 """

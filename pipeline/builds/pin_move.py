@@ -10,7 +10,7 @@ What a user cares about: registers and local memory (CUDA: cuobjdump's REG, and 
 where spills land; ROCm: the code object's VGPRs and spill counts) and the blob's size.
 
 Numerics, in two halves that the report keeps apart: on any machine, Triton's interpreter under each
-Triton (tritonforge.pipeline.builds.interpret: the first kernel of each group it can run; the report
+Triton (tritonforge.pipeline.builds.numerics_check: the first kernel of each group it can run; the report
 names the groups it cannot); on a CUDA GPU runner (`--gpu`), every kernel of the full profile for that
 GPU, compiled by each Triton, against float64 (tritonforge.runtime.verify: clusters, cooperative grids
 and inline PTX included), and the zoo's shapes timed under both (tritonforge.runtime.build_speed). The
@@ -122,10 +122,10 @@ def build_local(version: str, kernels_dir: Path, archs: list[str], platform: str
 
 
 def interpreter_check(python: str, kernels_dir: Path, cache: Path) -> dict:
-    """The host half under `python`'s Triton (tritonforge.pipeline.builds.interpret's result)."""
-    from tritonforge.pipeline.builds import interpret
+    """The host half under `python`'s Triton (tritonforge.pipeline.builds.numerics_check's result)."""
+    from tritonforge.pipeline.builds import numerics_check
 
-    return interpret.check(Path(kernels_dir), python, _env(cache))
+    return numerics_check.check(Path(kernels_dir), python, _env(cache))
 
 
 # ---- what each kernel is ----------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def markdown(doc: dict) -> str:
 
 def _numerics_lines(doc: dict) -> list[str]:
     """Which half of the numerics ran, under which Triton, and exactly what each checked."""
-    from tritonforge.pipeline.builds import interpret
+    from tritonforge.pipeline.builds import numerics_check
     from tritonforge.runtime import verify
 
     lines = ["Numerics, host half (Triton's interpreter on the kernel scripts, no GPU):"]
@@ -273,7 +273,7 @@ def _numerics_lines(doc: dict) -> list[str]:
         n = doc[side]["numerics"]
         lines.append(f"- triton {doc[side]['triton']}: " + ("not run" if not n else
                                                            ("passed: " if n["passed"] else "FAILED: ")
-                                                           + interpret.summary_line(n)))
+                                                           + numerics_check.summary_line(n)))
     gpu = (doc.get("gpu") or {}).get("numerics")
     lines += ["", "Numerics, GPU half (compiled code: every kernel of the full profile, against float64):"]
     if not gpu:
@@ -322,7 +322,7 @@ def interpreter_check_in(image: str, kernels_dir: Path) -> dict:
         os.chmod(tmp, 0o777)  # the container's user writes the result
         try:
             client().containers.run(
-                image, ["-m", "tritonforge.pipeline.builds.interpret", "--kernels-dir", "/kernels", "--out",
+                image, ["-m", "tritonforge.pipeline.builds.numerics_check", "--kernels-dir", "/kernels", "--out",
                         "/out/numerics.json"], entrypoint=["python3"],
                 volumes={str(Path(kernels_dir).resolve()): {"bind": "/kernels", "mode": "ro"},
                          tmp: {"bind": "/out", "mode": "rw"}},

@@ -24,7 +24,7 @@ def test_each_width_of_the_dits_has_one_block_size(table):
 
 
 def test_every_group_matches_float64_in_the_interpreter(table):
-    from tritonforge.pipeline.builds.interpret import run_specs, select
+    from tritonforge.pipeline.builds.numerics_check import run_specs, select
 
     kernels, skipped = select(table)
     assert not skipped and len(kernels) == 6

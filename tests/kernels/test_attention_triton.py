@@ -52,7 +52,7 @@ def test_awkward_shapes_match_float64_in_the_interpreter(table, root, tmp_path):
                      "num_warps": k.num_warps, "contract": table.contracts[group],
                      "problem": {**problem, "strides8": int(problem["head_dim"] % 8 == 0)}})
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run([sys.executable, "-m", "tritonforge.pipeline.builds.interpret", "--spec",
+    proc = subprocess.run([sys.executable, "-m", "tritonforge.pipeline.builds.numerics_check", "--spec",
                            str(tmp_path / "spec.json")],
                           cwd=root, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True,
                           timeout=300)

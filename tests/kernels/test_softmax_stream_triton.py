@@ -51,7 +51,7 @@ def test_streamed_rows_match_float64_on_both_paths(root, with_orts):
     """Under Triton's interpreter: rows that are whole 16-byte vectors, and rows of odd length whose
     body moves as vectors with a head and a tail of elements (each row of a contiguous tensor starts at
     another offset), several pieces long and shorter than one vector."""
-    from tritonforge.pipeline.builds import interpret
+    from tritonforge.pipeline.builds import numerics_check
 
     specs = []
     for k in with_orts.kernels:
@@ -63,6 +63,6 @@ def test_streamed_rows_match_float64_on_both_paths(root, with_orts):
                           "num_warps": k.num_warps, "contract": with_orts.contracts[k.group],
                           "problem": {"batch": 3, "n_cols": n_cols, "in_stride": n_cols, "out_stride": n_cols}})
     assert len(specs) == 3 * 2 * 3  # three dtypes, softmax and log-softmax, three rows
-    result = interpret.run_specs(specs, timeout=600)
+    result = numerics_check.run_specs(specs, timeout=600)
     failed = [f"{c['name']} {c['problem']}: {c['error']}" for c in result["checked"] if c["error"]]
     assert not failed and len(result["checked"]) == len(specs), "\n".join(failed)

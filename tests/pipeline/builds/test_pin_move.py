@@ -102,7 +102,7 @@ def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
 def test_the_host_half_runs_in_the_compile_image_and_names_what_it_checked(docker_engine, root, tmp_path):
     """The docker runner's numerics: the image's own tritonforge and Triton on the kernel scripts mounted
     read-only, the result read back; a script that computes wrong fails it, naming the kernel."""
-    from tritonforge.pipeline.builds import interpret
+    from tritonforge.pipeline.builds import numerics_check
     from tritonforge.pipeline.builds.images import build_image
 
     kernels = tmp_path / "kernels"
@@ -112,7 +112,8 @@ def test_the_host_half_runs_in_the_compile_image_and_names_what_it_checked(docke
     image = build_image("cuda", lambda line: None)
     result = pin_move.interpreter_check_in(image, kernels)
     assert result["passed"] and result["triton"] == pinned_version() and result["checked"]
-    assert interpret.summary_line(result).startswith(f"{len(result['checked'])} of {len(result['checked'])} kernels")
+    n = len(result["checked"])
+    assert numerics_check.summary_line(result).startswith(f"{n} of {n} kernels")
     script.write_text(script.read_text().replace("y = numerator / denominator", "y = numerator / (denominator + 1)"))
     failed = pin_move.interpreter_check_in(image, kernels)
     assert not failed["passed"] and any(c["error"] and c["group"].startswith("softmax_") for c in failed["checked"])

@@ -6,7 +6,7 @@ contract admits (tritonforge.runtime.kernel_cases). The interpreter runs a kerne
 time on the host, so kernels with inline PTX, thread-block clusters or a cooperative grid are named
 with that reason instead: their numerics are the GPU half's (tritonforge.runtime.verify).
 
-    python -m tritonforge.pipeline.builds.interpret --kernels-dir kernels [--out numerics.json]
+    python -m tritonforge.pipeline.builds.numerics_check --kernels-dir kernels [--out numerics.json]
 
 prints one JSON line per kernel ({name, group, problem, error}) and one per group left out ({group,
 skipped}), and exits 1 when a kernel fails. TRITON_INTERPRET=1 must be set before Triton is imported
@@ -137,7 +137,7 @@ def run_specs(kernels: list[dict], python: str = sys.executable, env: dict | Non
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
         spec.write_text(json.dumps(kernels))
-        proc = subprocess.run([python, "-m", "tritonforge.pipeline.builds.interpret", "--spec", str(spec)],
+        proc = subprocess.run([python, "-m", "tritonforge.pipeline.builds.numerics_check", "--spec", str(spec)],
                               env={**(env or os.environ), "TRITON_INTERPRET": "1"}, capture_output=True, text=True,
                               timeout=timeout)
     checked = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -162,7 +162,7 @@ def summary_line(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tritonforge.pipeline.builds.interpret",
+    ap = argparse.ArgumentParser(prog="python -m tritonforge.pipeline.builds.numerics_check",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--kernels-dir", help="check these kernel scripts (*_triton.py)")
     ap.add_argument("--spec", help=argparse.SUPPRESS)  # the worker: kernels to run, inside the interpreter

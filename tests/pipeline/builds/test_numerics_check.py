@@ -1,4 +1,4 @@
-"""The host half of a build's numerics as a user runs it: `python -m tritonforge.pipeline.builds.interpret`
+"""The host half of a build's numerics as a user runs it: `python -m tritonforge.pipeline.builds.numerics_check`
 on a directory of kernel scripts passes on the real scripts and names the kernel that computes wrong."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ pytest.importorskip("triton", reason="kernel scripts import triton")
 
 def run(kernels, tmp_path):
     out = tmp_path / "numerics.json"
-    proc = subprocess.run([sys.executable, "-m", "tritonforge.pipeline.builds.interpret", "--kernels-dir",
+    proc = subprocess.run([sys.executable, "-m", "tritonforge.pipeline.builds.numerics_check", "--kernels-dir",
                            str(kernels), "--out", str(out)], capture_output=True, text=True, timeout=300)
     return proc, (json.loads(out.read_text()) if out.is_file() else None)
 
@@ -40,6 +40,6 @@ def test_a_kernel_that_computes_wrong_is_named(root, tmp_path):
 
 
 def test_bad_input_is_refused(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tritonforge.pipeline.builds.interpret", "--kernels-dir",
+    proc = subprocess.run([sys.executable, "-m", "tritonforge.pipeline.builds.numerics_check", "--kernels-dir",
                            str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "nowhere" in proc.stderr and "is not a directory" in proc.stderr
