@@ -82,19 +82,28 @@ def test_the_move_to_3_9_0_is_proven_for_todays_ort_profile(root, platform):
     stem = root / "docs" / "pin-moves" / f"triton-3.5.0-to-3.9.0-{platform}"
     doc = json.loads(stem.with_name(stem.name + ".json").read_text())
     assert (doc["current"]["triton"], doc["candidate"]["triton"]) == (OLDEST, pinned_version())
-    assert not doc["failures"] and doc["current"]["numerics"]["passed"] and doc["candidate"]["numerics"]["passed"]
+    # the verdict from the evidence the report holds, not from its own "passed" and "failures" fields: every
+    # kernel the interpreter checked under each Triton came out right, under that Triton
+    for side in ("current", "candidate"):
+        numerics = doc[side]["numerics"]
+        assert numerics["triton"] == doc[side]["triton"] and numerics["checked"], side
+        wrong = [c["name"] for c in numerics["checked"] if c["error"] is not None]
+        assert not wrong, (side, wrong)
     table = select(load_table(sorted((root / "kernels").glob("*_triton.py"))), "ort")
     assert set(doc["archs"]) >= ({"sm_80", "sm_90"} if platform == "cuda" else {"gfx90a", "gfx942"})
     for arch, rows in doc["archs"].items():
         target = parse_target(arch)
         assert {r["kernel"] for r in rows} == {k.name for k in table.kernels if k.builds_for(target)}, arch
         assert not any(r["launch_changed"] for r in rows) and all(r["ort_launchable"] for r in rows)
+        # both Tritons built each kernel (a row holds both sides' numbers)
+        assert all(r["size_current"] and r["size_candidate"] for r in rows), arch
+    assert doc["failures"] == []  # what the report says agrees with the evidence above
     assert stem.with_name(stem.name + ".md").read_text() == pin_move.markdown(doc)
     if platform == "cuda":  # and the GPU half: compiled code, every kernel of the full profile on sm_90
         ort_sm90 = {r["kernel"] for r in doc["archs"]["sm_90"]}
         for side in ("current", "candidate"):
             gpu = doc["gpu"]["numerics"][side]
-            assert gpu["passed"] and gpu["arch"] == "sm_90" and gpu["triton"] == doc[side]["triton"]
+            assert gpu["arch"] == "sm_90" and gpu["triton"] == doc[side]["triton"]
             assert ort_sm90 <= {c["name"] for c in gpu["checked"] if not c["error"]}
             assert len(gpu["checked"]) > 2 * len(ort_sm90)  # the full profile, not ORT's groups alone
 
