@@ -35,7 +35,8 @@ from tritonforge.atomic import write_bytes
 NAME = "tritonforge_ort"
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib"
 REQUIRES = ["onnx>=1.16"]  # the rewrite reads and writes models (numpy comes with it)
-EXTRAS = {"gpu": ["onnxruntime-gpu"]}
+OLDEST_ONNXRUNTIME = "1.18.0"  # the library's oldest C API (runtime/ortlib/src/ops.cc: kOldestApi), as README says
+EXTRAS = {"gpu": [f"onnxruntime-gpu>={OLDEST_ONNXRUNTIME}"]}
 REQUIRES_PYTHON = ">=3.9"
 NEWEST_GLIBC = 28  # onnxruntime-gpu's wheels are manylinux_2_28: a wheel that needs more installs nowhere it does
 

@@ -41,7 +41,7 @@ def test_the_wheel_is_the_package_the_library_and_a_record_that_checks(built_whe
         assert not any(n.endswith(".cc") or "__pycache__" in n for n in names)
         assert z.read("tritonforge_ort/libtritonforge_ort.so") == ort_library.read_bytes()
         meta = z.read("tritonforge_ort-0.9.0.dist-info/METADATA").decode()
-        assert "Requires-Dist: onnx>=1.16" in meta and 'Requires-Dist: onnxruntime-gpu; extra == "gpu"' in meta
+        assert "Requires-Dist: onnx>=1.16" in meta and 'Requires-Dist: onnxruntime-gpu>=1.18.0; extra == "gpu"' in meta
         assert "Requires-Python: >=3.9" in meta
         assert "tritonforge-rewrite = tritonforge_ort.cli:main" in z.read(
             "tritonforge_ort-0.9.0.dist-info/entry_points.txt").decode()
@@ -89,3 +89,17 @@ def test_a_tags_version_is_the_wheels_and_an_unreadable_one_is_refused():
     assert wheel.wheel_version("v1.4.0") == "1.4.0" and wheel.wheel_version("1.4.0rc1") == "1.4.0rc1"
     with pytest.raises(PipelineError, match="'nightly' is not a version pip reads"):
         wheel.wheel_version("nightly")
+
+
+def test_the_wheels_floors_are_the_ones_the_readme_and_the_library_state():
+    """README: "(Python 3.9+, onnxruntime 1.18+)"; the library refuses an onnxruntime older than its oldest C API."""
+    from ...conftest import ROOT
+
+    said = re.search(r"\(Python (\d+\.\d+)\+, onnxruntime (\d+\.\d+)\+\)", " ".join((ROOT / "README.md").read_text()
+                                                                                      .split()))
+    assert said, "README.md no longer states the floors"
+    assert wheel.REQUIRES_PYTHON == f">={said.group(1)}"
+    assert wheel.OLDEST_ONNXRUNTIME == f"{said.group(2)}.0"
+    assert wheel.EXTRAS["gpu"] == [f"onnxruntime-gpu>={said.group(2)}.0"]
+    api = re.search(r"kOldestApi = (\d+)", (ROOT / "runtime/ortlib/src/ops.cc").read_text())
+    assert api and said.group(2) == f"1.{api.group(1)}"
