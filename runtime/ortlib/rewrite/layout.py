@@ -13,13 +13,13 @@ transpose optimizer cancels them, through the element-wise ops between (residual
 GroupNorm joins the convolutions' layout. Where nothing cancels them (a session without `prefer_nhwc`,
 the CPU EP) they are real copies: the layout is the caller's choice (`rewrite(..., layout="nhwc")`).
 A GroupNormalization of another rank, or of a type the library's NHWC op does not serve on CUDA, stays
-NCHW and is named.
+NCHW and is named; those inside If branches and Loop and Scan bodies are taken the same way.
 """
 
 from __future__ import annotations
 
 from .. import DOMAIN
-from .graph import FLOAT_TYPES, attrs
+from .graph import FLOAT_TYPES, Graph, attrs, named_subgraphs
 
 TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
@@ -58,13 +58,17 @@ def channels_last(g, cuda: dict | None) -> tuple[int, list[str]]:
     were written channels-last, why each other one was not)."""
     out, done, kept = [], 0, []
     for n in g.scope.node:
+        for attr, sub in named_subgraphs(n):  # If branches, Loop and Scan bodies: the same, each named where
+            inner = Graph(g.model, g.base_dir, sub, g, f" in the {attr} of {n.op_type} node '{n.name}'{g.where}")
+            d, k = channels_last(inner, cuda)
+            done, kept = done + d, kept + k
         why = _stays_nchw(g, n, cuda) if n.domain == DOMAIN and n.op_type == "GroupNormalization" else ""
         if why is None:
             out += _nhwc(g, n)
             done += 1
             continue
         if why:
-            kept.append(f"GroupNormalization node '{n.name or n.output[0]}' stays NCHW: {why}")
+            kept.append(f"GroupNormalization node '{n.name or n.output[0]}'{g.where} stays NCHW: {why}")
         out.append(n)
     del g.scope.node[:]
     g.scope.node.extend(out)

@@ -525,6 +525,22 @@ def test_patterns_in_if_branches_are_rewritten_and_values_a_branch_reads_stay(or
             np.testing.assert_allclose(got, w, atol=2e-5, rtol=1e-4)
 
 
+def test_a_branchs_group_norm_runs_channels_last_too(ort_library):
+    """The NHWC layout inside subgraphs as in the main graph: the branch's 4-D GroupNorm between Transposes."""
+    m = _branchy_model()
+    x = (np.random.default_rng(5).standard_normal((2, 8, 5, 6)) * 2 + 1).astype(np.float32)
+    want = {c: run(m, {"x": x, "cond": np.array(c)}) for c in (True, False)}
+    report = rewrite(m, ort_library, layout="nhwc")
+    then_a = next(a.g for a in m.graph.node[-2].attribute if a.name == "then_branch")
+    assert [(n.domain, n.op_type) for n in then_a.node] == [("", "Transpose"), ("tritonforge", "GroupNorm"),
+                                                            ("", "Transpose")], report.lines()
+    assert report.channels_last == 1 and not any("stays NCHW" in why for why in report.left), report.lines()
+    onnx.checker.check_model(m)
+    for c in (True, False):
+        for got, w in zip(run(m, {"x": x, "cond": np.array(c)}, ort_library), want[c]):
+            np.testing.assert_allclose(got, w, atol=2e-5, rtol=1e-4)
+
+
 def test_a_left_pattern_in_a_branch_names_where_it_is(ort_library):
     m = _branchy_model()
     then_a = next(a.g for a in m.graph.node[-2].attribute if a.name == "then_branch")
