@@ -15,6 +15,44 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1"... under pytest-xdist; None in a plain run
+
+
+def pytest_configure(config):
+    """Workers as the machine has cores (pytest-xdist, where it is installed), unless the caller chose (`-n`,
+    `-p no:xdist`, --collect-only, --pdb); what the heavy session fixtures build, they build once for all of
+    them (`shared`)."""
+    opt = config.option
+    if (WORKER or not config.pluginmanager.hasplugin("xdist") or getattr(opt, "numprocesses", None) is not None
+            or getattr(opt, "dist", "no") != "no" or opt.collectonly or opt.usepdb):
+        return
+    workers = len(os.sched_getaffinity(0))
+    if workers > 1:
+        opt.numprocesses, opt.dist, opt.tx = workers, "load", ["popen"] * workers
+
+
+def shared(tmp_path_factory, name: str, make):
+    """make(directory) once per run, whatever the number of workers: a plain run makes it in a directory of
+    its own; under pytest-xdist the first worker to ask makes it in the run's shared temp directory, under a
+    file lock, and the others take its value (pickled beside it) when it is done (the pattern pytest-xdist
+    documents). A make that raises (a skip) leaves nothing: the next worker tries again."""
+    if not WORKER:
+        return make(tmp_path_factory.mktemp(name))
+    import pickle
+
+    from filelock import FileLock
+
+    where = tmp_path_factory.getbasetemp().parent / "shared" / name
+    where.parent.mkdir(exist_ok=True)
+    with FileLock(f"{where}.lock"):
+        done = where.parent / f"{name}.pickle"
+        if done.is_file():
+            return pickle.loads(done.read_bytes())
+        shutil.rmtree(where, ignore_errors=True)
+        where.mkdir()
+        value = make(where)
+        done.write_bytes(pickle.dumps(value))
+        return value
 
 
 def require_tool(name: str, why: str) -> str:
@@ -52,7 +90,7 @@ def small_kernels(root, tmp_path_factory) -> Path:
     (tests/kernel_subset.py)."""
     from .kernel_subset import write_subset
 
-    return write_subset(root / "kernels", tmp_path_factory.mktemp("small") / "kernels")
+    return shared(tmp_path_factory, "small", lambda d: write_subset(root / "kernels", d / "kernels"))
 
 
 @pytest.fixture(scope="session")
@@ -69,10 +107,11 @@ def built(tmp_path_factory, small_scripts):
     from tritonforge.pipeline.builds.dist import build_dist
     from tritonforge.pipeline.compile.targets import parse_targets
 
-    base = tmp_path_factory.mktemp("built")
-    out, cache = base / "dist", base / "cache"
-    report = build_dist(small_scripts, parse_targets(TEST_TARGETS), out, cache_dir=cache, jobs=2)
-    return report, out, cache
+    def make(base):
+        out, cache = base / "dist", base / "cache"
+        return build_dist(small_scripts, parse_targets(TEST_TARGETS), out, cache_dir=cache, jobs=2), out, cache
+
+    return shared(tmp_path_factory, "built", make)
 
 
 @pytest.fixture(scope="session")
@@ -81,9 +120,11 @@ def built_ort(tmp_path_factory, small_scripts, built):
     from tritonforge.pipeline.builds.dist import build_dist
     from tritonforge.pipeline.compile.targets import parse_targets
 
-    out = tmp_path_factory.mktemp("built_ort") / "dist"
-    report = build_dist(small_scripts, parse_targets(TEST_TARGETS), out, cache_dir=built[2], jobs=2, profile="ort")
-    return report, out
+    def make(base):
+        return build_dist(small_scripts, parse_targets(TEST_TARGETS), base / "dist", cache_dir=built[2], jobs=2,
+                          profile="ort"), base / "dist"
+
+    return shared(tmp_path_factory, "built_ort", make)
 
 
 @pytest.fixture(scope="session")
@@ -110,9 +151,13 @@ def docker_builds(docker_engine, small_kernels, built, tmp_path_factory):
     for TEST_TARGETS, as a runner's restored cache would (the other default archs compile in the images).
 
     Returns {"repo", "env", "cuda", "cuda_full", "rocm_full"} (the last three: the finished processes)."""
+    return shared(tmp_path_factory, "docker", lambda d: _docker_builds(d, small_kernels, built))
+
+
+def _docker_builds(base: Path, small_kernels: Path, built) -> dict:
     from .cli import invoke, user_repo
 
-    repo, env = user_repo(tmp_path_factory.mktemp("docker") / "repo", small_kernels)
+    repo, env = user_repo(base / "repo", small_kernels)
     cuda = invoke(repo, "build", "--platform", "cuda", env=env)
     docker_cache = repo / ".cache/tritonforge/compile-docker"
     shutil.copytree(built[2], docker_cache, dirs_exist_ok=True)
@@ -132,6 +177,19 @@ def docker_builds(docker_engine, small_kernels, built, tmp_path_factory):
 _USERLAND: dict = {}
 
 
+def _machine_lock(name: str):
+    """A lock every test process of this machine shares (workers of one run making one Docker image); none
+    where filelock is not installed (a GPU machine's plain run)."""
+    import contextlib
+    import tempfile
+
+    try:
+        from filelock import FileLock
+    except ImportError:
+        return contextlib.nullcontext()
+    return FileLock(Path(tempfile.gettempdir()) / f"tritonforge-{name}.lock")
+
+
 def pytest_collection_modifyitems(session, config, items):
     import threading
 
@@ -144,7 +202,8 @@ def pytest_collection_modifyitems(session, config, items):
             from tritonforge.pipeline.package.userland import ensure_image
 
             why = engine_unavailable()
-            _USERLAND["image"] = None if why else ensure_image("bullseye", log=lambda line: None)
+            with _machine_lock("userland-image"):
+                _USERLAND["image"] = None if why else ensure_image("bullseye", log=lambda line: None)
             _USERLAND["why"] = why
         except Exception as exc:  # reported by the fixture, in the test that needs it
             _USERLAND["why"] = f"{type(exc).__name__}: {exc}"
@@ -263,8 +322,8 @@ def ort_library(built, tmp_path_factory) -> Path:
     from tritonforge.pipeline.package.ortlib import build_library
 
     _, out, cache = built
-    return build_library(out / "cuda" / "multi", ROOT / ".cache" / "tritonforge",
-                         tmp_path_factory.mktemp("ortlib") / "libtritonforge_ort.so")
+    return shared(tmp_path_factory, "ortlib", lambda d: build_library(out / "cuda" / "multi", ROOT / ".cache" /
+                                                                      "tritonforge", d / "libtritonforge_ort.so"))
 
 
 @pytest.fixture(scope="session")
@@ -272,5 +331,5 @@ def ort_library_ort_profile(built_ort, tmp_path_factory) -> Path:
     """The library of the small set's ORT-profile multi build: ORT's own groups only."""
     from tritonforge.pipeline.package.ortlib import build_library
 
-    return build_library(built_ort[1] / "cuda" / "multi", ROOT / ".cache" / "tritonforge",
-                         tmp_path_factory.mktemp("ortlib_ort") / "libtritonforge_ort.so")
+    return shared(tmp_path_factory, "ortlib_ort", lambda d: build_library(
+        built_ort[1] / "cuda" / "multi", ROOT / ".cache" / "tritonforge", d / "libtritonforge_ort.so"))

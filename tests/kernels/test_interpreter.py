@@ -11,15 +11,15 @@ import pytest
 
 pytest.importorskip("triton", reason="kernel scripts import triton")
 
-from tritonforge.pipeline.builds import interpret  # noqa: E402
+from tritonforge.pipeline.builds import numerics_check  # noqa: E402
 from tritonforge.pipeline.scripts.table import load_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def interpreted(root):
     table = load_table(sorted((root / "kernels").glob("*_triton.py")))
-    firsts, skipped = interpret.select(table)
-    return firsts, skipped, interpret.check(root / "kernels", timeout=400)
+    firsts, skipped = numerics_check.select(table)
+    return firsts, skipped, numerics_check.check(root / "kernels", timeout=400)
 
 
 def test_every_interpretable_group_matches_float64(interpreted):
