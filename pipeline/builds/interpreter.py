@@ -1,17 +1,18 @@
 """Triton's interpreter (TRITON_INTERPRET=1) on numpy arrays, for kernel numerics without a GPU.
 
-The interpreter runs a kernel's programs one at a time on the host; it expects torch tensors, which
-this project does not depend on. `HostTensor` is the part of a tensor it touches, over a numpy array
-(the memory is already the host's). Three fixes to Triton's interpreter are applied on import: a
-scalar read as `int(array of one value)`, which NumPy 2 refuses, `tl.reduce(tuple, None, ...)`,
-which flattened only the first tensor of the tuple, and `tl.dot` of bfloat16 operands, which multiplied
-their bits. libdevice's fast exp and division, which the
-interpreter has no host version of, run as tl.exp and `/` (exact: still within every tolerance), and
-`triton.language.extra.cuda.num_warps()`, rebound in each loaded script (`rebind`), answers
-`NUM_WARPS`, which the caller sets to the launch's. Import this module before any kernel script.
+The interpreter runs a kernel's programs one at a time on the host; it expects torch tensors, which this project
+does not depend on. `HostTensor` is the part of a tensor it touches, over a numpy array (the memory is already the
+host's). Three fixes to Triton's interpreter are applied on import (with TRITON_INTERPRET=1 only): a scalar read as
+`int(array of one value)`, which NumPy 2 refuses, `tl.reduce(tuple, None, ...)`, which flattened only the first
+tensor of the tuple, and `tl.dot` of bfloat16 operands, which multiplied their bits. libdevice's fast exp and
+division, which the interpreter has no host version of, run as tl.exp and `/` (exact: still within every tolerance),
+and `triton.language.extra.cuda.num_warps()`, rebound in each loaded script (`rebind`), answers `NUM_WARPS`, which
+the caller sets to the launch's. Import this module before any kernel script.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -130,4 +131,7 @@ def rebind(module) -> None:
         module.num_warps = num_warps
 
 
-_patch()
+# Only under the interpreter: imported elsewhere (a walk over every module), the host versions of libdevice would
+# stand in for the real ones in every kernel this process compiles after.
+if os.environ.get("TRITON_INTERPRET") == "1":
+    _patch()

@@ -61,3 +61,18 @@ def test_the_two_copies_of_the_softmax_row_are_identical(root):
     kernels = root / "kernels"
     assert _function_source(kernels / "softmax_triton.py", "_row") == \
         _function_source(kernels / "_softmax_row.py", "normalize_row")
+
+
+def test_the_interpreter_patches_stay_out_of_a_process_that_compiles(root):
+    """Imported without TRITON_INTERPRET (a walk over every module does so), the patches would put host stand-ins
+    for libdevice into every kernel the process compiles after: they apply under the interpreter only."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import tritonforge.pipeline.builds.interpreter; from triton.language.extra import libdevice; "
+             "print(libdevice.fast_expf.__name__)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    said = [subprocess.run([sys.executable, "-c", probe], env=e, cwd=root, capture_output=True, text=True)
+            for e in (env, {**env, "TRITON_INTERPRET": "1"})]
+    assert [p.stdout.strip() for p in said] == ["fast_expf", "<lambda>"], [p.stderr[-500:] for p in said]
