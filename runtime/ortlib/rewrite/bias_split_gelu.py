@@ -25,8 +25,7 @@ import math
 
 from .bias_split_gelu_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, is_op, other_operand
-from .loads import ort_runs
-from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form, times_const
+from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op, times_const
 
 WIDTHS = (2560, 5120, 10240)  # what ORT's CUDA kernel is instantiated for
 
@@ -105,14 +104,11 @@ class _Geglu:
         if len(dims) != 3 or dims[-1] not in WIDTHS:
             raise Left(f"ORT's BiasSplitGelu takes (batch, tokens, width) of width {', '.join(map(str, WIDTHS))}; "
                        f"X is {dims}")
-        bias = bias_add(g, x, [n for n in g.consumers.get(x, [])]) if _feeds_only(g, x, split) else None
+        bias = bias_add(g, x, g.consumers.get(x, [])) if _feeds_only(g, x, split) else None
         if bias is None:
             raise Left("X is not a Linear's output plus a bias of one value per channel read by the split alone")
         y, b_name, b, add = bias
-        dtype = measured_form(r, x, SPEEDUP, DEVICE, "ORT's BiasSplitGelu", self.form)
-        if not ort_runs(MS, "BiasSplitGelu", dtype):
-            raise Left(f"no execution provider of the installed onnxruntime runs ORT's BiasSplitGelu in {dtype} "
-                       "(it has CUDA kernels only)")
+        dtype = measured_ort_op(r, x, SPEEDUP, DEVICE, "BiasSplitGelu", self.form, " (it has CUDA kernels only)")
         name = r.node_name((anchor.name or mul.output[0]).rsplit("/", 1)[0] + "/BiasSplitGelu")
         node = helper.make_node("BiasSplitGelu", [y, bias_input(r, b_name, b)], [mul.output[0]], name=name,
                                 domain=MS)

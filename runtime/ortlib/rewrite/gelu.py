@@ -23,8 +23,7 @@ import math
 
 from .gelu_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, is_op, other_operand
-from .loads import ort_runs
-from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form, times_const
+from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op, times_const
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
@@ -46,10 +45,7 @@ def _cube_of(g, value: str) -> tuple[str, list] | None:
 def choose(r: Rewriter, x: str, form: str) -> str:
     """X's dtype when FastGelu measured faster than `form` for it and the installed onnxruntime runs it; Left
     with the reason otherwise."""
-    dtype = measured_form(r, x, SPEEDUP, DEVICE, "ORT's FastGelu", form)
-    if not ort_runs(MS, "FastGelu", dtype):
-        raise Left(f"ORT's FastGelu has no {dtype} kernel in the installed onnxruntime")
-    return dtype
+    return measured_ort_op(r, x, SPEEDUP, DEVICE, "FastGelu", form)
 
 
 def _fast_gelu(r: Rewriter, anchor, x: str, out: str, removed: list, form: str, source: str) -> Match:

@@ -106,6 +106,17 @@ def measured_form(r: Rewriter, x: str, speedups: dict, device: str, what: str, f
     return dtype
 
 
+def measured_ort_op(r: Rewriter, x: str, speedups: dict, device: str, op: str, form: str, why: str = "") -> str:
+    """X's dtype where ORT's own `op` measured faster than the export's `form` (measured_form) and an execution
+    provider of the installed onnxruntime runs it in that dtype; Left naming the reason otherwise."""
+    from .loads import ort_runs
+
+    dtype = measured_form(r, x, speedups, device, f"ORT's {op}", form)
+    if not ort_runs(MS, op, dtype):
+        raise Left(f"no execution provider of the installed onnxruntime runs ORT's {op} in {dtype}{why}")
+    return dtype
+
+
 def bias_add(g, x: str, readers: list):
     """(y, b's name, b, Add) where x = Add(y, b) of a constant b with one value per last-axis element, and
     only `readers` read x; else None."""

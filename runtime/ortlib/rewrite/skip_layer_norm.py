@@ -22,16 +22,20 @@ the export's nodes, keeps them, and the report says why.
 from __future__ import annotations
 
 from .graph import MS, attrs, is_op
-from .loads import ort_runs
-from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form
+from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op
 from .skip_layer_norm_measured import DEVICE, SPEEDUP
+
+
+def _by_one(g, value: str):
+    """The Div or Mul by exactly 1 that makes `value`, or None."""
+    node = g.producer.get(value)
+    return node if (is_op(node, "Div") or is_op(node, "Mul")) and g.scalar(node.input[1]) == 1 else None
 
 
 def _through_one(g, value: str) -> tuple[str, list]:
     """(v, nodes) where `value` is v / 1 or v * 1 (the nodes, read only along the chain), else (value, [])."""
-    node = g.producer.get(value)
-    if (is_op(node, "Div") or is_op(node, "Mul")) and g.scalar(node.input[1]) == 1 and \
-            g.only_reader(node.input[0]) is node:
+    node = _by_one(g, value)
+    if node is not None and g.only_reader(node.input[0]) is node:
         return node.input[0], [node]
     return value, []
 
@@ -49,9 +53,8 @@ def linear_bias(g, value: str, reader) -> tuple | None:
 
 def _bias_like(g, value: str) -> bool:
     """`value` is an Add of a constant vector (through a Div or Mul by 1), whoever else reads it."""
-    node = g.producer.get(value)
-    if (is_op(node, "Div") or is_op(node, "Mul")) and g.scalar(node.input[1]) == 1:
-        node = g.producer.get(node.input[0])
+    one = _by_one(g, value)
+    node = g.producer.get(one.input[0] if one is not None else value)
     return is_op(node, "Add") and any((b := g.const(i)) is not None and b.size > 1 for i in node.input)
 
 
@@ -92,10 +95,7 @@ class ResidualLayerNorm:
                 raise Left("the Linear's bias Add before the residual is read elsewhere too, or the residual is not "
                            "of X's shape")
             return None  # an Add of two values, no Linear's bias: not this form (SD3.5's embedding, say)
-        dtype = measured_form(r, x, SPEEDUP, DEVICE, "ORT's SkipLayerNormalization", "export")
-        if not ort_runs(MS, "SkipLayerNormalization", dtype):
-            raise Left(f"no execution provider of the installed onnxruntime runs ORT's SkipLayerNormalization in "
-                       f"{dtype}")
+        dtype = measured_ort_op(r, x, SPEEDUP, DEVICE, "SkipLayerNormalization", "export")
         for name in (skip, ln.input[1], b_name, *([ln.input[2]] if beta is not None else [])):
             if g.elem(name) != g.elem(x):
                 raise Left(f"'{name}' is not of X's element type")

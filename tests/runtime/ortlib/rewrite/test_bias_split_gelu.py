@@ -15,7 +15,7 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import bias_split_gelu, bias_split_gelu_measured, rewrite  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import bias_split_gelu_measured, loads, rewrite  # noqa: E402
 
 C, S, D = 8, 3, 2560  # D: the GEGLU width of a 320-channel UNet level, one ORT's kernel serves
 CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -29,7 +29,7 @@ def measured(monkeypatch):
 @pytest.fixture
 def runs_anywhere(monkeypatch):
     """As on a machine whose onnxruntime has the CUDA EP: the matcher's structure, checked on any machine."""
-    monkeypatch.setattr(bias_split_gelu, "ort_runs", lambda domain, op, dtype: True)
+    monkeypatch.setattr(loads, "ort_runs", lambda domain, op, dtype: True)
 
 
 def _const(name, v, dtype=np.float32):
