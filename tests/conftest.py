@@ -31,6 +31,37 @@ def pytest_configure(config):
         opt.numprocesses, opt.dist, opt.tx = workers, "load", ["popen"] * workers
 
 
+_MAIN_JOB = pytest.StashKey[tuple]()
+
+
+def pytest_sessionstart(session):
+    """What the README main job's cache holds when the run starts (tests/main_job.py)."""
+    if not WORKER:
+        import time
+
+        from . import main_job
+
+        session.stash[_MAIN_JOB] = (time.time(), main_job.keys())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A default run fails when it compiled a kernel the main job had compiled (`-m full` compiles everything
+    on purpose)."""
+    if WORKER or _MAIN_JOB not in session.stash or "full" in (session.config.option.markexpr or ""):
+        return
+    from . import main_job
+
+    since, main = session.stash[_MAIN_JOB]
+    again = main_job.compiled_again(session.config._tmp_path_factory.getbasetemp(), main, since) if main else []
+    if again:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"{len(again)} kernels the README main job compiled were compiled again in this run "
+                 "(tests/main_job.py):", *again[:20]]
+        for line in lines:
+            reporter.write_line(line, red=True) if reporter else print(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def shared(tmp_path_factory, name: str, make):
     """make(directory) once per run, whatever the number of workers: a plain run makes it in a directory of
     its own; under pytest-xdist the first worker to ask makes it in the run's shared temp directory, under a
@@ -103,13 +134,20 @@ def small_scripts(small_kernels):
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory, small_scripts):
-    """The small kernel set compiled cold for TEST_TARGETS with its own cache; (report, out, cache)."""
-    from tritonforge.pipeline.builds.dist import build_dist
+    """The small kernel set compiled for TEST_TARGETS into a cache of its own, which starts with the README
+    main job's entries for these kernels (tests/main_job.py); (report, out, cache)."""
+    from tritonforge.pipeline.builds.dist import build_dist, kernel_key
+    from tritonforge.pipeline.compile.pin import pinned_version
     from tritonforge.pipeline.compile.targets import parse_targets
+    from tritonforge.pipeline.scripts.table import load_table
+
+    from . import main_job
 
     def make(base):
-        out, cache = base / "dist", base / "cache"
-        return build_dist(small_scripts, parse_targets(TEST_TARGETS), out, cache_dir=cache, jobs=2), out, cache
+        out, cache, targets = base / "dist", base / "cache", parse_targets(TEST_TARGETS)
+        version = pinned_version()
+        main_job.seed(cache, {kernel_key(k, t, version) for k in load_table(small_scripts).kernels for t in targets})
+        return build_dist(small_scripts, targets, out, cache_dir=cache, jobs=2), out, cache
 
     return shared(tmp_path_factory, "built", make)
 
@@ -143,32 +181,38 @@ def docker_engine():
 
 
 @pytest.fixture(scope="session")
-def docker_builds(docker_engine, small_kernels, built, tmp_path_factory):
+def docker_builds(docker_engine, small_kernels, tmp_path_factory):
     """The README's main command as typed, in a fresh copy, with a Docker engine up (so `auto` picks
     docker): `invoke build --platform cuda` (the ORT profile, default archs, out and cache, all relative),
-    every kernel compiled cold in the image; then ci.yml's full-profile builds `invoke build --platform
-    cuda|rocm --runner docker --profile full`, their cache holding what the local build (`built`) compiled
-    for TEST_TARGETS, as a runner's restored cache would (the other default archs compile in the images).
+    its cache the README main job's (tests/main_job.py: nothing compiled again where that job ran); then
+    ci.yml's full-profile lines `invoke build --platform P --arch A --runner docker --profile full` for
+    FULL_ARCHS, whose kernels outside the ORT profile are compiled in the images.
 
     Returns {"repo", "env", "cuda", "cuda_full", "rocm_full"} (the last three: the finished processes)."""
-    return shared(tmp_path_factory, "docker", lambda d: _docker_builds(d, small_kernels, built))
+    return shared(tmp_path_factory, "docker", lambda d: _docker_builds(d, small_kernels))
 
 
-def _docker_builds(base: Path, small_kernels: Path, built) -> dict:
+# One arch per platform for the container's full-profile builds (gpu.yml's runners' archs): compiled in the
+# image, compared byte for byte with `built`.
+FULL_ARCHS = {"cuda": "sm_90", "rocm": "gfx942"}
+
+
+def _docker_builds(base: Path, small_kernels: Path) -> dict:
+    from . import main_job
     from .cli import invoke, user_repo
 
     repo, env = user_repo(base / "repo", small_kernels)
-    cuda = invoke(repo, "build", "--platform", "cuda", env=env)
     docker_cache = repo / ".cache/tritonforge/compile-docker"
-    shutil.copytree(built[2], docker_cache, dirs_exist_ok=True)
+    main_job.seed(docker_cache)  # as a runner restores the main job's cache
     for d in [docker_cache, *(p for p in docker_cache.rglob("*") if p.is_dir())]:
         os.chmod(d, 0o777)  # the container's user adds entries beside the copied ones
-    # ci.yml runs the two on runners of their own: side by side here too (one image builds while the
-    # other compiles; they write different platforms' directories)
+    cuda = invoke(repo, "build", "--platform", "cuda", env=env)
+    # ci.yml runs the two on runners of their own: side by side here too (they write different platforms'
+    # directories)
     with ThreadPoolExecutor(2) as pool:
-        cuda_full, rocm_full = pool.map(lambda platform: invoke(repo, "build", "--platform", platform, "--runner",
-                                                                "docker", "--profile", "full", env=env),
-                                        ("cuda", "rocm"))
+        cuda_full, rocm_full = pool.map(
+            lambda p: invoke(repo, "build", "--platform", p, "--arch", FULL_ARCHS[p], "--runner", "docker",
+                             "--profile", "full", env=env), ("cuda", "rocm"))
     return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full}
 
 

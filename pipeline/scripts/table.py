@@ -9,11 +9,8 @@ thread-block clusters); its kernels are left out of other targets' artifacts.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import hashlib
 import importlib.util
-import json
 import re
 import sys
 import traceback
@@ -24,6 +21,7 @@ from tritonforge.pipeline.compile.targets import Target
 from tritonforge.pipeline.errors import PipelineError
 from tritonforge.pipeline.scripts.abi import ParamType, parse_param_type
 from tritonforge.pipeline.scripts.contracts import validate_contract
+from tritonforge.pipeline.scripts.sources import ScriptSource, kernel_source_key, local_sources
 
 ENTRY_KEYS = ("name", "group", "func", "sig", "kwargs")
 PLATFORM_NAMES = ("cuda", "rocm")
@@ -47,7 +45,7 @@ class KernelSpec:
     platforms: tuple[str, ...] = PLATFORM_NAMES  # the script's PLATFORMS
     min_sm: int = 0  # the script's MIN_SM (CUDA targets only)
     max_sm: int | None = None  # the script's MAX_SM (CUDA targets only)
-    source_key: str = ""  # the jit function and every source file it can depend on (see source_key)
+    source_key: str = ""  # what the kernel's code depends on (sources.kernel_source_key)
 
     def builds_for(self, target: Target) -> bool:
         if target.platform not in self.platforms:
@@ -111,46 +109,6 @@ def _forget_foreign_siblings(here: Path) -> None:
         where = getattr(loaded, "__file__", None)
         if where is not None and Path(where).resolve() != sibling.resolve():
             del sys.modules[sibling.stem]
-
-
-def local_sources(path: Path) -> dict[str, str]:
-    """{file name: sha256} of a script and of every file beside it that it imports, transitively.
-
-    Read from the files, never from loaded modules: Triton's own JIT cache key depends on the order in
-    which modules were loaded in this process, so the same inputs could get two keys.
-    """
-    here = Path(path).resolve().parent
-    found: dict[str, str] = {}
-    todo = [Path(path).resolve()]
-    while todo:
-        f = todo.pop()
-        if f.name in found:
-            continue
-        data = f.read_bytes()
-        found[f.name] = hashlib.sha256(data).hexdigest()
-        try:
-            tree = ast.parse(data, filename=str(f))
-        except SyntaxError:
-            continue  # loading the script reports it
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                sibling = here / f"{name.split('.')[0]}.py"
-                if sibling.is_file():
-                    todo.append(sibling)
-    return dict(sorted(found.items()))
-
-
-def source_key(func, sources: dict[str, str]) -> str:
-    """What a kernel's code depends on: its jit function (file and name) and the sources it can reach."""
-    fn = getattr(func, "fn", func)
-    where = f"{Path(fn.__code__.co_filename).name}:{fn.__qualname__}"
-    return hashlib.sha256(json.dumps([where, sources], sort_keys=True).encode()).hexdigest()
 
 
 def _short_tb(exc: BaseException) -> str:
@@ -302,12 +260,12 @@ def load_table(scripts: list[Path | str]) -> KernelTable:
         table = call_table(module, path)
         if not table:
             raise PipelineError("get_function_table() returned no kernels", script=str(path))
-        sources = local_sources(path)
+        sources, script = local_sources(path), ScriptSource(path)
         script_kernels = []
         for j, entry in enumerate(table):
             spec = validate_entry(entry, path, j)
             spec = dataclasses.replace(spec, platforms=platforms, min_sm=min_sm, max_sm=max_sm,
-                                       source_key=source_key(spec.func, sources))
+                                       source_key=kernel_source_key(spec.func, script, sources))
             if spec.name in seen:
                 raise PipelineError(f"duplicate kernel name (first defined in {seen[spec.name]})",
                                     script=str(path), kernel=spec.name)

@@ -1,0 +1,81 @@
+"""The README main job's compile cache, which the tests reuse, and the check that none of it is compiled again.
+
+`.ci/run` runs the main job (`invoke build --platform cuda`) in the checkout before the tests: its cache holds
+every kernel of the ORT profile for invoke.yaml's CUDA archs. A compile-cache key depends only on what a kernel's
+code reaches (pipeline/scripts/sources.py), so the small kernel set's kernels have the main job's keys, and
+the tests' builds take them from there. At the end of a default run, every cache entry written during the run
+(under the run's temp directory, by this process, a worker or a container) whose key the main job had is
+reported: that kernel was compiled twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The docker runner's cache (what `.ci/run` leaves) and the local runner's (a machine without an engine).
+CACHES = (ROOT / ".cache/tritonforge/compile-docker", ROOT / ".cache/tritonforge/compile")
+ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+
+
+def _entries(cache: Path):
+    """(key, metadata file) of every entry of a compile cache (`<key[:2]>/<key>.json` beside `<key>.bin`)."""
+    if cache.is_dir():
+        for sub in cache.iterdir():
+            if len(sub.name) == 2 and sub.is_dir():
+                for meta in sub.iterdir():
+                    if ENTRY.fullmatch(meta.name) and meta.name.startswith(sub.name):
+                        yield meta.name[:-5], meta
+
+
+def keys() -> set[str]:
+    """Every key the main job's caches hold."""
+    return {key for cache in CACHES for key, _ in _entries(cache)}
+
+
+def seed(dest: Path, wanted: set[str] | None = None) -> int:
+    """Copy the main job's entries (those of `wanted`, or all) into the compile cache `dest`, keeping their
+    times (a copy is not a compile); returns how many."""
+    n = 0
+    for cache in CACHES:
+        for key, meta in _entries(cache):
+            if wanted is not None and key not in wanted:
+                continue
+            target = Path(dest) / key[:2]
+            target.mkdir(parents=True, exist_ok=True)
+            if not (target / meta.name).exists():
+                shutil.copy2(meta.with_suffix(".bin"), target / f"{key}.bin")
+                shutil.copy2(meta, target / meta.name)
+                n += 1
+    return n
+
+
+def compiled_again(under: Path, main: set[str], since: float) -> list[str]:
+    """The cache entries under `under` written at or after `since` whose key the main job had."""
+    found = []
+    for dirpath, _, filenames in os.walk(under):
+        if len(Path(dirpath).name) != 2:
+            continue
+        for name in filenames:
+            if ENTRY.fullmatch(name) and name[:-5] in main:
+                path = Path(dirpath) / name
+                if path.stat().st_mtime >= since:
+                    found.append(str(path))
+    return sorted(found)
+
+
+def held(scripts, targets, profile: str = "full") -> dict[str, int]:
+    """{arch: how many of the scripts' `profile` kernels for that target the main job's caches hold}: what a
+    build seeded from them takes from the cache instead of compiling."""
+    from tritonforge.pipeline.builds.dist import kernel_key
+    from tritonforge.pipeline.compile.pin import pinned_version
+    from tritonforge.pipeline.scripts.profiles import select
+    from tritonforge.pipeline.scripts.table import load_table
+
+    main, version = keys(), pinned_version()
+    table = select(load_table(scripts), profile)
+    return {t.arch_name: sum(k.builds_for(t) and kernel_key(k, t, version) in main for k in table.kernels)
+            for t in targets}
