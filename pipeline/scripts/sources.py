@@ -99,8 +99,8 @@ class ScriptSource:
         return "".join(self.lines[start - 1:stmt.end_lineno])
 
     def reach(self, name: str | None) -> tuple[str, list[str]] | None:
-        """(the text of every statement the top-level def `name` can reach, the module names those statements
-        bind); name None: the statements kept whatever the kernel (imports, calls, blocks). None when no
+        """(the text of every statement the top-level def `name` can reach, every name those statements
+        read or bind); name None: the statements kept whatever the kernel (imports, calls, blocks). None when no
         plain top-level def binds `name` (the whole script counts then)."""
         if name is not None and not any(isinstance(self.body[i], (ast.FunctionDef, ast.AsyncFunctionDef))
                                         for i in self.binds.get(name, ())):
@@ -117,7 +117,7 @@ class ScriptSource:
                 if i not in keep:
                     keep.add(i)
                     todo.extend(_names(self.body[i]))
-        return "".join(self._segment(i) for i in sorted(keep)), sorted(seen & self.binds.keys())
+        return "".join(self._segment(i) for i in sorted(keep)), sorted(seen)
 
 
 def _value(value, kinds=_SCALARS) -> str | None:
@@ -145,7 +145,7 @@ def kernel_source_key(func, script: ScriptSource, sources: dict[str, str]) -> st
         mine = sources[script.path.name]
     else:
         text, names = reached
-        values = {n: _value(fn.__globals__.get(n)) for n in names}
+        values = {n: _value(fn.__globals__[n]) for n in names if n in fn.__globals__}
         mine = hashlib.sha256(json.dumps([text, values], sort_keys=True).encode()).hexdigest()
     deps = {**sources, script.path.name: mine}
     return hashlib.sha256(json.dumps([where, deps], sort_keys=True).encode()).hexdigest()
