@@ -44,15 +44,27 @@ def pytest_sessionstart(session):
         session.stash[_MAIN_JOB] = (time.time(), main_job.keys())
 
 
+def _run_dir(config) -> Path:
+    """The run's temp directory: a plain run's basetemp, the parent of each worker's."""
+    base = config._tmp_path_factory.getbasetemp()
+    return base.parent if WORKER else base
+
+
+def pytest_collection_finish(session):
+    """Say (to the process that checks at the end) that this run selected the `full` matrix."""
+    if any(item.get_closest_marker("full") for item in session.items):
+        (_run_dir(session.config) / "full-selected").touch()
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """A default run fails when it compiled a kernel the main job had compiled (`-m full` compiles everything
+    """A run fails when it compiled a kernel the main job had compiled (the `full` matrix compiles everything
     on purpose)."""
-    if WORKER or _MAIN_JOB not in session.stash or "full" in (session.config.option.markexpr or ""):
+    if WORKER or _MAIN_JOB not in session.stash or (_run_dir(session.config) / "full-selected").exists():
         return
     from . import main_job
 
     since, main = session.stash[_MAIN_JOB]
-    again = main_job.compiled_again(session.config._tmp_path_factory.getbasetemp(), main, since) if main else []
+    again = main_job.compiled_again(_run_dir(session.config), main, since) if main else []
     if again:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = [f"{len(again)} kernels the README main job compiled were compiled again in this run "

@@ -31,17 +31,17 @@ def _entries(cache: Path):
                         yield meta.name[:-5], meta
 
 
-def keys() -> set[str]:
+def keys(caches=CACHES) -> set[str]:
     """Every key the main job's caches hold."""
-    return {key for cache in CACHES for key, _ in _entries(cache)}
+    return {key for cache in caches for key, _ in _entries(Path(cache))}
 
 
-def seed(dest: Path, wanted: set[str] | None = None) -> int:
+def seed(dest: Path, wanted: set[str] | None = None, caches=CACHES) -> int:
     """Copy the main job's entries (those of `wanted`, or all) into the compile cache `dest`, keeping their
     times (a copy is not a compile); returns how many."""
     n = 0
-    for cache in CACHES:
-        for key, meta in _entries(cache):
+    for cache in caches:
+        for key, meta in _entries(Path(cache)):
             if wanted is not None and key not in wanted:
                 continue
             target = Path(dest) / key[:2]
