@@ -66,11 +66,14 @@ def pytest_sessionfinish(session, exitstatus):
     since, main = session.stash[_MAIN_JOB]
     again = main_job.compiled_again(_run_dir(session.config), main, since) if main else []
     if again:
+        say = f"{len(again)} kernels the README main job compiled were compiled again in this run (tests/main_job.py)"
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        lines = [f"{len(again)} kernels the README main job compiled were compiled again in this run "
-                 "(tests/main_job.py):", *again[:20]]
-        for line in lines:
-            reporter.write_line(line, red=True) if reporter else print(line)
+        if reporter:
+            reporter.write_sep("=", say, red=True)
+            for line in again[:20]:
+                reporter.write_line(line)
+        else:
+            print(say, *again[:20], sep="\n")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
