@@ -150,7 +150,8 @@ def small_scripts(small_kernels):
 @pytest.fixture(scope="session")
 def built(tmp_path_factory, small_scripts):
     """The small kernel set compiled for TEST_TARGETS into a cache of its own, which starts with the README
-    main job's entries for these kernels (tests/main_job.py); (report, out, cache)."""
+    main job's entries for these kernels on every arch invoke.yaml names (tests/main_job.py: a test's build
+    seeded from this cache, for any default arch, compiles none of them again); (report, out, cache)."""
     from tritonforge.pipeline.builds.dist import build_dist, kernel_key
     from tritonforge.pipeline.compile.pin import pinned_version
     from tritonforge.pipeline.compile.targets import parse_targets
@@ -159,9 +160,13 @@ def built(tmp_path_factory, small_scripts):
     from . import main_job
 
     def make(base):
+        import yaml
+
         out, cache, targets = base / "dist", base / "cache", parse_targets(TEST_TARGETS)
-        version = pinned_version()
-        main_job.seed(cache, {kernel_key(k, t, version) for k in load_table(small_scripts).kernels for t in targets})
+        archs = yaml.safe_load((ROOT / "invoke.yaml").read_text())["tritonforge"]["archs"]
+        version, seeded = pinned_version(), parse_targets([a for names in archs.values() for a in names])
+        main_job.seed(cache, {kernel_key(k, t, version) for k in load_table(small_scripts).kernels
+                              for t in {*targets, *seeded}})
         return build_dist(small_scripts, targets, out, cache_dir=cache, jobs=2), out, cache
 
     return shared(tmp_path_factory, "built", make)
