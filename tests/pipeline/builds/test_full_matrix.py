@@ -11,7 +11,7 @@ from tritonforge.pipeline.package.consumer_check import check_artifacts
 from tritonforge.pipeline.scripts.table import load_table
 
 from ...cli import invoke, user_repo
-from ...conftest import require_tool
+from ...conftest import require_tool, shared
 
 pytestmark = pytest.mark.full
 
@@ -27,10 +27,14 @@ def default_archs(root):
 
 @pytest.fixture(scope="module")
 def full_built(kernel_scripts, default_archs, tmp_path_factory):
-    base = tmp_path_factory.mktemp("full")
+    """Every kernel for every default arch, compiled cold once for all workers (each worker runs tests of this
+    module: a module fixture of its own would compile the whole matrix once per worker)."""
     targets = parse_targets([a for archs in default_archs.values() for a in archs])
-    report = build_dist(kernel_scripts, targets, base / "dist", cache_dir=base / "cache")
-    return report, base / "dist"
+
+    def make(base):
+        return build_dist(kernel_scripts, targets, base / "dist", cache_dir=base / "cache"), base / "dist"
+
+    return shared(tmp_path_factory, "full_built", make)
 
 
 def test_every_kernel_compiles_for_every_default_arch(full_built, kernel_scripts):
