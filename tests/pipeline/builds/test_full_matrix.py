@@ -16,7 +16,7 @@ from ...conftest import require_tool, shared
 pytestmark = pytest.mark.full
 
 FILES = ("triton_kernel_infos.a", "triton_kernel_infos.h", "kernels.json")
-# A whole platform's full profile is thousands of compiles: near 90 a minute on two cores, half that while the
+# A whole platform's full profile is thousands of compiles: about 70 a minute on two cores, half that while the
 # other worker compiles too. The job's own timeout (ci.yml) is the bound; this one only catches a hang.
 BUILD_TIMEOUT = 4 * 3600
 
