@@ -117,6 +117,13 @@ def root() -> Path:
     return ROOT
 
 
+def default_archs() -> dict[str, list[str]]:
+    """invoke.yaml's archs per platform (what a build without --arch makes)."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "invoke.yaml").read_text())["tritonforge"]["archs"]
+
+
 # sm_80 and sm_90 are the default CUDA archs (MIN_SM = 90 scripts are left out of sm_80); gfx942 is ROCm.
 TEST_TARGETS = "sm_80,sm_90,gfx942"
 
@@ -152,21 +159,15 @@ def built(tmp_path_factory, small_scripts):
     """The small kernel set compiled for TEST_TARGETS into a cache of its own, which starts with the README
     main job's entries for these kernels on every arch invoke.yaml names (tests/main_job.py: a test's build
     seeded from this cache, for any default arch, compiles none of them again); (report, out, cache)."""
-    from tritonforge.pipeline.builds.dist import build_dist, kernel_key
-    from tritonforge.pipeline.compile.pin import pinned_version
+    from tritonforge.pipeline.builds.dist import build_dist
     from tritonforge.pipeline.compile.targets import parse_targets
-    from tritonforge.pipeline.scripts.table import load_table
 
     from . import main_job
 
     def make(base):
-        import yaml
-
         out, cache, targets = base / "dist", base / "cache", parse_targets(TEST_TARGETS)
-        archs = yaml.safe_load((ROOT / "invoke.yaml").read_text())["tritonforge"]["archs"]
-        version, seeded = pinned_version(), parse_targets([a for names in archs.values() for a in names])
-        main_job.seed(cache, {kernel_key(k, t, version) for k in load_table(small_scripts).kernels
-                              for t in {*targets, *seeded}})
+        every = parse_targets([a for names in default_archs().values() for a in names])
+        main_job.seed(cache, set().union(*main_job.kernel_keys(small_scripts, {*targets, *every}).values()))
         return build_dist(small_scripts, targets, out, cache_dir=cache, jobs=2), out, cache
 
     return shared(tmp_path_factory, "built", make)

@@ -67,15 +67,19 @@ def compiled_again(under: Path, main: set[str], since: float) -> list[str]:
     return sorted(found)
 
 
-def held(scripts, targets, profile: str = "full") -> dict[str, int]:
-    """{arch: how many of the scripts' `profile` kernels for that target the main job's caches hold}: what a
-    build seeded from them takes from the cache instead of compiling."""
+def kernel_keys(scripts, targets, profile: str = "full") -> dict[str, set[str]]:
+    """{arch: the compile-cache keys of the scripts' `profile` kernels that build for that target}."""
     from tritonforge.pipeline.builds.dist import kernel_key
     from tritonforge.pipeline.compile.pin import pinned_version
     from tritonforge.pipeline.scripts.profiles import select
     from tritonforge.pipeline.scripts.table import load_table
 
-    main, version = keys(), pinned_version()
-    table = select(load_table(scripts), profile)
-    return {t.arch_name: sum(k.builds_for(t) and kernel_key(k, t, version) in main for k in table.kernels)
-            for t in targets}
+    version, table = pinned_version(), select(load_table(scripts), profile)
+    return {t.arch_name: {kernel_key(k, t, version) for k in table.kernels if k.builds_for(t)} for t in targets}
+
+
+def held(scripts, targets, profile: str = "full") -> dict[str, int]:
+    """{arch: how many of the scripts' `profile` kernels for that target the main job's caches hold}: what a
+    build seeded from them takes from the cache instead of compiling."""
+    main = keys()
+    return {arch: len(wanted & main) for arch, wanted in kernel_keys(scripts, targets, profile).items()}

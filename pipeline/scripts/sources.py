@@ -81,9 +81,9 @@ class ScriptSource:
 
     def __init__(self, path: Path):
         self.path = Path(path).resolve()
-        self.text = self.path.read_text()
-        self.lines = self.text.splitlines(keepends=True)
-        self.body = ast.parse(self.text, filename=str(path)).body
+        text = self.path.read_text()
+        self.lines = text.splitlines(keepends=True)
+        self.body = ast.parse(text, filename=str(path)).body
         self.binds: dict[str, list[int]] = {}
         self.always: list[int] = []
         for i, stmt in enumerate(self.body):

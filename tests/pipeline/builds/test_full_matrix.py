@@ -11,6 +11,7 @@ from tritonforge.pipeline.package.consumer_check import check_artifacts
 from tritonforge.pipeline.scripts.table import load_table
 
 from ...cli import invoke, user_repo
+from ...conftest import default_archs as invoke_yaml_archs
 from ...conftest import require_tool, shared
 
 pytestmark = pytest.mark.full
@@ -22,10 +23,8 @@ BUILD_TIMEOUT = 4 * 3600
 
 
 @pytest.fixture(scope="module")
-def default_archs(root):
-    import yaml
-
-    return yaml.safe_load((root / "invoke.yaml").read_text())["tritonforge"]["archs"]
+def default_archs():
+    return invoke_yaml_archs()
 
 
 @pytest.fixture(scope="module")
