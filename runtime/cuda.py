@@ -69,6 +69,7 @@ class CudaBackend:
             "sm_count": attr(a.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
             "l2_bytes": attr(a.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
             "clusters": bool(attr(a.CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)),
+            "memory_bytes": int(check(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem")),
         }
         self.device_name = check(cu.cuDeviceGetName(256, self.device), "cuDeviceGetName").split(b"\0")[0].decode()
         self.driver_version = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")

@@ -193,7 +193,7 @@ class GroupNormSetup(RotatingSetup):
             x4 = quantize(x, problem.dtype).reshape(n, hw, 1, c)
             self.reference, _ = group_norm_ref(x4, gamma, beta, problem.groups, problem.eps, problem.silu)
         else:
-            self.check_rows, self.reference = _sampled_reference(x, gamma, beta, problem, rng)
+            self.check_rows, self.reference = sampled_reference(x, gamma, beta, problem, rng)
 
     def candidates(self) -> list[str]:
         p = self.p
@@ -217,7 +217,7 @@ class GroupNormSetup(RotatingSetup):
         self.registry.backend.free(self.beta)
 
 
-def _sampled_reference(x: np.ndarray, gamma, beta, p: GroupNormProblem, rng, chunk: int = 1 << 16):
+def sampled_reference(x: np.ndarray, gamma, beta, p: GroupNormProblem, rng, chunk: int = 1 << 16):
     """(rows, float64 reference at those rows) of x (n * hw, c): every group's mean and variance in
     float64 over all of its values (chunk by chunk), the output at sampled pixels of every image."""
     cpg = p.c // p.groups
@@ -226,9 +226,11 @@ def _sampled_reference(x: np.ndarray, gamma, beta, p: GroupNormProblem, rng, chu
     for image in range(p.n):
         for start in range(0, p.hw, chunk):
             rows = slice(image * p.hw + start, image * p.hw + min(start + chunk, p.hw))
-            q = quantize(x[rows], p.dtype).reshape(-1, p.groups, cpg)
-            total[image] += q.sum(axis=(0, 2))
-            total_sq[image] += (q * q).sum(axis=(0, 2))
+            # fp16 values and their squares are exact in float32: half the bytes of float64 copies
+            q = x[rows].astype(np.float16).astype(np.float32) if p.dtype == "fp16" else quantize(x[rows], p.dtype)
+            # per channel first (a reduction over contiguous rows), then per group
+            total[image] += q.sum(axis=0, dtype=np.float64).reshape(p.groups, cpg).sum(axis=1)
+            total_sq[image] += np.square(q).sum(axis=0, dtype=np.float64).reshape(p.groups, cpg).sum(axis=1)
     count = p.hw * cpg
     mean = total / count
     rstd = 1.0 / np.sqrt(np.maximum(total_sq / count - mean * mean, 0.0) + p.eps)

@@ -41,6 +41,26 @@ def cuda(request):
     return CudaBackend(0)
 
 
+@pytest.fixture
+def one_at_a_time():
+    """The machine to this test alone among pytest-xdist's workers (a lock file): the tests past 2^31 elements
+    each take tens of GB of the GPU's memory and the host's."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "tritonforge-big-gpu-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def skip_unless_memory(cuda, nbytes: int, what: str) -> None:
+    """Skip, saying why, a test whose tensors (`nbytes` together) this GPU cannot hold with room to spare."""
+    have = cuda.limits["memory_bytes"]
+    if nbytes * 5 // 4 + (2 << 30) > have:
+        pytest.skip(f"{what} needs about {nbytes / 2**30:.0f} GiB of GPU memory; {cuda.device_name} has "
+                    f"{have / 2**30:.0f} GiB")
+
+
 @pytest.fixture(scope="session")
 def gpu_artifacts_dir(cuda, root) -> Path:
     """Artifacts for this GPU: $TRITONFORGE_DIST/cuda/sm_<arch> (default dist/full/: the full profile)."""

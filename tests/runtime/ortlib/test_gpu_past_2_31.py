@@ -1,0 +1,203 @@
+"""Every op of the custom-op library past 2^31 elements in onnxruntime-gpu's CUDA EP (a 4K-class decode's
+GroupNorm, a long video's token stream): rows past the 2^31st element come out right against float64, and a
+second session runs after it (a kernel that addressed out of bounds would have poisoned the CUDA context)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ..conftest import skip_unless_memory
+from .test_gpu_ops import _ada_session, run_bound, session, vi
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("one_at_a_time")]
+
+PAST = 2**31
+NHWC = (2, 2900, 2900, 128)  # 2.153e9 elements: image 1's last 42784 pixels lie past 2^31
+ROWS, COLS = 540_000, 4096  # 2.212e9 elements: rows from 524288 on lie past 2^31
+
+
+def wide(shape, period: int, seed: int) -> np.ndarray:
+    """fp16 of `shape`: `period` random rows of the last axis over and over, each row made its own by a ramp
+    in its first value (a kernel that read the wrong row would show)."""
+    rng = np.random.default_rng(seed)
+    x = np.resize(rng.standard_normal((period, shape[-1])).astype(np.float16), shape)
+    flat = x.reshape(-1, shape[-1])
+    flat[:, 0] = (np.arange(flat.shape[0]) % 4093 / 1000.0).astype(np.float16)
+    return x
+
+
+def assert_context_usable(ort, lib):
+    """A fresh session of the library runs a small softmax right."""
+    from onnx import helper
+    from tritonforge.runtime.ops.softmax import softmax_ref
+    from tritonforge.runtime.reference import assert_close
+
+    x = np.random.default_rng(5).standard_normal((4, 77)).astype(np.float32)
+    s = session(ort, lib, helper.make_node("Softmax", ["x"], ["y"], domain="tritonforge"), [vi("x", "fp32", [4, 77])],
+                [vi("y", "fp32", [4, 77])])
+    assert_close(s.run(None, {"x": x})[0], softmax_ref(x.astype(np.float64), False), "fp32", False, "after")
+
+
+def nhwc_rows(rows, c):
+    assert (rows.max() + 1) * c > PAST, "no checked pixel lies past 2^31 elements"
+    return rows
+
+
+def test_group_norm_nhwc_past_2_31_elements(cuda, ort_cuda, library):
+    skip_unless_memory(cuda, 2 * 2 * np.prod(NHWC), "GroupNorm past 2^31 elements")
+    from onnx import helper
+    from tritonforge.runtime.ops.group_norm import GroupNormProblem, group_norm_mismatch, sampled_reference
+
+    n, h, w, c = NHWC
+    x = wide(NHWC, 997, 1)
+    x[1] = x[1] * 2 + 1  # the images' statistics differ
+    rng = np.random.default_rng(2)
+    gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    node = helper.make_node("GroupNorm", ["x", "g", "b"], ["y"], domain="tritonforge", groups=32, activation=1)
+    s = session(ort_cuda, library, node, [vi("x", "fp16", list(NHWC)), vi("g", "fp32", [c]), vi("b", "fp32", [c])],
+                [vi("y", "fp16", list(NHWC))])
+    y = run_bound(ort_cuda, s, {"x": x, "g": gamma, "b": beta}, {"y": (list(NHWC), np.float16)})["y"]
+    del s
+    p = GroupNormProblem("fp16", n, h * w, c, 32, silu=True)
+    rows, ref = sampled_reference(x.reshape(-1, c), gamma, beta, p, rng)
+    why = group_norm_mismatch(y.reshape(-1, c)[nhwc_rows(rows, c)], ref, "fp16")
+    assert why is None, why
+    del x, y
+    assert_context_usable(ort_cuda, library)
+
+
+def test_skip_group_norm_past_2_31_elements(cuda, ort_cuda, library):
+    """Skip per image and channel (the UNet's time embedding) and a bias; both outputs checked."""
+    skip_unless_memory(cuda, 3 * 2 * np.prod(NHWC), "SkipGroupNorm past 2^31 elements")
+    from onnx import helper
+    from tritonforge.runtime.ops.group_norm import GroupNormProblem, group_norm_mismatch, sampled_reference
+
+    n, h, w, c = NHWC
+    x = wide(NHWC, 991, 3)
+    rng = np.random.default_rng(4)
+    skip = rng.standard_normal((n, c)).astype(np.float16)
+    bias = rng.standard_normal(c).astype(np.float16)
+    gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    node = helper.make_node("SkipGroupNorm", ["x", "g", "b", "skip", "bias"], ["y", "s"], domain="tritonforge",
+                            groups=32, activation=1)
+    s = session(ort_cuda, library, node,
+                [vi("x", "fp16", list(NHWC)), vi("g", "fp32", [c]), vi("b", "fp32", [c]), vi("skip", "fp16", [n, c]),
+                 vi("bias", "fp16", [c])], [vi("y", "fp16", list(NHWC)), vi("s", "fp16", list(NHWC))])
+    out = run_bound(ort_cuda, s, {"x": x, "g": gamma, "b": beta, "skip": skip, "bias": bias},
+                    {"y": (list(NHWC), np.float16), "s": (list(NHWC), np.float16)})
+    del s
+    total = x.astype(np.float32)
+    total += skip.astype(np.float32)[:, None, None, :] + bias.astype(np.float32)
+    del x
+    p = GroupNormProblem("fp32", n, h * w, c, 32, silu=True)  # statistics of the fp32 sum
+    rows, ref = sampled_reference(total.reshape(-1, c), gamma, beta, p, rng)
+    rows = nhwc_rows(rows, c)
+    why = group_norm_mismatch(out["s"].reshape(-1, c)[rows], total.reshape(-1, c)[rows].astype(np.float64), "fp16")
+    assert why is None, f"s: {why}"
+    why = group_norm_mismatch(out["y"].reshape(-1, c)[rows], ref, "fp16")
+    assert why is None, f"y: {why}"
+    del out, total
+    assert_context_usable(ort_cuda, library)
+
+
+def test_group_normalization_nchw_past_2_31_elements(cuda, ort_cuda, library):
+    """(2, 128, 2900, 2900): each of the 64 (image, group) spans whole against float64; the last one
+    crosses 2^31, the one before lies below it."""
+    skip_unless_memory(cuda, 2 * 2 * np.prod(NHWC), "GroupNormalization past 2^31 elements")
+    from onnx import helper
+    from tritonforge.runtime.ops.group_norm import group_norm_mismatch
+
+    n, c, groups = 2, 128, 32
+    shape = (n, c, 2900, 2900)
+    x = wide(shape, 13, 6)  # rows of 2900 values
+    rng = np.random.default_rng(7)
+    scale, bias = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], domain="tritonforge", num_groups=groups,
+                            activation=1)
+    s = session(ort_cuda, library, node, [vi("x", "fp16", list(shape)), vi("s", "fp32", [c]), vi("b", "fp32", [c])],
+                [vi("y", "fp16", list(shape))])
+    y = run_bound(ort_cuda, s, {"x": x, "s": scale, "b": bias}, {"y": (list(shape), np.float16)})["y"]
+    del s
+    cpg, span = c // groups, x[0, 0].size * (c // groups)
+    spans_x, spans_y = x.reshape(n * groups, span), y.reshape(n * groups, span)
+    for i in (0, groups - 1, n * groups - 2, n * groups - 1):
+        v = spans_x[i].astype(np.float64)
+        v = (v - v.mean()) / np.sqrt(v.var() + 1e-5)
+        ch = (i % groups) * cpg + np.arange(cpg)
+        ref = v.reshape(cpg, -1) * scale[ch, None] + bias[ch, None]
+        ref = ref / (1 + np.exp(-ref))
+        why = group_norm_mismatch(spans_y[i].reshape(cpg, -1), ref, "fp16")
+        assert why is None, f"(image, group) {divmod(i, groups)}: {why}"
+    assert n * groups * span > PAST > (n * groups - 1) * span
+    del x, y
+    assert_context_usable(ort_cuda, library)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_past_2_31_elements(cuda, ort_cuda, library, op):
+    skip_unless_memory(cuda, 2 * 2 * ROWS * COLS, "Softmax past 2^31 elements")
+    from onnx import helper
+    from tritonforge.runtime.ops.softmax import softmax_ref
+    from tritonforge.runtime.reference import mismatch
+
+    x = wide((ROWS, COLS), 997, 8)
+    s = session(ort_cuda, library, helper.make_node(op, ["x"], ["y"], domain="tritonforge"),
+                [vi("x", "fp16", [ROWS, COLS])], [vi("y", "fp16", [ROWS, COLS])])
+    y = run_bound(ort_cuda, s, {"x": x}, {"y": ([ROWS, COLS], np.float16)})["y"]
+    del s
+    edge = PAST // COLS
+    rows = np.array([0, 1, edge - 1, edge, edge + 1, (edge + ROWS) // 2, ROWS - 2, ROWS - 1])
+    log = op == "LogSoftmax"
+    why = mismatch(y[rows], softmax_ref(x[rows].astype(np.float64), log), "fp16", log)
+    assert why is None, why
+    del x, y
+    assert_context_usable(ort_cuda, library)
+
+
+def test_attention_past_2_31_elements_is_right_and_leaves_the_context_usable(cuda, ort_cuda, library):
+    """A query of 600000 tokens x 4096 channels in fp16 (2.46e9 elements: a long video's or a 4K image's
+    sequence) over 77 keys: rows past 2^31 / 4096 come out right, and a second session runs after it."""
+    skip_unless_memory(cuda, 2 * 2 * 600000 * 4096, "MultiHeadAttention past 2^31 elements")
+    from tritonforge.runtime.ops.attention import attention_mismatch, attention_ref
+
+    b, sq, skv, heads, d = 1, 600000, 77, 32, 128
+    rng = np.random.default_rng(31)
+    q = wide((b, sq, heads * d), 997, 30)
+    k, v = (rng.standard_normal((b, skv, heads * d)).astype(np.float16) for _ in range(2))
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="tritonforge", num_heads=heads)
+    t = TensorProto.FLOAT16
+    ins = [helper.make_tensor_value_info(n, t, list(x.shape)) for n, x in (("q", q), ("k", k), ("v", v))]
+    s = session(ort_cuda, library, node, ins, [helper.make_tensor_value_info("y", t, None)])
+    y = run_bound(ort_cuda, s, {"q": q, "k": k, "v": v}, {"y": (list(q.shape), np.float16)})["y"]
+    rows = np.array([0, 1, 2 ** 31 // (heads * d) - 1, 2 ** 31 // (heads * d), 2 ** 31 // (heads * d) + 1,
+                     sq // 2 + 12345, sq - 2, sq - 1])
+    split = lambda a: a.astype(np.float64).reshape(a.shape[0], -1, heads, d).transpose(0, 2, 1, 3)
+    ref = attention_ref(split(q[:, rows]), split(k), split(v))
+    why = attention_mismatch(split(y[:, rows]), ref, "fp16")
+    assert why is None, why
+    del y, q, s
+    assert_context_usable(ort_cuda, library)
+
+
+def test_ada_layer_norm_past_2_31_elements_is_right_and_leaves_the_context_usable(cuda, ort_cuda, library):
+    """1.4 million tokens x 1536 channels in fp16 (2.15e9 elements, a long video's sequence): rows past
+    2^31 / 1536 come out right, and a second session runs after it."""
+    skip_unless_memory(cuda, 2 * 2 * 1_400_000 * 1536, "AdaLayerNorm past 2^31 elements")
+    from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
+
+    shape = (1, 1_400_000, 1536)
+    rng = np.random.default_rng(7)
+    x = wide(shape, 991, 6)
+    s, t = ((0.5 * rng.standard_normal((1, 1, shape[2]))).astype(np.float16) for _ in range(2))
+    y = run_bound(ort_cuda, _ada_session(ort_cuda, library, "fp16", shape, 0), {"x": x, "s": s, "t": t},
+                  {"y": (list(shape), np.float16)})["y"]
+    rows = np.array([0, 1, 2 ** 31 // shape[2] - 1, 2 ** 31 // shape[2], 2 ** 31 // shape[2] + 1, shape[1] - 1])
+    ref, _ = ada_layer_norm_ref(x[:, rows].astype(np.float64), s[:, 0].astype(np.float64),
+                                t[:, 0].astype(np.float64), 1e-6)
+    why = ada_layer_norm_mismatch(y[:, rows], ref, "fp16")
+    assert why is None, why
+    del x, y
+    assert_context_usable(ort_cuda, library)
