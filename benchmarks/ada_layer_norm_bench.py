@@ -8,6 +8,8 @@ diffusers config), in one process on one GPU, onnxruntime-gpu's CUDA EP with IOB
 (benchmarks/ort_own.py), graphs of K identical norms on inputs of their own, per form:
 - `plain`: LayerNormalization (no affine) -> Mul(1 + scale) -> Add(shift), scale and shift one row per item;
 - `gated`: the residual x + gate * branch first (its sum an output too, as the next block reads it);
+- `gated_bias`: the branch a Linear of its own input, MatMul + bias (c x c, the attention's output projection),
+  whose bias the library's node takes (its MatMul then runs without one): the MatMul is timed on both sides;
 each as the exporters write it (`export`, ORT's own LayerNorm and elementwise kernels) and as the rewrite writes
 it (`tritonforge`, one tritonforge.AdaLayerNorm node), with `torch` (F.layer_norm and the same elementwise maths,
 CUDA-graph replay) and a device-to-device `copy` of x. The library's output is checked against float64 first.
@@ -33,15 +35,23 @@ from benchmarks.results import RESULTS, write_rows  # noqa: E402
 
 EPS = 1e-6
 L2 = 60 << 20
+FORMS = ("plain", "gated", "gated_bias")
+
+
+def _linear(c: int) -> tuple[np.ndarray, np.ndarray]:
+    """The gated_bias form's Linear (c x c weight, c bias), fp32: the same values in the graph and the check."""
+    rng = np.random.default_rng(c)
+    return (rng.standard_normal((c, c)) / c ** 0.5).astype(np.float32), rng.standard_normal(c).astype(np.float32)
 
 
 def model(form: str, items: int, tokens: int, c: int, dtype: str, nodes: int, fused: bool):
     """`nodes` independent norms: x<i> [, branch b<i>] (items, tokens, c) -> y<i> [, y<i>s the sum]; the per-item
-    s (scale), t (shift) [, g (gate)] (items, 1, c) shared. `fused`: one tritonforge.AdaLayerNorm each."""
+    s (scale), t (shift) [, g (gate)] (items, 1, c) shared; `gated_bias`: the branch is b<i> @ W + bias, W and
+    bias initializers. `fused`: one tritonforge.AdaLayerNorm each."""
     from onnx import helper, numpy_helper
 
     t = ort_own._tensor_type(dtype)
-    gated = form == "gated"
+    gated, linear = form.startswith("gated"), form == "gated_bias"
     shape, row = [items, tokens, c], [items, 1, c]
     one = numpy_helper.from_array(np.ones(c, np.float32), "ln_one")
     zero = numpy_helper.from_array(np.zeros(c, np.float32), "ln_zero")
@@ -59,17 +69,29 @@ def model(form: str, items: int, tokens: int, c: int, dtype: str, nodes: int, fu
             body += [helper.make_node("Identity", ["ln_one"], ["w"]), helper.make_node("Identity", ["ln_zero"], ["z"]),
                      helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1, np.float32)))]
         body.append(helper.make_node("Add", ["s", "one"], ["factor"]))
+    if linear:  # fp32 initializers cast to X's type: ORT folds the casts at load, as it does an export's weights
+        w, bias = _linear(c)
+        inits += [numpy_helper.from_array(w, "w_f"), numpy_helper.from_array(bias, "bias_f")]
+        body += [helper.make_node("Cast", ["w_f"], ["w_lin"], to=t),
+                 helper.make_node("Cast", ["bias_f"], ["bias"], to=t)]
     outputs = []
     for i in range(nodes):
         x, y = f"x{i}", f"y{i}"
+        branch = f"b{i}"
+        if linear:
+            body.append(helper.make_node("MatMul", [branch, "w_lin"], [f"mm{i}"]))
+            branch = f"mm{i}"
+            if not fused:
+                body.append(helper.make_node("Add", [branch, "bias"], [f"lin{i}"]))
+                branch = f"lin{i}"
         if fused:
-            ins = [x, "s", "t", f"b{i}", "g"] if gated else [x, "s", "t"]
+            ins = ([x, "s", "t", branch, "g"] + (["bias"] if linear else [])) if gated else [x, "s", "t"]
             outs = [y, f"y{i}s"] if gated else [y]
             body.append(helper.make_node("AdaLayerNorm", ins, outs, domain="tritonforge", epsilon=EPS))
         else:
             h = x
             if gated:
-                body += [helper.make_node("Mul", ["g", f"b{i}"], [f"gb{i}"]),
+                body += [helper.make_node("Mul", ["g", branch], [f"gb{i}"]),
                          helper.make_node("Add", [x, f"gb{i}"], [f"y{i}s"])]
                 h = f"y{i}s"
             body += [helper.make_node("LayerNormalization", [h, "w", "z"], [f"n{i}"], axis=-1, epsilon=EPS),
@@ -97,7 +119,7 @@ def measure(own, ours, form: str, items: int, tokens: int, c: int, dtype: str) -
     x = (2 * torch.randn((items, tokens, c), generator=gen, device="cuda") + 0.5).to(tt)
     branch = torch.randn((items, tokens, c), generator=gen, device="cuda").to(tt)
     s, t, g = ((0.5 * torch.randn((items, 1, c), generator=gen, device="cuda")).to(tt) for _ in range(3))
-    gated = form == "gated"
+    gated, linear = form.startswith("gated"), form == "gated_bias"
     per = x.nelement() * x.element_size() * (2 if gated else 1)
     nodes = max(2, min(40, ort_own.node_count(per, L2)))
     xs = [x] + [x.clone() for _ in range(nodes - 1)]
@@ -109,8 +131,12 @@ def measure(own, ours, form: str, items: int, tokens: int, c: int, dtype: str) -
     def host(a):
         return a.double().cpu().numpy()
 
-    ref, _ = ada_layer_norm_ref(host(x), host(s)[:, 0], host(t)[:, 0], EPS, host(branch) if gated else None,
-                                host(g)[:, 0] if gated else None)
+    w = bias = None
+    if linear:  # the graph's own weights, in X's type as the model casts them
+        w, bias = (torch.from_numpy(a).to("cuda", tt) for a in _linear(c))
+    lin = (branch.double() @ w.double()).to(tt) if linear else branch  # the MatMul's output, rounded as stored
+    ref, _ = ada_layer_norm_ref(host(x), host(s)[:, 0], host(t)[:, 0], EPS, host(lin) if gated else None,
+                                host(g)[:, 0] if gated else None, host(bias) if linear else None)
     _, out, _ = ours.run(model(form, items, tokens, c, dtype, 1, True), feeds(1), runs=1, graph=False)
     why = ada_layer_norm_mismatch(np.asarray(out["y0"]), ref, dtype)
     if why:
@@ -122,7 +148,8 @@ def measure(own, ours, form: str, items: int, tokens: int, c: int, dtype: str) -
     ln = torch.nn.functional.layer_norm
 
     def reference_torch(a):
-        return ln(a + g * branch if gated else a, (c,), eps=EPS) * (1 + s) + t
+        b = torch.nn.functional.linear(branch, w.t(), bias) if linear else branch
+        return ln(a + g * b if gated else a, (c,), eps=EPS) * (1 + s) + t
 
     results["torch"] = (torch_graph_ms(reference_torch, xs, 20) * 1e3, "cuda graph")
     results["copy"] = (torch_graph_ms(lambda a: a.clone(), xs, 20) * 1e3, "cuda graph")
@@ -149,7 +176,7 @@ def main(argv=None) -> int:
     for dtype in args.dtypes.split(","):
         for name in args.model.split(","):
             for items, tokens, c in e2e_models.dit_streams(name.strip()):
-                for form in ("plain", "gated"):
+                for form in FORMS:
                     if (items, tokens, c, dtype, form) not in seen:
                         seen.add((items, tokens, c, dtype, form))
                         rows = measure(own, ours, form, items, tokens, c, dtype)

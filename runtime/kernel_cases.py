@@ -238,24 +238,27 @@ def _ada_layer_norm_problems(spec: KernelSpec) -> Iterator[dict]:
 
 
 def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
-    """Two items of batch / 2 rows; the gated groups add gate * branch first and write the sum."""
-    dtype, gated = spec.dtype, "_gated" in spec.group
+    """Two items of batch / 2 rows; the gated groups add gate * branch (and the branch's bias) first and write
+    the sum."""
+    dtype, gated, biased = spec.dtype, "_gated" in spec.group, "_gated_bias" in spec.group
     rows, c = env["batch"], env["n_cols"]
     items, per = 2, env["batch"] // 2
     x = (rng.standard_normal((rows, c)) * 2 + 0.5).astype(np.float32)
     scale, shift, gate = (rng.standard_normal((items, c)).astype(np.float32) * 0.5 for _ in range(3))
     branch = rng.standard_normal((rows, c)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
     q = lambda a: quantize(a, dtype)  # noqa: E731
     ref, total = ada_layer_norm_ref(q(x).reshape(items, per, c), q(scale), q(shift), EPS,
-                                    q(branch).reshape(items, per, c) if gated else None, q(gate) if gated else None)
+                                    q(branch).reshape(items, per, c) if gated else None, q(gate) if gated else None,
+                                    q(bias) if biased else None)
     inputs = {"in": (x, dtype), "mod_scale": (scale, dtype), "mod_shift": (shift, dtype)}
     outputs = {"out": ((rows, c), dtype)}
+    unread = (np.zeros(1, np.float32), dtype)  # a role the kernel does not read: any buffer stands in
     if gated:
-        inputs.update(skip=(branch, dtype), gate=(gate, dtype))
+        inputs.update(skip=(branch, dtype), gate=(gate, dtype), bias=(bias, dtype) if biased else unread)
         outputs["add_out"] = ((rows, c), dtype)
-    else:  # the kernel reads none of them: any buffer stands in
-        inputs.update(skip=(np.zeros(1, np.float32), dtype), gate=(np.zeros(1, np.float32), dtype),
-                      add_out=(np.zeros(1, np.float32), dtype))
+    else:
+        inputs.update(skip=unread, gate=unread, add_out=unread, bias=unread)
 
     def expect(got):
         why = ada_layer_norm_mismatch(got["out"].reshape(items, per, c), ref, dtype)

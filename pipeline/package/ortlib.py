@@ -81,7 +81,7 @@ def op_of(group: str, contract: dict | None) -> tuple[str, str, int] | None:
         return "attention", m.group("dtype"), int(bool(m.group("causal")))
     m = ada_op.GROUP.fullmatch(group)
     if m and params <= ada_op.ROLES and problem <= ada_op.PROBLEM:
-        return "ada_layer_norm", m.group("dtype"), int(bool(m.group("gated")))
+        return "ada_layer_norm", m.group("dtype"), ada_op.form_of(m)
     return None
 
 

@@ -6,12 +6,12 @@ from .conftest import admitted, grid
 
 
 def test_groups_contract_and_signature(table):
-    assert sorted(table.contracts) == sorted(f"ada_layer_norm{g}_{dt}" for g in ("", "_gated")
+    assert sorted(table.contracts) == sorted(f"ada_layer_norm{g}_{dt}" for g in ("", "_gated", "_gated_bias")
                                              for dt in ("fp32", "fp16", "bf16"))
     for k in table.kernels:
-        assert table.contracts[k.group]["params"][:7] == ["out", "in", "mod_scale", "mod_shift", "skip", "gate",
-                                                          "add_out"]
-        assert k.constants["GATED"] == int("_gated" in k.group)
+        assert table.contracts[k.group]["params"][:8] == ["out", "in", "mod_scale", "mod_shift", "skip", "gate",
+                                                          "add_out", "bias"]
+        assert k.constants["GATED"] == ("_gated" in k.group) + ("_bias" in k.group)
 
 
 def test_each_width_of_the_dits_has_one_block_size(table):
@@ -27,6 +27,6 @@ def test_every_group_matches_float64_in_the_interpreter(table):
     from tritonforge.pipeline.builds.numerics_check import run_specs, select
 
     kernels, skipped = select(table)
-    assert not skipped and len(kernels) == 6
+    assert not skipped and len(kernels) == 9
     result = run_specs(kernels)
     assert result["passed"] and not [c for c in result["checked"] if c["error"]], result["checked"]

@@ -10,7 +10,9 @@ anchored at the LayerNormalization, takes every form seen:
 - the shift as any value of one row per item, (B, 1, C);
 - LayerNormalization over the last axis with weight one and bias zero (or none);
 - before it, optionally, `x_prev + gate * branch` (either order), gate one row per item: the node then
-  takes x_prev, branch and gate and writes the sum as its second output under the sum's name.
+  takes x_prev, branch and gate and writes the sum as its second output under the sum's name;
+- and where that branch is a Linear's `MatMul + bias`, the bias too (form `gated_bias`): the MatMul then runs
+  without a bias pass of its own (ORT adds a Linear's bias in a kernel of its own before its GEMM).
 
 Where it goes is the measured choice (ada_layer_norm_measured.py, derived from the committed rows by
 benchmarks/ada_layer_norm_choice.py): a dtype and form whose library node did not measure faster than the
@@ -24,7 +26,7 @@ import numpy as np
 from .. import DOMAIN
 from .ada_layer_norm_measured import DEVICE, SPEEDUP
 from .graph import attrs, is_op, other_operand
-from .patterns import Left, Match, Rewriter, measured_form
+from .patterns import Left, Match, Rewriter, bias_add, measured_form
 
 
 def _per_item(g, name: str, c: int, depth: int = 0) -> bool:
@@ -115,7 +117,8 @@ class ModulatedLayerNorm:
             raise Left("(1 + scale) * norm is not followed by + shift per item")
         inputs, outputs, removed, form = [x, scale, shift], [add.output[0]], [ln, mul, add], "plain"
         residual = g.producer.get(x)
-        gated = self._gated(g, residual, c, dims)
+        gated = self._gated(g, residual, c, x)
+        note = ""
         if gated:
             prev, branch, gate, gate_mul = gated
             inputs = [prev, scale, shift, branch, gate]
@@ -124,16 +127,27 @@ class ModulatedLayerNorm:
                 outputs.append(x)
             removed += [residual, gate_mul]
             form = "gated"
+            biased = bias_add(g, branch, [gate_mul])
+            if biased and g.same_shape(biased[0], x) and g.elem(biased[1]) == g.elem(x):
+                try:
+                    dtype = choose(r, x, "gated_bias")
+                    inputs[3:] = [biased[0], gate, biased[1]]
+                    removed.append(biased[3])
+                    form = "gated_bias"
+                except Left as why:  # the gated form without the bias may still have measured faster
+                    note = f"the branch's bias stays a node of its own: {why}"
         dtype = choose(r, x, form)
         for name in inputs[1:]:
             if g.elem(name) != g.elem(x):
                 raise Left(f"'{name}' is not of X's element type")
         node = helper.make_node("AdaLayerNorm", inputs, outputs, name=r.node_name(ln.name or add.output[0]),
                                 domain=DOMAIN, epsilon=float(a.get("epsilon", 1e-5)))
-        return Match(removed, node, f"{self.source}{' and its gated residual' if gated else ''}", dtype=dtype)
+        what = {"plain": "", "gated": " and its gated residual", "gated_bias": " and its gated residual with the "
+                "branch's bias"}[form]
+        return Match(removed, node, f"{self.source}{what}", dtype=dtype, note=note)
 
     @staticmethod
-    def _gated(g, residual, c: int, dims: list):
+    def _gated(g, residual, c: int, x: str):
         """(x_prev, branch, gate, the gate's Mul) where `residual` is x_prev + gate * branch, else None."""
         if not is_op(residual, "Add"):
             return None
@@ -143,7 +157,7 @@ class ModulatedLayerNorm:
                 continue
             for k, m in ((0, 1), (1, 0)):
                 gate, branch = mul.input[k], mul.input[m]
-                if _per_item(g, gate, c) and g.dims(branch) == dims and g.dims(residual.input[i]) == dims:
+                if _per_item(g, gate, c) and g.same_shape(branch, x) and g.same_shape(residual.input[i], x):
                     return residual.input[i], branch, gate, mul
         return None
 

@@ -134,6 +134,13 @@ class Graph:
         """The value's dims (None for a dim the model does not fix), or None when its rank is unknown."""
         return self.types.get(name, (0, None))[1]
 
+    def same_shape(self, a: str, b: str) -> bool:
+        """`a` and `b` have one shape as far as inference knows: the same rank, and each dim the same or left
+        unknown on one side (a dynamic axis inference lost). The ops that take them check the shapes at run."""
+        da, db = self.dims(a), self.dims(b)
+        return da is not None and db is not None and len(da) == len(db) and all(
+            p is None or q is None or p == q for p, q in zip(da, db))
+
     def only_reader(self, name: str):
         """The one node that reads `name`, when nothing else does and it is not a graph output."""
         users = self.consumers.get(name, [])

@@ -1,10 +1,11 @@
 // AdaLayerNorm: the diffusion transformers' block norm in one node. LayerNorm over the last axis without an
-// affine, modulated per item, Y = LN(S) * (1 + scale) + shift, where S is X, or X + gate * branch when the
-// node has those inputs (the gated residual before the norm; S is then the second output, the residual the
-// next block reads). kernels/ada_layer_norm_triton.py on CUDA, plain C++ in double on the CPU.
+// affine, modulated per item, Y = LN(S) * (1 + scale) + shift, where S is X, or X + gate * (branch + bias)
+// when the node has those inputs (the gated residual before the norm, the branch a Linear's output whose bias,
+// when given, is added here; S is then the second output, the residual the next block reads).
+// kernels/ada_layer_norm_triton.py on CUDA, plain C++ in double on the CPU.
 //
 // Inputs: X (..., rows_per_item, C) of N items; scale, shift [, gate]: one row of C per item, (N, C) or
-// (N, 1, C), or one row for all; branch: X's shape. Every input and output has X's element type.
+// (N, 1, C), or one row for all; branch: X's shape; bias: (C). Every input and output has X's element type.
 #include "op_base.h"
 
 namespace tf {
@@ -37,11 +38,13 @@ class AdaLayerNormKernel : public KernelBase {
     if (xs.size() < 2) bad("input X has shape " + shape_str(xs) + "; expected (..., tokens, channels)");
     // items: X's dims before (tokens, channels); each item's tokens share its row of scale, shift and gate
     const int64_t c = xs.back(), rows = product(xs, 0, xs.size() - 1), x_items = product(xs, 0, xs.size() - 2);
-    Ort::ConstValue branch{nullptr}, gate{nullptr};
+    Ort::ConstValue branch{nullptr}, gate{nullptr}, bias{nullptr};
     if (ctx.GetInputCount() > 3) branch = ctx.GetInput(3);
     if (ctx.GetInputCount() > 4) gate = ctx.GetInput(4);
+    if (ctx.GetInputCount() > 5) bias = ctx.GetInput(5);
     const bool gated = static_cast<bool>(branch);
     if (gated != static_cast<bool>(gate)) bad("inputs branch and gate come together: one is missing");
+    if (bias && !gated) bad("input bias is the branch's: it needs the inputs branch and gate");
     const int64_t items = items_of(scale, "scale", dt, c, x_items);
     if (items_of(shift, "shift", dt, c, x_items) != items) bad("inputs scale and shift hold different item counts");
     if (gated) {
@@ -50,6 +53,12 @@ class AdaLayerNormKernel : public KernelBase {
         bad("input branch has shape " + shape_str(branch.GetTensorTypeAndShapeInfo().GetShape()) + "; expected X's " +
             shape_str(xs));
       if (items_of(gate, "gate", dt, c, x_items) != items) bad("inputs gate and scale hold different item counts");
+      if (bias) {
+        if (float_type(bias, "bias") != dt) bad("input bias's element type differs from X's");
+        auto bs = bias.GetTensorTypeAndShapeInfo().GetShape();
+        if (product(bs) != c || (!bs.empty() && bs.back() != c))
+          bad("input bias has shape " + shape_str(bs) + "; expected one row of " + std::to_string(c));
+      }
     }
     auto y = ctx.GetOutput(0, xs);
     Ort::UnownedValue sum{nullptr};
@@ -62,7 +71,7 @@ class AdaLayerNormKernel : public KernelBase {
     if (!cuda_) {
       cpu(in.type, x.GetTensorRawData(), scale.GetTensorRawData(), shift.GetTensorRawData(),
           gated ? branch.GetTensorRawData() : nullptr, gated ? gate.GetTensorRawData() : nullptr,
-          y.GetTensorMutableRawData(), sum ? sum.GetTensorMutableRawData() : nullptr, rows, c, per_item);
+          bias ? bias.GetTensorRawData() : nullptr, y.GetTensorMutableRawData(), sum ? sum.GetTensorMutableRawData() : nullptr, rows, c, per_item);
       return;
     }
     if (per_item > INT32_MAX) bad("X has " + std::to_string(per_item) + " rows per item, past the kernels' i32");
@@ -77,6 +86,7 @@ class AdaLayerNormKernel : public KernelBase {
       r.u[R_GATE] = reinterpret_cast<uint64_t>(gate.GetTensorRawData());
       // the kernels write the sum; a node without that output gets a buffer of its own
       r.u[R_ADD_OUT] = sum ? reinterpret_cast<uint64_t>(sum.GetTensorMutableRawData()) : memory_.scratch(-1, bytes);
+      if (bias) r.u[R_BIAS] = reinterpret_cast<uint64_t>(bias.GetTensorRawData());
     }
     r.u[R_N_COLS] = static_cast<uint64_t>(c);
     r.u[R_ROWS_PER_ITEM] = static_cast<uint64_t>(per_item);
@@ -84,20 +94,25 @@ class AdaLayerNormKernel : public KernelBase {
     r.f[R_EPS] = eps_;
     Problem p;
     p.batch = rows, p.n_cols = c;
-    run(OP_ADA_LAYER_NORM, dt, gated ? 1 : 0, p, r, "ada_layer_norm" + std::string(gated ? "_gated_" : "_") + dt,
+    // the form: 0 plain, 1 gated, 2 gated with the branch's bias (the groups' variant, as their names say)
+    const int form = bias ? 2 : gated ? 1 : 0;
+    static const char* const kForms[] = {"_", "_gated_", "_gated_bias_"};
+    run(OP_ADA_LAYER_NORM, dt, form, p, r, "ada_layer_norm" + std::string(kForms[form]) + dt,
         std::to_string(rows) + "_" + std::to_string(c), memory_, stream(ctx),
         [&] { return where("X " + shape_str(xs) + " " + dt); });
   }
 
   void cpu(ONNXTensorElementDataType et, const void* x, const void* scale, const void* shift, const void* branch,
-           const void* gate, void* y, void* sum, int64_t rows, int64_t c, int64_t per_item) const {
+           const void* gate, const void* bias, void* y, void* sum, int64_t rows, int64_t c, int64_t per_item) const {
     std::vector<double> s(static_cast<size_t>(c));
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t item = r / per_item;
       double mean = 0;
       for (int64_t j = 0; j < c; ++j) {
         double v = load(x, et, r * c + j);
-        if (branch) v += static_cast<double>(load(gate, et, item * c + j)) * load(branch, et, r * c + j);
+        if (branch)
+          v += static_cast<double>(load(gate, et, item * c + j)) *
+               (static_cast<double>(load(branch, et, r * c + j)) + (bias ? load(bias, et, j) : 0.0));
         s[j] = v;
         mean += v;
       }
@@ -122,7 +137,7 @@ class AdaLayerNormKernel : public KernelBase {
 struct AdaLayerNormOp : OpBase<AdaLayerNormOp, AdaLayerNormKernel> {
   AdaLayerNormOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {}
   const char* GetName() const { return "AdaLayerNorm"; }
-  size_t GetInputTypeCount() const { return 5; }
+  size_t GetInputTypeCount() const { return 6; }
   size_t GetOutputTypeCount() const { return 2; }
   ONNXTensorElementDataType GetInputType(size_t) const { return type_; }
   ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }

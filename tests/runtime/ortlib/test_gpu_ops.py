@@ -376,15 +376,16 @@ def _ada_session(ort, lib, dtype, shape, gated, out_sum=True):
 
     t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT, "bf16": TensorProto.BFLOAT16}[dtype]
     row = [shape[0], 1, shape[2]]
-    names = ["x", "s", "t", "b", "g"] if gated else ["x", "s", "t"]
+    names = ["x", "s", "t", "b", "g", "bias"][:3 + 2 * bool(gated) + (gated == 2)]
     outs = ["y", "sum"] if gated and out_sum else ["y"]
     node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6)
-    ins = [helper.make_tensor_value_info(n, t, list(shape) if n in "xb" else row) for n in names]
+    ins = [helper.make_tensor_value_info(n, t, list(shape) if n in "xb" else [shape[2]] if n == "bias" else row)
+           for n in names]
     return session(ort, lib, node, ins, [helper.make_tensor_value_info(o, t, None) for o in outs])
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
-@pytest.mark.parametrize("gated", [0, 1])
+@pytest.mark.parametrize("gated", [0, 1, 2])  # 2: with the branch's bias
 @pytest.mark.parametrize("shape", [(2, 4096, 1536), (2, 333, 1536), (1, 4608, 3072), (2, 300, 1152), (3, 7, 77)])
 def test_ada_layer_norm_matches_float64(ort_cuda, library, dtype, gated, shape):
     """SD3's, Flux's and PixArt's token streams and an awkward one, the gated residual's sum written too."""
@@ -394,12 +395,13 @@ def test_ada_layer_norm_matches_float64(ort_cuda, library, dtype, gated, shape):
     rng = np.random.default_rng(shape[1])
     x, b = ((rng.standard_normal(shape) * 2 + 0.5).astype(NP[dtype]) for _ in range(2))
     s, t, g = ((0.5 * rng.standard_normal((shape[0], 1, shape[2]))).astype(NP[dtype]) for _ in range(3))
-    feeds = {"x": x, "s": s, "t": t, **({"b": b, "g": g} if gated else {})}
+    bias = rng.standard_normal(shape[2]).astype(NP[dtype])
+    feeds = {"x": x, "s": s, "t": t, **({"b": b, "g": g} if gated else {}), **({"bias": bias} if gated == 2 else {})}
     outs = {"y": (list(shape), NP[dtype]), **({"sum": (list(shape), NP[dtype])} if gated else {})}
     got = run_bound(ort_cuda, _ada_session(ort_cuda, library, dtype, shape, gated), feeds, outs)
     q = lambda a: quantize(a.astype(np.float32), dtype)  # noqa: E731
     ref, total = ada_layer_norm_ref(q(x), q(s)[:, 0], q(t)[:, 0], 1e-6, q(b) if gated else None,
-                                    q(g)[:, 0] if gated else None)
+                                    q(g)[:, 0] if gated else None, q(bias) if gated == 2 else None)
     assert ada_layer_norm_mismatch(got["y"], ref, dtype) is None, ada_layer_norm_mismatch(got["y"], ref, dtype)
     if gated:
         assert ada_layer_norm_mismatch(got["sum"], total, dtype) is None

@@ -232,14 +232,14 @@ def test_the_library_says_what_it_was_built_from(ort_library, built):
 
 
 def _ada(lib, dtype, gated, sum_out=True, name="ada"):
-    names = ["x", "s", "t", "b", "g"] if gated else ["x", "s", "t"]
+    names = ["x", "s", "t", "b", "g", "bias"][:3 + 2 * bool(gated) + (gated == 2)]
     outs = ["y", "sum"] if gated and sum_out else ["y"]
     node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6, name=name)
     return session(lib, [node], [vi(n, dtype, None) for n in names], [vi(o, dtype, None) for o in outs])
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-@pytest.mark.parametrize("gated", [0, 1])
+@pytest.mark.parametrize("gated", [0, 1, 2])  # 2: with the branch's bias
 @pytest.mark.parametrize("rows", [(2, 1), (1, 1)])  # a row of scale per item, or one for all
 def test_ada_layer_norm_matches_float64(ort_library, dtype, gated, rows):
     from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_ref
@@ -248,11 +248,12 @@ def test_ada_layer_norm_matches_float64(ort_library, dtype, gated, rows):
     n, s, c = 2, 5, 24
     x, b = ((rng.standard_normal((n, s, c)) * 2 + 1).astype(T[dtype][1]) for _ in range(2))
     sc, sh, g = ((0.5 * rng.standard_normal(rows + (c,))).astype(T[dtype][1]) for _ in range(3))
-    feeds = {"x": x, "s": sc, "t": sh, **({"b": b, "g": g} if gated else {})}
+    bias = rng.standard_normal(c).astype(T[dtype][1])
+    feeds = {"x": x, "s": sc, "t": sh, **({"b": b, "g": g} if gated else {}), **({"bias": bias} if gated == 2 else {})}
     got = _ada(ort_library, dtype, gated).run(None, feeds)
     f = lambda a: np.broadcast_to(a.astype(np.float64).reshape(-1, c), (n, c))  # noqa: E731
     y, total = ada_layer_norm_ref(x.astype(np.float64), f(sc), f(sh), 1e-6, b.astype(np.float64) if gated else None,
-                                  f(g) if gated else None)
+                                  f(g) if gated else None, bias.astype(np.float64) if gated == 2 else None)
     close(got[0], y, dtype)
     if gated:
         close(got[1], total, dtype)
@@ -285,3 +286,8 @@ def test_ada_layer_norm_refuses_bad_inputs_naming_the_node_and_input(ort_library
     msg = run_error(ort_library, node, [vi(n, "fp32", None) for n in "xst"],
                     {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8)}, outputs=["y", "sum"])
     assert "'norm4'" in msg and "needs the inputs branch and gate" in msg
+    msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t", "b", "g", "bias"], ["y"],
+                                                  domain="tritonforge", name="norm5"),
+                    [vi(n, "fp32", None) for n in ("x", "s", "t", "b", "g", "bias")],
+                    {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8), "b": z(2, 4, 8), "g": z(2, 1, 8), "bias": z(9)})
+    assert "'norm5'" in msg and "input bias has shape (9); expected one row of 8" in msg

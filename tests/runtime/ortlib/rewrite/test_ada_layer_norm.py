@@ -17,17 +17,17 @@ B, S, C = 2, 5, 16
 @pytest.fixture
 def measured(monkeypatch):
     """The table as rows make it where the library's node measured faster in fp32, both forms."""
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"gated": 3.0, "plain": 3.0})
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"gated": 3.0, "gated_bias": 3.0, "plain": 3.0})
 
 
 def _c(name, v):
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(v)))
 
 
-def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=True):
+def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=True, linear=False):
     """x (B, S, C) [+ gate * branch] -> LayerNormalization -> * (1 + scale) -> + shift; scale, shift and gate
     sliced from emb (B, 3C) as DiTs chunk their conditioning. `shift_late`: the shift's nodes come after the norm
-    in the graph (dynamo's order)."""
+    in the graph (dynamo's order). `linear`: the branch is a Linear of br, MatMul + bias, as exported."""
     n = [_c("ones", np.full(C, 1.5 if affine else 1.0, np.float32)), _c("zeros", np.zeros(C, np.float32)),
          _c("one", np.float32(1.0)), _c("ax1", np.array([1], np.int64)), _c("ax_last", np.array([1], np.int64))]
     for k, what in enumerate(("scale", "shift", "gate")):
@@ -35,8 +35,16 @@ def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=Tr
               helper.make_node("Slice", ["emb", f"{what}_lo", f"{what}_hi", "ax_last"], [f"{what}2"])]
     x = "x"
     if gated:
+        branch = "br"
+        if linear:
+            rng = np.random.default_rng(5)
+            n += [_c("w_out", rng.standard_normal((C, C)).astype(np.float32) / 4),
+                  _c("b_out", rng.standard_normal(C).astype(np.float32)),
+                  helper.make_node("MatMul", ["br", "w_out"], ["mm"]),
+                  helper.make_node("Add", ["mm", "b_out"], ["lin"])]
+            branch = "lin"
         n += [helper.make_node("Unsqueeze", ["gate2", "ax1"], ["gate3"]),
-              helper.make_node("Mul", ["gate3", "br"], ["gb"]), helper.make_node("Add", ["x", "gb"], ["res"])]
+              helper.make_node("Mul", ["gate3", branch], ["gb"]), helper.make_node("Add", ["x", "gb"], ["res"])]
         x = "res"
     if factor == "unsqueeze_then_add":
         n += [helper.make_node("Unsqueeze", ["scale2", "ax1"], ["scale3"]),
@@ -118,3 +126,30 @@ def test_a_plain_layer_norm_is_not_its_business(ort_library, measured):
     g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "w"], ["y"], axis=-1)], "g", [x], [y], [w])
     report = rewrite(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), ort_library)
     assert not report.rewritten and not report.left
+
+
+def test_a_linear_branchs_bias_goes_into_the_node_and_its_matmul_stays(ort_library, measured):
+    model = _model(gated=True, linear=True)
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"AdaLayerNorm": 1}, report.lines()
+    node = next(n for n in model.graph.node if n.op_type == "AdaLayerNorm")
+    assert list(node.input)[3:] == ["mm", "gate3", "b_out"]
+    # the bias, residual, 1 + scale and shift Adds all went into the node
+    assert [n.op_type for n in model.graph.node if n.op_type in ("MatMul", "Add")] == ["MatMul"]
+    onnx.checker.check_model(model)
+    for got, exp in zip(_run(model, ort_library), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)
+
+
+def test_an_unmeasured_bias_form_keeps_the_bias_add_and_says_why(ort_library, measured, monkeypatch):
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"gated": 3.0, "plain": 3.0})
+    model = _model(gated=True, linear=True)
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    node = next(n for n in model.graph.node if n.op_type == "AdaLayerNorm")
+    assert list(node.input)[3:] == ["lin", "gate3"]
+    assert any("the branch's bias stays a node of its own" in line and "gated_bias form" in line
+               for line in report.lines()), report.lines()
+    for got, exp in zip(_run(model, ort_library), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)

@@ -210,6 +210,12 @@ DIT_GELUS = {"sd3_medium": 3, "sd35_medium": 3, "flux_dev": 4, "pixart_sigma": 3
 # block's norm1, which modulates one norm two ways (its dual attention: not one node's work); Flux's double
 # block's four, each single block's one and norm_out; PixArt's norm1 and norm2 per block and norm_out.
 DIT_NORMS = {"sd3_medium": 8, "sd35_medium": 7, "flux_dev": 7, "pixart_sigma": 5}
+# Of those, the norms after a gated residual whose branch is a Linear (MatMul + bias): SD3's norm2 of each block,
+# block 0's norm2_context, block 1's norm1 and norm1_context and norm_out (after block 0's and 1's MLPs); SD3.5's
+# the same six (its plain one is block 0's norm1_context); Flux's double block's norm2 and norm2_context (its
+# single blocks' residuals pass through Concat and Slice first); PixArt's norm1 of block 1 and norm_out (its norm2
+# follows the cross-attention's ungated residual).
+DIT_BIASED_NORMS = {"sd3_medium": 6, "sd35_medium": 6, "flux_dev": 2, "pixart_sigma": 2}
 # (batch, grid) sizes each dynamic export serves as exported: SD3's position embedding is cropped to the example's
 # resolution and Flux's text projection reshaped to the example's batch (the exports fail at other sizes themselves)
 DIT_SIZES = {"sd3_medium": ((2, 4), (1, 4)), "sd35_medium": ((2, 4), (1, 4)), "flux_dev": ((1, 4), (1, 3))}
@@ -400,6 +406,29 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
         feeds = _dit_feeds(theirs, batch + grid, batch, grid)
         want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
         assert got.shape == want.shape and _rel(want, got) < TOL[name.split(".")[-2]], (batch, grid)
+
+
+@pytest.mark.parametrize("name", [c for c in DITS if ".bf16." not in c])
+def test_a_gated_linears_bias_goes_into_the_norm_after_it_where_that_measured_faster(ort_library, tmp_path,
+                                                                                   monkeypatch, name):
+    """With the gated_bias form measured faster: every norm after a Linear's gated residual takes the Linear's
+    bias, as either exporter writes it, dynamic axes included; its MatMul stays, and the numbers are the export's."""
+    model, dtype = name.split("_tiny")[0], name.split(".")[-2]
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, dtype, {"plain": 2.0, "gated": 2.0, "gated_bias": 2.0})
+    src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
+    report = rewrite_file(src, dst, ort_library)
+    assert report.rewritten["AdaLayerNorm"] == DIT_NORMS[model], report.lines()
+    m = onnx.load(str(dst), load_external_data=False)
+    takes = Counter(len(n.input) for n in m.graph.node if n.op_type == "AdaLayerNorm")
+    assert takes[6] == DIT_BIASED_NORMS[model] and takes[5] == 0, takes
+    made_by = {o: n.op_type for n in m.graph.node for o in n.output}
+    biased = [n for n in m.graph.node if n.op_type == "AdaLayerNorm" and len(n.input) == 6]
+    assert all(made_by[n.input[3]] == "MatMul" for n in biased)  # the Linear's MatMul stays
+    ours, theirs = session(dst, ort_library), session(src)
+    for batch, grid in DIT_SIZES[model] if ".dynamic." in name else ((2, 4),):
+        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
+        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
+        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
 
 
 def test_orts_optimized_export_is_rewritten_whole(ort_library, tmp_path):
