@@ -71,7 +71,8 @@ class AdaLayerNormKernel : public KernelBase {
     if (!cuda_) {
       cpu(in.type, x.GetTensorRawData(), scale.GetTensorRawData(), shift.GetTensorRawData(),
           gated ? branch.GetTensorRawData() : nullptr, gated ? gate.GetTensorRawData() : nullptr,
-          bias ? bias.GetTensorRawData() : nullptr, y.GetTensorMutableRawData(), sum ? sum.GetTensorMutableRawData() : nullptr, rows, c, per_item);
+          bias ? bias.GetTensorRawData() : nullptr, y.GetTensorMutableRawData(),
+          sum ? sum.GetTensorMutableRawData() : nullptr, rows, c, per_item);
       return;
     }
     if (per_item > INT32_MAX) bad("X has " + std::to_string(per_item) + " rows per item, past the kernels' i32");

@@ -291,3 +291,8 @@ def test_ada_layer_norm_refuses_bad_inputs_naming_the_node_and_input(ort_library
                     [vi(n, "fp32", None) for n in ("x", "s", "t", "b", "g", "bias")],
                     {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8), "b": z(2, 4, 8), "g": z(2, 1, 8), "bias": z(9)})
     assert "'norm5'" in msg and "input bias has shape (9); expected one row of 8" in msg
+    msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t", "", "", "bias"], ["y"],
+                                                  domain="tritonforge", name="norm6"),
+                    [vi(n, "fp32", None) for n in ("x", "s", "t", "bias")],
+                    {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8), "bias": z(8)})
+    assert "'norm6'" in msg and "input bias is the branch's: it needs the inputs branch and gate" in msg
