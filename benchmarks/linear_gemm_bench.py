@@ -8,7 +8,9 @@ on the zoo's Linear shapes (SD3, Flux, PixArt, SDXL's UNet), in one process:
 - `separate`: the GEMM, then the bias and the epilogue as separate kernels (what the export runs);
 - `cublaslt`: cuBLASLt with the bias (and GELU) in its epilogue, as torch's addmm runs it; the gated residual
   as one more kernel after it;
-- `triton`: a Triton GEMM with the whole epilogue fused (the fastest of a few tile configs).
+- `triton`: a Triton GEMM with the whole epilogue fused, one output tile per program (the fastest of a few tile
+  configs); `triton_tma`: the same persistent (a program per SM) with x and W read through tensor descriptors
+  (TMA on Hopper).
 
 Each candidate is checked against float64 first. Rows: benchmark `linear_gemm`, shape `<epilogue> <model>
 <M>x<K>x<N>`, metric `us` (CUDA-graph replay, median of 5).
@@ -55,16 +57,37 @@ def _gelu_tanh(x):
 
 
 @triton.jit
+def _tile(t, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Tile t's (row tile, column tile) in grouped order (8 row tiles per group): neighbouring tiles share W's
+    columns in L2."""
+    tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    first_m = (t // (8 * tiles_n)) * 8
+    size_m = min(tiles_m - first_m, 8)
+    return first_m + (t % (8 * tiles_n)) % size_m, (t % (8 * tiles_n)) // size_m
+
+
+@triton.jit
+def _epilogue(acc, pid_m, pid_n, y_ptr, b_ptr, res_ptr, gate_ptr, M, N, rows_per_item, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, EPILOGUE: tl.constexpr):
+    """y = acc + bias, then GELU-tanh (1) or res + gate[item] * that (2); stored in y's type."""
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc += tl.load(b_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    at = rows[:, None] * N + cols[None, :]
+    if EPILOGUE == 1:
+        acc = _gelu_tanh(acc)
+    if EPILOGUE == 2:
+        gate = tl.load(gate_ptr + (rows // rows_per_item)[:, None] * N + cols[None, :], mask=mask, other=0.0)
+        acc = tl.load(res_ptr + at, mask=mask, other=0.0).to(tl.float32) + gate.to(tl.float32) * acc
+    tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def linear_kernel(y_ptr, x_ptr, w_ptr, b_ptr, res_ptr, gate_ptr, M, N, K, rows_per_item,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPILOGUE: tl.constexpr):
-    # grouped tile order (8 row tiles per group) so neighbouring programs share W's columns in L2
-    pid = tl.program_id(0)
-    tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    group = pid // (8 * tiles_n)
-    first_m = group * 8
-    size_m = min(tiles_m - first_m, 8)
-    pid_m = first_m + (pid % (8 * tiles_n)) % size_m
-    pid_n = (pid % (8 * tiles_n)) // size_m
+    """One output tile per program, x and W read through pointers."""
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N)
     rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -76,15 +99,27 @@ def linear_kernel(y_ptr, x_ptr, w_ptr, b_ptr, res_ptr, gate_ptr, M, N, K, rows_p
         b = tl.load(w_ptr + kk[:, None] * N + cols[None, :], mask=(kk[:, None] < K) & (cols[None, :] < N),
                     other=0.0)
         acc = tl.dot(a, b, acc)
-    acc += tl.load(b_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
-    mask = (rows[:, None] < M) & (cols[None, :] < N)
-    at = rows[:, None] * N + cols[None, :]
-    if EPILOGUE == 1:
-        acc = _gelu_tanh(acc)
-    if EPILOGUE == 2:
-        gate = tl.load(gate_ptr + (rows // rows_per_item)[:, None] * N + cols[None, :], mask=mask, other=0.0)
-        acc = tl.load(res_ptr + at, mask=mask, other=0.0).to(tl.float32) + gate.to(tl.float32) * acc
-    tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mask)
+    _epilogue(acc, pid_m, pid_n, y_ptr, b_ptr, res_ptr, gate_ptr, M, N, rows_per_item, BLOCK_M, BLOCK_N, EPILOGUE)
+
+
+@triton.jit
+def linear_tma_kernel(y_ptr, x_ptr, w_ptr, b_ptr, res_ptr, gate_ptr, M, N, K, rows_per_item,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPILOGUE: tl.constexpr,
+                      PROGRAMS: tl.constexpr):
+    """Persistent: PROGRAMS programs (one per SM) walk the output tiles; x and W tiles come through tensor
+    descriptors (TMA on Hopper), which also clip the edges."""
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, PROGRAMS):
+        pid_m, pid_n = _tile(t, M, N, BLOCK_M, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            a = x_desc.load([pid_m * BLOCK_M, k0])
+            b = w_desc.load([k0, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        _epilogue(acc, pid_m, pid_n, y_ptr, b_ptr, res_ptr, gate_ptr, M, N, rows_per_item, BLOCK_M, BLOCK_N,
+                  EPILOGUE)
 
 
 def measure(epilogue: str, m: int, k: int, n: int, dtype) -> dict[str, float]:
@@ -115,21 +150,33 @@ def measure(epilogue: str, m: int, k: int, n: int, dtype) -> dict[str, float]:
         t = torch._addmm_activation(b, x, w, use_gelu=True) if epilogue == "gelu_tanh" else torch.addmm(b, x, w)
         return torch.addcmul(res, gate_rows, t) if epilogue == "gated" else t
 
-    def fused(cfg):
+    def fused(cfg, tma: bool):
         bm, bn, bk, warps, stages = cfg
-        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        programs = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
+        meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "EPILOGUE": EPILOGUES[epilogue], "num_warps": warps,
+                "num_stages": stages}
 
         def run(_):
-            linear_kernel[grid](y, x, w, b, res, gate, m, n, k, ROWS_PER_ITEM, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                EPILOGUE=EPILOGUES[epilogue], num_warps=warps, num_stages=stages)
+            if tma:
+                linear_tma_kernel[(programs,)](y, x, w, b, res, gate, m, n, k, ROWS_PER_ITEM, PROGRAMS=programs,
+                                               **meta)
+            else:
+                linear_kernel[(tiles,)](y, x, w, b, res, gate, m, n, k, ROWS_PER_ITEM, **meta)
             return y
         return run
 
     candidates = {"separate": separate, "cublaslt": cublaslt}
-    candidates |= {"triton_" + "x".join(map(str, c)): fused(c) for c in CONFIGS}
+    for tma in (False, True):
+        candidates |= {f"triton{'_tma' if tma else ''}:" + "x".join(map(str, c)): fused(c, tma) for c in CONFIGS}
     times = {"matmul": torch_graph_ms(lambda _: x @ w, [None], 20) * 1e3}
     for name, fn in candidates.items():
-        err = float((fn(None).double() - ref).abs().max())
+        try:
+            out = fn(None)
+        except Exception as exc:  # a candidate this Triton or GPU cannot build is reported, the others timed
+            print(f"{epilogue} {m}x{k}x{n} {name}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            continue
+        err = float((out.double() - ref).abs().max())
         if err > tol:
             print(f"{epilogue} {m}x{k}x{n} {name}: max error {err:.3g} over {tol:.3g}, not timed", flush=True)
             continue
@@ -146,6 +193,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     device = torch.cuda.get_device_name(0)
     torch.manual_seed(0)
+    # tensor descriptors made on the device need global scratch
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
     for dtype_name in args.dtypes.split(","):
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
         rows = []
@@ -157,11 +206,12 @@ def main(argv=None) -> int:
                   f" us; matmul {2 * m * k * n / times['matmul'] / 1e6:.0f} TFLOP/s", flush=True)
             rows += [{"provider": c, "shape": shape, "dtype": dtype_name, "metric": "us", "unit": "us",
                       "value": f"{times[c]:.2f}"} for c in ("matmul", "separate", "cublaslt") if c in times]
-            tiles = [(t, c) for c, t in times.items() if c.startswith("triton_")]
-            if tiles:
-                best = min(tiles)
-                rows.append({"provider": "triton", "shape": shape, "dtype": dtype_name, "metric": "us", "unit": "us",
-                             "value": f"{best[0]:.2f}", "extra": best[1].removeprefix("triton_")})
+            for provider in ("triton", "triton_tma"):  # each kernel's fastest tile config
+                tiles = [(t, c) for c, t in times.items() if c.split(":")[0] == provider]
+                if tiles:
+                    us, name = min(tiles)
+                    rows.append({"provider": provider, "shape": shape, "dtype": dtype_name, "metric": "us",
+                                 "unit": "us", "value": f"{us:.2f}", "extra": name.split(":")[1]})
         write_rows("linear_gemm", device, rows, args.out)
     return 0
 
