@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .expressions import evaluate
+from .ops import ada_layer_norm as ada_op
 from .ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
 from .ops.attention import attention_mismatch, attention_ref
 from .ops.group_norm import group_norm_mismatch, group_norm_ref
@@ -240,7 +241,8 @@ def _ada_layer_norm_problems(spec: KernelSpec) -> Iterator[dict]:
 def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
     """Two items of batch / 2 rows; the gated groups add gate * branch (and the branch's bias) first and write
     the sum."""
-    dtype, gated, biased = spec.dtype, "_gated" in spec.group, "_gated_bias" in spec.group
+    form = ada_op.form_of(ada_op.GROUP.fullmatch(spec.group))
+    dtype, gated, biased = spec.dtype, form != ada_op.PLAIN, form == ada_op.GATED_BIAS
     rows, c = env["batch"], env["n_cols"]
     items, per = 2, env["batch"] // 2
     x = (rng.standard_normal((rows, c)) * 2 + 0.5).astype(np.float32)

@@ -13,13 +13,13 @@ from ..reference import mismatch
 
 GROUP = re.compile(r"ada_layer_norm(?P<gated>_gated(?P<bias>_bias)?)?(_[A-Za-z0-9]+)*_(?P<dtype>fp16|fp32|bf16)")
 ROLES = {"out", "in", "mod_scale", "mod_shift", "skip", "gate", "add_out", "bias", "n_cols", "rows_per_item", "eps"}
+PROBLEM = {"batch", "n_cols"}
 PLAIN, GATED, GATED_BIAS = 0, 1, 2  # the form a group serves (the library's variant number)
 
 
 def form_of(m: re.Match) -> int:
     """The form of a group GROUP matched."""
     return GATED_BIAS if m.group("bias") else GATED if m.group("gated") else PLAIN
-PROBLEM = {"batch", "n_cols"}
 
 
 def ada_layer_norm_ref(x64: np.ndarray, scale64: np.ndarray, shift64: np.ndarray, eps: float,
