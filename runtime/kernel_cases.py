@@ -20,6 +20,7 @@ from .ops import ada_layer_norm as ada_op
 from .ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
 from .ops.attention import attention_mismatch, attention_ref
 from .ops.group_norm import group_norm_mismatch, group_norm_ref
+from .ops.rotary_embedding import rotary_embedding_mismatch, rotary_embedding_ref
 from .ops.softmax import softmax_ref
 from .reference import mismatch, quantize
 
@@ -48,6 +49,8 @@ class KernelSpec:
             return "attention"
         if self.group.startswith("ada_layer_norm"):
             return "ada_layer_norm"
+        if self.group.startswith("rotary_embedding"):
+            return "rotary_embedding"
         return "nchw" if self.group.startswith("GroupNormNCHW") else "nhwc"
 
 
@@ -82,7 +85,7 @@ def case_with(spec: KernelSpec, env: dict, seed: int = 0) -> Case:
     """The case of a given problem (its variables as the contract names them)."""
     rng = np.random.default_rng([seed, spec.index])
     return {"softmax": _softmax, "nhwc": _group_norm, "nchw": _nchw, "attention": _attention,
-            "ada_layer_norm": _ada_layer_norm}[spec.family](spec, env, rng)
+            "ada_layer_norm": _ada_layer_norm, "rotary_embedding": _rotary_embedding}[spec.family](spec, env, rng)
 
 
 def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, ...]:
@@ -92,7 +95,8 @@ def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, .
 
 def _problems(spec: KernelSpec) -> Iterator[dict]:
     return {"softmax": _softmax_problems, "nhwc": _group_norm_problems, "nchw": _nchw_problems,
-            "attention": _attention_problems, "ada_layer_norm": _ada_layer_norm_problems}[spec.family](spec)
+            "attention": _attention_problems, "ada_layer_norm": _ada_layer_norm_problems,
+            "rotary_embedding": _rotary_embedding_problems}[spec.family](spec)
 
 
 # ---- softmax: rows past the block, a partial vector, several pieces of a streamed row ----------------
@@ -270,3 +274,25 @@ def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
 
     return Case(env, inputs, outputs, {"n_cols": c, "rows_per_item": per, "eps": EPS}, expect,
                 {"rows": rows, "n_cols": c})
+
+
+# ---- rotary embedding: rows past the block, a partial row, heads sharing a position ------------------
+def _rotary_embedding_problems(spec: KernelSpec) -> Iterator[dict]:
+    block, rows = spec.constants["BLOCK_D"], spec.constants["BLOCK_R"]
+    for n_cols in (block - 6, block, block // 2 + 10, 24, 88, 128, 3072):
+        yield {"batch": 2 * 3 * (rows + 1), "n_cols": n_cols}
+
+
+def _rotary_embedding(spec: KernelSpec, env: dict, rng) -> Case:
+    """(2, S, 3, D) heads of batch rows, S positions of cos and sin shared by each position's 3 heads."""
+    dtype, rows, d = spec.dtype, env["batch"], env["n_cols"]
+    heads, s = 3, env["batch"] // 6
+    x = rng.standard_normal((rows, d)).astype(np.float32)
+    angle = rng.uniform(-np.pi, np.pi, (s, d // 2)).repeat(2, axis=1)
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    ref = rotary_embedding_ref(quantize(x, dtype).reshape(2, s, heads, d), cos[None, :, None, :].astype(np.float64),
+                               sin[None, :, None, :].astype(np.float64))
+    return Case(env, {"in": (x, dtype), "cos": (cos, "fp32"), "sin": (sin, "fp32")}, {"out": ((rows, d), dtype)},
+                {"batch": rows, "n_cols": d, "positions": s, "rows_per_position": heads},
+                lambda got: rotary_embedding_mismatch(got["out"].reshape(2, s, heads, d), ref, dtype),
+                {"rows": rows, "n_cols": d})

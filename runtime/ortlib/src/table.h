@@ -16,13 +16,14 @@ enum Role : int {
   R_Q, R_K, R_V, R_SCALE, R_Q_BATCH_STRIDE, R_Q_HEAD_STRIDE, R_Q_SEQ_STRIDE, R_K_BATCH_STRIDE, R_K_HEAD_STRIDE,
   R_K_SEQ_STRIDE, R_V_BATCH_STRIDE, R_V_HEAD_STRIDE, R_V_SEQ_STRIDE, R_OUT_BATCH_STRIDE, R_OUT_HEAD_STRIDE,
   R_OUT_SEQ_STRIDE, R_HEADS, R_KV_GROUP, R_SQ, R_SKV, R_HEAD_DIM,
-  R_MOD_SCALE, R_MOD_SHIFT, R_GATE, R_ROWS_PER_ITEM,
+  R_MOD_SCALE, R_MOD_SHIFT, R_GATE, R_ROWS_PER_ITEM, R_COS, R_SIN, R_POSITIONS, R_ROWS_PER_POSITION,
   R_COUNT
 };
 
 enum ArgType : int { T_PTR, T_I32, T_I64, T_I1, T_FP32, T_U32, T_U64 };
 
-enum OpKind : int { OP_GROUP_NORM_NHWC, OP_GROUP_NORM_NCHW, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_ATTENTION, OP_ADA_LAYER_NORM };
+enum OpKind : int { OP_GROUP_NORM_NHWC, OP_GROUP_NORM_NCHW, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_ATTENTION, OP_ADA_LAYER_NORM,
+                   OP_ROTARY_EMBEDDING };
 
 struct Param {
   int role, type, offset, divisibility;
@@ -63,7 +64,7 @@ struct GroupEntry {
   const char* name;
   int op;             // OpKind
   const char* dtype;  // fp16, fp32, bf16
-  int silu;           // GroupNorm: 1 Silu, 0 Pass; attention: 1 causal, 0 not; AdaLN: 1 gated; softmax: -1
+  int silu;           // GroupNorm: 1 Silu, 0 Pass; attention: 1 causal, 0 not; AdaLN: its form; softmax: -1
   int first, count;   // kernels [first, first + count) of kKernels
   RequiresFn requires;
   DimsFn grid;

@@ -228,6 +228,7 @@ def test_the_library_says_what_it_was_built_from(ort_library, built):
     assert any(g.startswith("GroupNormNCHW_") for g in got["groups"])
     assert {"fp16", "fp32"} <= set(got["cuda"]["GroupNormalization"])
     assert {"fp16", "fp32"} <= set(got["cuda"]["Softmax"])
+    assert set(got["cuda"]["RotaryEmbedding"]) == {"fp16", "fp32", "bf16"}
     assert ortlib.choices(ort_library) == []  # nothing has run on a GPU here
 
 
@@ -296,3 +297,59 @@ def test_ada_layer_norm_refuses_bad_inputs_naming_the_node_and_input(ort_library
                     [vi(n, "fp32", None) for n in ("x", "s", "t", "bias")],
                     {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8), "bias": z(8)})
     assert "'norm6'" in msg and "input bias is the branch's: it needs the inputs branch and gate" in msg
+
+
+# ---- RotaryEmbedding ----------------------------------------------------------------------------------
+def _rotary(lib, dtype, name="rope"):
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin"], ["y"], domain="tritonforge", name=name)
+    return session(lib, [node], [vi("x", dtype, None), vi("cos", "fp32", None), vi("sin", "fp32", None)],
+                   [vi("y", dtype, None)])
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("x_shape, cos_shape", [
+    ((2, 7, 3, 16), (1, 7, 1, 16)),  # Flux: (B, S, H, D) heads, one row per position
+    ((2, 3, 7, 16), (7, 16)),  # (B, H, S, D) heads
+    ((2, 7, 48), (2, 7, 48)),  # whole token rows, a row per token of each item
+    ((1, 3, 7, 8), (1, 1, 7, 8)),  # X's unit axes take no part
+    ((2, 5, 6), (6,)),  # one row for all
+])
+def test_rotary_embedding_matches_float64(ort_library, dtype, x_shape, cos_shape):
+    from tritonforge.runtime.ops.rotary_embedding import rotary_embedding_ref
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(T[dtype][1])
+    angle = rng.uniform(-np.pi, np.pi, cos_shape)
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    (y,) = _rotary(ort_library, dtype).run(None, {"x": x, "cos": cos, "sin": sin})
+    assert y.dtype == x.dtype and y.shape == x.shape
+    close(y, rotary_embedding_ref(x.astype(np.float64), cos.astype(np.float64), sin.astype(np.float64)), dtype)
+
+
+def test_rotary_embedding_turns_each_pair(ort_library):
+    """A quarter turn takes (a, b) to (-b, a); no turn leaves x."""
+    x = np.arange(1, 9, dtype=np.float32).reshape(1, 8)
+    s = _rotary(ort_library, "fp32")
+    (y,) = s.run(None, {"x": x, "cos": np.zeros((1, 8), np.float32), "sin": np.ones((1, 8), np.float32)})
+    np.testing.assert_array_equal(y, [[-2, 1, -4, 3, -6, 5, -8, 7]])
+    (y,) = s.run(None, {"x": x, "cos": np.ones((1, 8), np.float32), "sin": np.zeros((1, 8), np.float32)})
+    np.testing.assert_array_equal(y, x)
+
+
+def test_rotary_embedding_refuses_bad_inputs_naming_the_node_and_input(ort_library):
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin"], ["y"], domain="tritonforge", name="attn.rope_q")
+    ins = [vi(n, "fp32", None) for n in ("x", "cos", "sin")]
+    msg = run_error(ort_library, node, ins, {"x": z(2, 7, 3, 15), "cos": z(7, 15), "sin": z(7, 15)})
+    assert "tritonforge.RotaryEmbedding node 'attn.rope_q'" in msg and "expected (..., D) with D even" in msg
+    msg = run_error(ort_library, node, ins, {"x": z(2, 7, 3, 16), "cos": z(1, 7, 1, 8), "sin": z(1, 7, 1, 8)})
+    assert "cos has shape (1, 7, 1, 8) against X's (2, 7, 3, 16)" in msg and "X's last dim" in msg
+    msg = run_error(ort_library, node, ins, {"x": z(2, 7, 3, 16), "cos": z(1, 6, 1, 16), "sin": z(1, 6, 1, 16)})
+    assert "dim 1 is neither 1 nor X's" in msg
+    msg = run_error(ort_library, node, ins, {"x": z(2, 7, 3, 16), "cos": z(2, 1, 3, 16), "sin": z(2, 1, 3, 16)})
+    assert "not one run of X's axes" in msg
+    msg = run_error(ort_library, node, ins, {"x": z(2, 7, 3, 16), "cos": z(7, 1, 16), "sin": z(7, 16)})
+    assert "inputs cos (7, 1, 16) and sin (7, 16) differ in shape" in msg
+    half = [vi("x", "fp32", None), vi("cos", "fp16", None), vi("sin", "fp16", None)]
+    with pytest.raises(Exception, match="Type Error|type"):  # cos and sin are float: ORT itself says so at load
+        run_error(ort_library, node, half, {})

@@ -1,0 +1,65 @@
+"""Rotary position embedding on interleaved pairs in one pass: Flux's queries and keys.
+
+Flux turns every query and key head by its token's position before attention, `y = x * cos + rot(x) * sin`,
+where rot takes each pair (x[2i], x[2i+1]) to (-x[2i+1], x[2i]) and cos and sin hold one row of head_dim
+per position, in fp32 (diffusers' `apply_rotary_emb`, pairs unbound on the last axis). As torch.onnx writes
+it, that is a Reshape into pairs, two Slices and Squeezes, a Neg, two Unsqueezes, a Concat, a Reshape back,
+casts to fp32 and back, two Muls and an Add: about ten kernels over every query and key tensor of every
+block, each reading and writing it whole. Here it is one: x read once (a pair's partner comes from the
+same cache lines) and y written once.
+
+Groups `rotary_embedding_<dtype>` (x and y in dtype, cos and sin fp32): BLOCK_R rows of n_cols per program,
+grid (cdiv(rows, BLOCK_R), 1, 1), a candidate when n_cols <= BLOCK_D (the smallest such block, or 64).
+Row r reads row (r // rows_per_position) % positions of cos and sin: cos (1, S, 1, D) against (B, S, H, D)
+heads is `positions` S and `rows_per_position` H. n_cols is even. Maths in fp32; offsets in 64 bits.
+"""
+
+import triton
+import triton.language as tl
+
+DTYPES = ("fp32", "fp16", "bf16")
+# (BLOCK_D, BLOCK_R, num_warps): about 4K elements a program, a block per power of two of the row (head_dim
+# 64 or 128 per head; whole (B, S, H*D) rows where a model rotates those)
+CONFIGS = [(64, 64, 4), (128, 32, 4), (128, 16, 2), (256, 16, 4), (512, 8, 4), (1024, 4, 4), (2048, 2, 4),
+           (4096, 1, 4), (8192, 1, 8)]
+
+
+@triton.jit
+def rotary_embedding_kernel(out_ptr, x_ptr, cos_ptr, sin_ptr, n_rows, n_cols, positions, rows_per_position,
+                            BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.arange(0, BLOCK_D)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    at = rows[:, None] * n_cols + cols[None, :]
+    at_pos = ((rows // rows_per_position) % positions)[:, None] * n_cols + cols[None, :]
+    x = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+    # the pair's partner: n_cols is even, so flipping the offset's low bit stays in the row
+    partner = tl.load(x_ptr + (at ^ 1), mask=mask, other=0.0).to(tl.float32)
+    rot = tl.where((cols % 2 == 0)[None, :], -partner, partner)
+    cos = tl.load(cos_ptr + at_pos, mask=mask, other=0.0)
+    sin = tl.load(sin_ptr + at_pos, mask=mask, other=0.0)
+    tl.store(out_ptr + at, (x * cos + rot * sin).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def get_function_table():
+    table = []
+    for dtype in DTYPES:
+        group = f"rotary_embedding_{dtype}"
+        for block_d, block_r, warps in CONFIGS:
+            table.append({
+                "name": f"{group}_d{block_d}_r{block_r}_w{warps}",
+                "group": group,
+                "func": rotary_embedding_kernel,
+                "sig": f"*{dtype}:16,*{dtype}:16,*fp32:16,*fp32:16,i64,i32,i64,i64",
+                "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d}},
+            })
+    return table
+
+
+def get_launch_contracts():
+    contract = {"params": ["out", "in", "cos", "sin", "batch", "n_cols", "positions", "rows_per_position"],
+                "grid": ["cdiv(batch, BLOCK_R)", "1", "1"],
+                "requires": ["n_cols <= BLOCK_D", "BLOCK_D <= 64 or BLOCK_D < 2 * n_cols"],
+                "doc": "BLOCK_R rows per program; batch = rows of n_cols (even), row r takes cos and sin row "
+                       "(r // rows_per_position) % positions"}
+    return {f"rotary_embedding_{dtype}": contract for dtype in DTYPES}

@@ -1,0 +1,32 @@
+"""Rotary embedding: rows of a head per program, the smallest block that holds the row, and the interpreter
+against float64."""
+
+from __future__ import annotations
+
+from .conftest import admitted, grid
+
+
+def test_groups_contract_and_signature(table):
+    assert sorted(table.contracts) == sorted(f"rotary_embedding_{dt}" for dt in ("fp32", "fp16", "bf16"))
+    for k in table.kernels:
+        assert table.contracts[k.group]["params"] == ["out", "in", "cos", "sin", "batch", "n_cols", "positions",
+                                                      "rows_per_position"]
+        assert [p.type for p in k.params[2:4]] == ["*fp32", "*fp32"]  # cos and sin stay fp32 whatever x is
+
+
+def test_each_head_width_has_the_smallest_block_that_holds_it(table):
+    for d in (16, 64, 88, 128, 3072, 8192):
+        blocks = {k.constants["BLOCK_D"] for k in admitted(table, "rotary_embedding_bf16", batch=4096, n_cols=d)}
+        assert len(blocks) == 1 and d <= blocks.pop() < max(2 * d, 65), d
+    assert not admitted(table, "rotary_embedding_bf16", batch=4, n_cols=8194)
+    k = admitted(table, "rotary_embedding_bf16", batch=1000, n_cols=128)[0]
+    assert grid(table, k, batch=1000, n_cols=128) == [-(-1000 // k.constants["BLOCK_R"]), 1, 1]
+
+
+def test_every_group_matches_float64_in_the_interpreter(table):
+    from tritonforge.pipeline.builds.numerics_check import run_specs, select
+
+    kernels, skipped = select(table)
+    assert not skipped and len(kernels) == 3
+    result = run_specs(kernels)
+    assert result["passed"] and not [c for c in result["checked"] if c["error"]], result["checked"]
