@@ -14,7 +14,8 @@ fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0
 GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py), and a diffusion transformer's modulated
 LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), a UNet block's
 Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py) and its GEGLU, the
-bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), each where it measured faster. Types and shapes
+bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), and Flux's rotary embedding of queries and keys
+to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster. Types and shapes
 come from graph.py (ONNX's inference carried past ORT's contrib ops). A
 node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
 so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches
@@ -43,6 +44,7 @@ from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraph
 from .layout import channels_last
 from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
+from .rotary_embedding import ROTARY_EMBEDDING
 from .skip_layer_norm import SKIP_LAYER_NORM
 
 __all__ = ["Report", "RewriteError", "rewrite", "rewrite_file"]
@@ -139,7 +141,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 def _matchers() -> dict:
     by_anchor = {}
     # attention before softmax: a Softmax is an attention's first
-    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *BIAS_SPLIT_GELU):
+    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *BIAS_SPLIT_GELU, *ROTARY_EMBEDDING):
         for anchor in p.anchors:
             by_anchor.setdefault(anchor, []).append(p)
     return by_anchor

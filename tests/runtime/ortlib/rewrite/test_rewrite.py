@@ -18,6 +18,7 @@ from tritonforge.runtime.ortlib.rewrite import (  # noqa: E402
     gelu_measured,
     rewrite,
     rewrite_file,
+    rotary_embedding_measured,
     skip_layer_norm_measured,
 )
 
@@ -216,6 +217,8 @@ DIT_NORMS = {"sd3_medium": 8, "sd35_medium": 7, "flux_dev": 7, "pixart_sigma": 5
 # single blocks' residuals pass through Concat and Slice first); PixArt's norm1 of block 1 and norm_out (its norm2
 # follows the cross-attention's ungated residual).
 DIT_BIASED_NORMS = {"sd3_medium": 6, "sd35_medium": 6, "flux_dev": 2, "pixart_sigma": 2}
+# Their rotary embeddings: Flux's query and key in its double block's joint attention and in each single block's.
+DIT_ROTARIES = {"sd3_medium": 0, "sd35_medium": 0, "flux_dev": 6, "pixart_sigma": 0}
 # (batch, grid) sizes each dynamic export serves as exported: SD3's position embedding is cropped to the example's
 # resolution and Flux's text projection reshaped to the example's batch (the exports fail at other sizes themselves)
 DIT_SIZES = {"sd3_medium": ((2, 4), (1, 4)), "sd35_medium": ((2, 4), (1, 4)), "flux_dev": ((1, 4), (1, 3))}
@@ -387,9 +390,12 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
     orts = DIT_GELUS[model] if ".ort." in name else 0  # ORT's optimizer wrote its FastGelus already: they stay
     gelus = 0 if orts else gelus
     norms = DIT_NORMS[model] if ada_layer_norm_measured.SPEEDUP.get(dtype) else 0
+    rotaries = DIT_ROTARIES[model] if rotary_embedding_measured.SPEEDUP.get(dtype) else 0
     assert report.rewritten == {"MultiHeadAttention": attentions, **({"FastGelu": gelus} if gelus else {}),
-                                **({"AdaLayerNorm": norms} if norms else {})}, report.lines()
-    assert len(report.left) == DIT_GELUS[model] - gelus - orts + DIT_NORMS[model] - norms, report.lines()
+                                **({"AdaLayerNorm": norms} if norms else {}),
+                                **({"RotaryEmbedding": rotaries} if rotaries else {})}, report.lines()
+    assert len(report.left) == (DIT_GELUS[model] - gelus - orts + DIT_NORMS[model] - norms + DIT_ROTARIES[model]
+                                - rotaries), report.lines()
     before, after = _ops(src), _ops(dst)
     assert after[("com.microsoft", "FastGelu")] == gelus + orts
     assert after[("", "Tanh")] == before[("", "Tanh")] * (not gelus)
@@ -434,6 +440,37 @@ def test_a_gated_linears_bias_goes_into_the_norm_after_it_where_that_measured_fa
         assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
 
 
+@pytest.mark.parametrize("name", [c for c in DITS if c.startswith("flux_")])
+def test_fluxs_rotary_embeddings_become_one_node_each_where_that_measured_faster(ort_library, tmp_path, monkeypatch,
+                                                                                name):
+    """With the library's RotaryEmbedding measured faster: each rotation of Flux's queries and keys is one node, as
+    the dynamo exporter writes it at opset 18 and 23, dynamic axes included; in half precision it reads x itself and
+    writes x's type (the casts to fp32 and back go), and the numbers are the export's."""
+    dtype = name.split(".")[-2]
+    monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, dtype, {"decomposed": 2.0})
+    src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
+    report = rewrite_file(src, dst, ort_library)
+    assert report.rewritten["RotaryEmbedding"] == DIT_ROTARIES["flux_dev"], report.lines()
+    assert not [why for why in report.left if why.startswith("Neg ")], report.left
+    before, after = _ops(src), _ops(dst)
+    assert after[("", "Neg")] == before[("", "Neg")] - DIT_ROTARIES["flux_dev"] == 0
+    m = onnx.load(str(dst), load_external_data=False)
+    made_by = {o: n.op_type for n in m.graph.node for o in n.output}
+    types = {v.name: v.type.tensor_type.elem_type for v in m.graph.input}
+    rotaries = [n for n in m.graph.node if n.op_type == "RotaryEmbedding"]
+    assert all(made_by.get(n.input[0]) != "Cast" for n in rotaries)  # x itself, whatever its type
+    if dtype != "fp32":
+        assert after[("", "Cast")] < before[("", "Cast")] - DIT_ROTARIES["flux_dev"]
+        assert types["hidden_states"] == {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
+    if ".bf16." in name:  # the CPU EP has no bfloat16 MatMul
+        return
+    ours, theirs = session(dst, ort_library), session(src)
+    for batch, grid in DIT_SIZES["flux_dev"] if ".dynamic." in name else ((2, 4),):
+        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
+        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
+        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+
+
 def test_orts_optimized_export_is_rewritten_whole(ort_library, tmp_path):
     """ORT's optimizer leaves no types past its contrib ops; every fused GroupNorm is still taken (their
     types are a subset of what the library serves), the one InstanceNormalization it did not fuse, and the
@@ -473,7 +510,7 @@ def test_a_rewritten_export_runs_on_the_cuda_ep_as_the_export_does(ort_cuda, lib
     # the default layout is channels-last: a VAE's attention GroupNorm over (N, C, H*W) stays NCHW, and is named;
     # so are the tiny UNets' GEGLUs (widths ORT's BiasSplitGelu does not serve) and unmeasured fused norms
     said = ("stays NCHW: its input has rank 3", "BiasSplitGelu takes (batch, tokens, width) of width 2560",
-            "SkipLayerNormalization was not measured")
+            "SkipLayerNormalization was not measured", "RotaryEmbedding was not measured")
     assert report.rewritten and all(any(s in why for s in said) for why in report.left), report.lines()
     outs = []
     for path, lib in ((src, None), (dst, library)):
