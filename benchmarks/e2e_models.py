@@ -140,6 +140,18 @@ def dit_streams(name: str) -> list[tuple[int, int, int]]:
     return streams
 
 
+def rotary_streams(name: str) -> list[tuple[int, int, int, int]]:
+    """(items, tokens, heads, head_dim) of the queries and keys a diffusion transformer turns by position (rotary
+    embedding): Flux's, over the image's and text's tokens together, in its double and single blocks alike; none
+    for the models without one."""
+    m = MODELS[name]
+    if m.kind != "flux":
+        return []
+    c = m.config
+    items, image, _ = dit_streams(name)[0]
+    return [(items, image + DIT_TEXT["flux"], c["num_attention_heads"], c["attention_head_dim"])]
+
+
 def unet_streams(name: str) -> list[tuple[int, int, int]]:
     """(items, tokens per item, channels) of each distinct resolution a UNet's transformer blocks run at, at the
     model's side: each cross-attention down block's level (latent side / 2^level, its block_out_channels) and the

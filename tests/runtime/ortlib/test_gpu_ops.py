@@ -405,3 +405,35 @@ def test_ada_layer_norm_matches_float64(ort_cuda, library, dtype, gated, shape):
     assert ada_layer_norm_mismatch(got["y"], ref, dtype) is None, ada_layer_norm_mismatch(got["y"], ref, dtype)
     if gated:
         assert ada_layer_norm_mismatch(got["sum"], total, dtype) is None
+
+
+def _rotary_session(ort, lib, dtype, shape, cos_shape):
+    from onnx import TensorProto, helper
+
+    t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT, "bf16": TensorProto.BFLOAT16}[dtype]
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin"], ["y"], domain="tritonforge")
+    ins = [helper.make_tensor_value_info("x", t, list(shape)),
+           *(helper.make_tensor_value_info(n, TensorProto.FLOAT, list(cos_shape)) for n in ("cos", "sin"))]
+    return session(ort, lib, node, ins, [helper.make_tensor_value_info("y", t, None)])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("shape, cos_shape", [
+    ((1, 4608, 24, 128), (1, 4608, 1, 128)),  # Flux at 1024^2: image and text tokens, (B, S, H, D) heads
+    ((2, 24, 333, 64), (333, 64)),  # (B, H, S, D) heads
+    ((2, 7, 3, 88), (1, 7, 1, 88)),  # a head dim that fills no block
+    ((2, 300, 2048), (2, 300, 2048)),  # whole token rows, a row per token of each item
+])
+def test_rotary_embedding_matches_float64(ort_cuda, library, dtype, shape, cos_shape):
+    from tritonforge.runtime.ops.rotary_embedding import rotary_embedding_mismatch, rotary_embedding_ref
+    from tritonforge.runtime.reference import quantize
+
+    rng = np.random.default_rng(shape[1])
+    x = rng.standard_normal(shape).astype(NP[dtype])
+    angle = rng.uniform(-np.pi, np.pi, cos_shape)
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    got = run_bound(ort_cuda, _rotary_session(ort_cuda, library, dtype, shape, cos_shape),
+                    {"x": x, "cos": cos, "sin": sin}, {"y": (list(shape), NP[dtype])})
+    ref = rotary_embedding_ref(quantize(x.astype(np.float32), dtype), cos.astype(np.float64), sin.astype(np.float64))
+    why = rotary_embedding_mismatch(got["y"], ref, dtype)
+    assert why is None, why

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ..conftest import skip_unless_memory
-from .test_gpu_ops import _ada_session, run_bound, session, vi
+from .test_gpu_ops import _ada_session, _rotary_session, run_bound, session, vi
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("one_at_a_time")]
 
@@ -198,6 +198,28 @@ def test_ada_layer_norm_past_2_31_elements_is_right_and_leaves_the_context_usabl
     ref, _ = ada_layer_norm_ref(x[:, rows].astype(np.float64), s[:, 0].astype(np.float64),
                                 t[:, 0].astype(np.float64), 1e-6)
     why = ada_layer_norm_mismatch(y[:, rows], ref, "fp16")
+    assert why is None, why
+    del x, y
+    assert_context_usable(ort_cuda, library)
+
+
+def test_rotary_embedding_past_2_31_elements_is_right_and_leaves_the_context_usable(cuda, ort_cuda, library):
+    """Flux's heads over 700,000 tokens in fp16 (24 x 128 each: 2.15e9 elements, a long video's sequence): rows
+    past 2^31 / 128 come out right, and a second session runs after it."""
+    skip_unless_memory(cuda, 2 * 2 * 700_000 * 24 * 128, "RotaryEmbedding past 2^31 elements")
+    from tritonforge.runtime.ops.rotary_embedding import rotary_embedding_mismatch, rotary_embedding_ref
+
+    shape, cos_shape = (1, 700_000, 24, 128), (1, 700_000, 1, 128)
+    x = wide(shape, 991, 8)
+    angle = np.random.default_rng(9).uniform(-np.pi, np.pi, cos_shape)
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    y = run_bound(ort_cuda, _rotary_session(ort_cuda, library, "fp16", shape, cos_shape),
+                  {"x": x, "cos": cos, "sin": sin}, {"y": (list(shape), np.float16)})["y"]
+    tokens = np.array([0, 1, 2 ** 31 // (24 * 128) - 1, 2 ** 31 // (24 * 128), 2 ** 31 // (24 * 128) + 1,
+                       shape[1] - 1])
+    ref = rotary_embedding_ref(x[:, tokens].astype(np.float64), cos[:, tokens].astype(np.float64),
+                               sin[:, tokens].astype(np.float64))
+    why = rotary_embedding_mismatch(y[:, tokens], ref, "fp16")
     assert why is None, why
     del x, y
     assert_context_usable(ort_cuda, library)
