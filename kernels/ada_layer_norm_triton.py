@@ -10,8 +10,9 @@ pass of its own. Here it is one program per token: the row read once (and its br
 
 Groups `ada_layer_norm_<dtype>`, `ada_layer_norm_gated_<dtype>` (the gated residual first) and
 `ada_layer_norm_gated_bias_<dtype>` (the branch's bias added here too, so the GEMM before it runs without
-one): one row of n_cols per program, grid (rows, 1, 1), the row held in registers, so a candidate when
-n_cols <= BLOCK_SIZE (the smallest such block, or 256). Rows of an item are consecutive, `rows_per_item`
+one), the gated sum clipped to [clip_lo, clip_hi] (Flux's fp16 residual stream): one row of n_cols per
+program, grid (rows, 1, 1), the row held in registers, so a candidate when n_cols <= BLOCK_SIZE (the
+smallest such block, or 256). Rows of an item are consecutive, `rows_per_item`
 of them; scale, shift and gate hold one row of n_cols per item, bias one row for all. Maths in fp32;
 offsets in 64 bits (rows * n_cols passes 2^31 on long sequences).
 """
@@ -27,8 +28,9 @@ CONFIGS = [(256, 1), (512, 2), (1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096
 
 @triton.jit
 def ada_layer_norm_kernel(out_ptr, x_ptr, scale_ptr, shift_ptr, branch_ptr, gate_ptr, sum_ptr, bias_ptr, n_cols,
-                          rows_per_item, eps, BLOCK_SIZE: tl.constexpr, GATED: tl.constexpr):
-    # GATED: 0 the norm alone, 1 after x + gate * branch, 2 after x + gate * (branch + bias)
+                          rows_per_item, eps, clip_lo, clip_hi, BLOCK_SIZE: tl.constexpr, GATED: tl.constexpr):
+    # GATED: 0 the norm alone, 1 after x + gate * branch, 2 after x + gate * (branch + bias); the sum clipped to
+    # [clip_lo, clip_hi] (fp16 Flux clips its residual stream to fp16's range; +-inf where a model does not)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
@@ -41,6 +43,7 @@ def ada_layer_norm_kernel(out_ptr, x_ptr, scale_ptr, shift_ptr, branch_ptr, gate
             branch += tl.load(bias_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         gate = tl.load(gate_ptr + per_item, mask=mask, other=0.0).to(tl.float32)
         x = x + gate * branch
+        x = tl.where(x < clip_lo, clip_lo, tl.where(x > clip_hi, clip_hi, x))  # NaN stays NaN, as Clip's
         tl.store(sum_ptr + at, x.to(sum_ptr.dtype.element_ty), mask=mask)
     mean = tl.sum(x, axis=0) / n_cols
     centred = tl.where(mask, x - mean, 0.0)
@@ -61,7 +64,7 @@ def get_function_table():
                     "name": f"{group}_b{block}_w{warps}",
                     "group": group,
                     "func": ada_layer_norm_kernel,
-                    "sig": ",".join([f"*{dtype}:16"] * 8 + ["i32", "i32", "fp32"]),
+                    "sig": ",".join([f"*{dtype}:16"] * 8 + ["i32", "i32", "fp32", "fp32", "fp32"]),
                     "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "GATED": gated}},
                 })
     return table
@@ -69,7 +72,7 @@ def get_function_table():
 
 def get_launch_contracts():
     contract = {"params": ["out", "in", "mod_scale", "mod_shift", "skip", "gate", "add_out", "bias", "n_cols",
-                           "rows_per_item", "eps"],
+                           "rows_per_item", "eps", "clip_lo", "clip_hi"],
                 "grid": ["batch", "1", "1"],
                 "requires": ["n_cols <= BLOCK_SIZE", "BLOCK_SIZE <= 256 or BLOCK_SIZE < 2 * n_cols"],
                 "doc": "one row per program; batch = rows, rows_per_item rows share a row of scale, shift, gate"}

@@ -254,9 +254,10 @@ def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
     branch = rng.standard_normal((rows, c)).astype(np.float32)
     bias = rng.standard_normal(c).astype(np.float32)
     q = lambda a: quantize(a, dtype)  # noqa: E731
+    clip = (-2.5, 3.0)  # the gated sums clipped where some of them pass it: the clamp is checked
     ref, total = ada_layer_norm_ref(q(x).reshape(items, per, c), q(scale), q(shift), EPS,
                                     q(branch).reshape(items, per, c) if gated else None, q(gate) if gated else None,
-                                    q(bias) if biased else None)
+                                    q(bias) if biased else None, clip)
     inputs = {"in": (x, dtype), "mod_scale": (scale, dtype), "mod_shift": (shift, dtype)}
     outputs = {"out": ((rows, c), dtype)}
     unread = (np.zeros(1, np.float32), dtype)  # a role the kernel does not read: any buffer stands in
@@ -272,7 +273,8 @@ def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
             return why
         return ada_layer_norm_mismatch(got["add_out"].reshape(items, per, c), total, dtype)
 
-    return Case(env, inputs, outputs, {"n_cols": c, "rows_per_item": per, "eps": EPS}, expect,
+    return Case(env, inputs, outputs, {"n_cols": c, "rows_per_item": per, "eps": EPS, "clip_lo": clip[0],
+                                       "clip_hi": clip[1]}, expect,
                 {"rows": rows, "n_cols": c})
 
 

@@ -15,7 +15,8 @@ GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py), and a diffusi
 LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), a UNet block's
 Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py) and its GEGLU, the
 bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), and Flux's rotary embedding of queries and keys
-to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster. Types and shapes
+to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster. First, a Concat of Slices
+that give back one tensor is read as that tensor (rejoin.py: Flux's single blocks, between each two). Types and shapes
 come from graph.py (ONNX's inference carried past ORT's contrib ops). A
 node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
 so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches
@@ -44,6 +45,7 @@ from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraph
 from .layout import channels_last
 from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
+from .rejoin import rejoin
 from .rotary_embedding import ROTARY_EMBEDDING
 from .skip_layer_norm import SKIP_LAYER_NORM
 
@@ -61,6 +63,7 @@ class Report:
     targets: Counter = field(default_factory=Counter)  # (op, the domain written: the library's or ORT's) -> nodes
     fused_silu: int = 0
     channels_last: int = 0  # GroupNormalizations written as the NHWC GroupNorm between Transposes (layout.py)
+    rejoined: int = 0  # Concats of Slices covering one tensor, read as that tensor (rejoin.py)
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
     notes: Counter = field(default_factory=Counter)  # why nodes went where they went -> how many
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
@@ -81,6 +84,9 @@ class Report:
         if self.channels_last:
             out.append(f"channels-last: {self.channels_last} GroupNormalization node(s) as tritonforge.GroupNorm "
                        "between Transposes, for sessions with prefer_nhwc (rewrite/layout.py)")
+        if self.rejoined:
+            out.append(f"{self.rejoined} Concat(s) of Slices that cover one tensor read as that tensor "
+                       "(rewrite/rejoin.py)")
         out += [f"note: {why} ({n} node(s))" for why, n in self.notes.items()]
         out += [f"left as is: {why}" for why in self.left]
         return out or ["nothing to rewrite"]
@@ -123,6 +129,9 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     valid = check and _check(model, "before")
     report = Report()
     graph = Graph(model, base_dir)
+    report.rejoined = rejoin(graph)
+    if report.rejoined:  # the graph changed under the view: a new one, its types inferred again
+        graph = Graph(model, base_dir)
     _rewrite_scope(graph, cuda, min_cols, report, attention)
     if layout == "nhwc":
         report.channels_last, kept = channels_last(graph, cuda)

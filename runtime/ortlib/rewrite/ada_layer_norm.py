@@ -12,7 +12,9 @@ anchored at the LayerNormalization, takes every form seen:
 - before it, optionally, `x_prev + gate * branch` (either order), gate one row per item: the node then
   takes x_prev, branch and gate and writes the sum as its second output under the sum's name;
 - and where that branch is a Linear's `MatMul + bias`, the bias too (form `gated_bias`): the MatMul then runs
-  without a bias pass of its own (ORT adds a Linear's bias in a kernel of its own before its GEMM).
+  without a bias pass of its own (ORT adds a Linear's bias in a kernel of its own before its GEMM);
+- a Clip of constant bounds between that sum and the norm (fp16 Flux's `clip(-65504, 65504)` of its residual
+  stream) goes into the node too (`clip_min`, `clip_max`): the same form, one pass fewer on the export's side.
 
 Where it goes is the measured choice (ada_layer_norm_measured.py, derived from the committed rows by
 benchmarks/ada_layer_norm_choice.py): a dtype and form whose library node did not measure faster than the
@@ -73,6 +75,25 @@ def _scale_of(g, factor: str, c: int) -> tuple[str, list] | None:
     return None
 
 
+def _clip_of(g, node) -> tuple[float, float] | None:
+    """(min, max) where `node` is a Clip of constant bounds (either may be absent: -inf, inf) of an Add only it
+    reads: fp16 Flux's `residual.clip(-65504, 65504)` after the gated residual."""
+    if not is_op(node, "Clip") or g.only_reader(node.input[0]) is not node or not is_op(g.producer.get(node.input[0]),
+                                                                                       "Add"):
+        return None
+    a = attrs(node)
+    if "min" in a or "max" in a:  # opset < 11
+        return float(a.get("min", -np.inf)), float(a.get("max", np.inf))
+    bounds = []
+    for i, default in ((1, -np.inf), (2, np.inf)):
+        name = node.input[i] if len(node.input) > i else ""
+        v = g.scalar(name) if name else default
+        if v is None:
+            return None
+        bounds.append(float(v))
+    return bounds[0], bounds[1]
+
+
 def choose(r: Rewriter, x: str, form: str) -> str:
     """X's dtype when the library serves it and its AdaLayerNorm measured faster than the export's `form`."""
     if r.dtype(x) is not None:
@@ -117,14 +138,19 @@ class ModulatedLayerNorm:
             raise Left("(1 + scale) * norm is not followed by + shift per item")
         inputs, outputs, removed, form = [x, scale, shift], [add.output[0]], [ln, mul, add], "plain"
         residual = g.producer.get(x)
-        gated = self._gated(g, residual, c, x)
-        note = ""
+        clip = _clip_of(g, residual)
+        gated = self._gated(g, g.producer.get(residual.input[0]) if clip else residual, c, x)
+        note, bounds = "", {}
         if gated:
             prev, branch, gate, gate_mul = gated
             inputs = [prev, scale, shift, branch, gate]
             # the sum keeps its name where anything else reads it (the next block's residual)
             if [n for n in g.consumers.get(x, []) if n is not ln] or x in g.outputs:
                 outputs.append(x)
+            if clip:  # the clipped sum is what the norm and the next block read: the node clips it
+                bounds = {"clip_min": clip[0], "clip_max": clip[1]}
+                removed.append(residual)
+                residual = g.producer.get(residual.input[0])
             removed += [residual, gate_mul]
             form = "gated"
             biased = bias_add(g, branch, [gate_mul])
@@ -141,7 +167,7 @@ class ModulatedLayerNorm:
             if g.elem(name) != g.elem(x):
                 raise Left(f"'{name}' is not of X's element type")
         node = helper.make_node("AdaLayerNorm", inputs, outputs, name=r.node_name(ln.name or add.output[0]),
-                                domain=DOMAIN, epsilon=float(a.get("epsilon", 1e-5)))
+                                domain=DOMAIN, epsilon=float(a.get("epsilon", 1e-5)), **bounds)
         what = {"plain": "", "gated": " and its gated residual", "gated_bias": " and its gated residual with the "
                 "branch's bias"}[form]
         return Match(removed, node, f"{self.source}{what}", dtype=dtype, note=note)

@@ -1,7 +1,8 @@
 // AdaLayerNorm: the diffusion transformers' block norm in one node. LayerNorm over the last axis without an
 // affine, modulated per item, Y = LN(S) * (1 + scale) + shift, where S is X, or X + gate * (branch + bias)
 // when the node has those inputs (the gated residual before the norm, the branch a Linear's output whose bias,
-// when given, is added here; S is then the second output, the residual the next block reads).
+// when given, is added here; S is then the second output, the residual the next block reads), S clipped to
+// [clip_min, clip_max] where the node says so (Flux clips its fp16 residual stream to fp16's range).
 // kernels/ada_layer_norm_triton.py on CUDA, plain C++ in double on the CPU.
 //
 // Inputs: X (..., rows_per_item, C) of N items; scale, shift [, gate]: one row of C per item, (N, C) or
@@ -15,6 +16,12 @@ class AdaLayerNormKernel : public KernelBase {
  public:
   AdaLayerNormKernel(const OrtKernelInfo* info, bool cuda) : KernelBase(info, "AdaLayerNorm", cuda) {
     eps_ = attr_float(info, "epsilon", 1e-6f);
+    clip_lo_ = attr_float(info, "clip_min", -INFINITY);
+    clip_hi_ = attr_float(info, "clip_max", INFINITY);
+    if (!(clip_lo_ <= clip_hi_))
+      throw Ort::Exception(std::string(kDomain) + ".AdaLayerNorm: clip_min " + std::to_string(clip_lo_) +
+                               " is above clip_max " + std::to_string(clip_hi_), ORT_INVALID_ARGUMENT);
+    clipped_ = clip_lo_ != -INFINITY || clip_hi_ != INFINITY;
   }
 
  protected:
@@ -45,6 +52,8 @@ class AdaLayerNormKernel : public KernelBase {
     const bool gated = static_cast<bool>(branch);
     if (gated != static_cast<bool>(gate)) bad("inputs branch and gate come together: one is missing");
     if (bias && !gated) bad("input bias is the branch's: it needs the inputs branch and gate");
+    if (clipped_ && !gated)
+      bad("clip_min and clip_max bound the gated residual's sum: they need the inputs branch and gate");
     const int64_t items = items_of(scale, "scale", dt, c, x_items);
     if (items_of(shift, "shift", dt, c, x_items) != items) bad("inputs scale and shift hold different item counts");
     if (gated) {
@@ -93,6 +102,8 @@ class AdaLayerNormKernel : public KernelBase {
     r.u[R_ROWS_PER_ITEM] = static_cast<uint64_t>(per_item);
     r.u[R_BATCH] = static_cast<uint64_t>(rows);
     r.f[R_EPS] = eps_;
+    r.f[R_CLIP_LO] = clip_lo_;
+    r.f[R_CLIP_HI] = clip_hi_;
     Problem p;
     p.batch = rows, p.n_cols = c;
     // the form: 0 plain, 1 gated, 2 gated with the branch's bias (the groups' variant, as their names say)
@@ -111,9 +122,11 @@ class AdaLayerNormKernel : public KernelBase {
       double mean = 0;
       for (int64_t j = 0; j < c; ++j) {
         double v = load(x, et, r * c + j);
-        if (branch)
+        if (branch) {
           v += static_cast<double>(load(gate, et, item * c + j)) *
                (static_cast<double>(load(branch, et, r * c + j)) + (bias ? load(bias, et, j) : 0.0));
+          v = v < clip_lo_ ? clip_lo_ : v > clip_hi_ ? clip_hi_ : v;
+        }
         s[j] = v;
         mean += v;
       }
@@ -130,7 +143,8 @@ class AdaLayerNormKernel : public KernelBase {
     }
   }
 
-  float eps_;
+  float eps_, clip_lo_, clip_hi_;
+  bool clipped_;
 };
 
 // Every input shares X's element type, which the model gives: one typed declaration per element type (onnxruntime

@@ -1,8 +1,8 @@
 // tritonforge's custom ops for ONNX Runtime, in the domain "tritonforge": registration (RegisterCustomOps)
-// of every op family (group_norm.cc, softmax.cc, attention.cc, ada_layer_norm.cc, rotary_embedding.cc), each op twice: for the
-// CUDA EP, where it launches the build's Triton kernels on the session's stream (launch.cc), and for the CPU
-// EP, in plain C++, so the same graph runs in CPU sessions and tests. Also what the library holds (TritonforgeInfo)
-// and the kernels it chose (TritonforgeChoices).
+// of every op family (group_norm.cc, softmax.cc, attention.cc, ada_layer_norm.cc, rotary_embedding.cc), each op
+// twice: for the CUDA EP, where it launches the build's Triton kernels on the session's stream (launch.cc), and for
+// the CPU EP, in plain C++, so the same graph runs in CPU sessions and tests. Also what the library holds
+// (TritonforgeInfo) and the kernels it chose (TritonforgeChoices).
 #include <atomic>
 #include <cstdio>
 

@@ -109,7 +109,8 @@ struct RotaryEmbeddingOp : OpBase<RotaryEmbeddingOp, RotaryEmbeddingKernel> {
 
 std::vector<OrtCustomOp*> rotary_embedding_ops(bool cuda) {
   static RotaryEmbeddingOp ops[2][3] = {
-      {RotaryEmbeddingOp(false, kFloats[0]), RotaryEmbeddingOp(false, kFloats[1]), RotaryEmbeddingOp(false, kFloats[2])},
+      {RotaryEmbeddingOp(false, kFloats[0]), RotaryEmbeddingOp(false, kFloats[1]),
+       RotaryEmbeddingOp(false, kFloats[2])},
       {RotaryEmbeddingOp(true, kFloats[0]), RotaryEmbeddingOp(true, kFloats[1]), RotaryEmbeddingOp(true, kFloats[2])}};
   return {&ops[cuda][0], &ops[cuda][1], &ops[cuda][2]};
 }

@@ -371,14 +371,14 @@ def test_multi_head_attention_matches_float64(ort_cuda, library, dtype, layout, 
     assert why is None, why
 
 
-def _ada_session(ort, lib, dtype, shape, gated, out_sum=True):
+def _ada_session(ort, lib, dtype, shape, gated, out_sum=True, **clip):
     from onnx import TensorProto, helper
 
     t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT, "bf16": TensorProto.BFLOAT16}[dtype]
     row = [shape[0], 1, shape[2]]
     names = ["x", "s", "t", "b", "g", "bias"][:3 + 2 * bool(gated) + (gated == 2)]
     outs = ["y", "sum"] if gated and out_sum else ["y"]
-    node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6)
+    node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6, **clip)
     ins = [helper.make_tensor_value_info(n, t, list(shape) if n in "xb" else [shape[2]] if n == "bias" else row)
            for n in names]
     return session(ort, lib, node, ins, [helper.make_tensor_value_info(o, t, None) for o in outs])
@@ -437,3 +437,25 @@ def test_rotary_embedding_matches_float64(ort_cuda, library, dtype, shape, cos_s
     ref = rotary_embedding_ref(quantize(x.astype(np.float32), dtype), cos.astype(np.float64), sin.astype(np.float64))
     why = rotary_embedding_mismatch(got["y"], ref, dtype)
     assert why is None, why
+
+
+@pytest.mark.parametrize("gated", [1, 2])
+def test_ada_layer_norm_clips_the_gated_sum(ort_cuda, library, gated):
+    """Flux's fp16 single block stream, its sum clipped (bounds that cut here, as fp16's range cuts a sum past it)."""
+    from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
+    from tritonforge.runtime.reference import quantize
+
+    shape, clip = (1, 4608, 3072), (-2.5, 3.0)
+    rng = np.random.default_rng(11)
+    x, b = ((rng.standard_normal(shape) * 2 + 0.5).astype(np.float16) for _ in range(2))
+    s, t, g = ((0.5 * rng.standard_normal((1, 1, shape[2]))).astype(np.float16) for _ in range(3))
+    bias = rng.standard_normal(shape[2]).astype(np.float16)
+    feeds = {"x": x, "s": s, "t": t, "b": b, "g": g, **({"bias": bias} if gated == 2 else {})}
+    sess = _ada_session(ort_cuda, library, "fp16", shape, gated, clip_min=clip[0], clip_max=clip[1])
+    got = run_bound(ort_cuda, sess, feeds, {"y": (list(shape), np.float16), "sum": (list(shape), np.float16)})
+    q = lambda a: quantize(a.astype(np.float32), "fp16")  # noqa: E731
+    ref, total = ada_layer_norm_ref(q(x), q(s)[:, 0], q(t)[:, 0], 1e-6, q(b), q(g)[:, 0],
+                                    q(bias) if gated == 2 else None, clip)
+    assert ada_layer_norm_mismatch(got["y"], ref, "fp16") is None, ada_layer_norm_mismatch(got["y"], ref, "fp16")
+    assert ada_layer_norm_mismatch(got["sum"], total, "fp16") is None
+    assert got["sum"].min() == clip[0] and got["sum"].max() == clip[1]

@@ -232,32 +232,35 @@ def test_the_library_says_what_it_was_built_from(ort_library, built):
     assert ortlib.choices(ort_library) == []  # nothing has run on a GPU here
 
 
-def _ada(lib, dtype, gated, sum_out=True, name="ada"):
+def _ada(lib, dtype, gated, sum_out=True, name="ada", **clip):
     names = ["x", "s", "t", "b", "g", "bias"][:3 + 2 * bool(gated) + (gated == 2)]
     outs = ["y", "sum"] if gated and sum_out else ["y"]
-    node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6, name=name)
+    node = helper.make_node("AdaLayerNorm", names, outs, domain="tritonforge", epsilon=1e-6, name=name, **clip)
     return session(lib, [node], [vi(n, dtype, None) for n in names], [vi(o, dtype, None) for o in outs])
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-@pytest.mark.parametrize("gated", [0, 1, 2])  # 2: with the branch's bias
+# gated 2: with the branch's bias; clip: the gated sum clipped where some of it passes the bounds
+@pytest.mark.parametrize("gated, clip", [(0, None), (1, None), (2, None), (1, (-2.0, 3.5)), (2, (-2.0, 3.5))])
 @pytest.mark.parametrize("rows", [(2, 1), (1, 1)])  # a row of scale per item, or one for all
-def test_ada_layer_norm_matches_float64(ort_library, dtype, gated, rows):
+def test_ada_layer_norm_matches_float64(ort_library, dtype, gated, rows, clip):
     from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_ref
-
     rng = np.random.default_rng(gated)
     n, s, c = 2, 5, 24
     x, b = ((rng.standard_normal((n, s, c)) * 2 + 1).astype(T[dtype][1]) for _ in range(2))
     sc, sh, g = ((0.5 * rng.standard_normal(rows + (c,))).astype(T[dtype][1]) for _ in range(3))
     bias = rng.standard_normal(c).astype(T[dtype][1])
     feeds = {"x": x, "s": sc, "t": sh, **({"b": b, "g": g} if gated else {}), **({"bias": bias} if gated == 2 else {})}
-    got = _ada(ort_library, dtype, gated).run(None, feeds)
+    got = _ada(ort_library, dtype, gated, **({"clip_min": clip[0], "clip_max": clip[1]} if clip else {})).run(
+        None, feeds)
     f = lambda a: np.broadcast_to(a.astype(np.float64).reshape(-1, c), (n, c))  # noqa: E731
     y, total = ada_layer_norm_ref(x.astype(np.float64), f(sc), f(sh), 1e-6, b.astype(np.float64) if gated else None,
-                                  f(g) if gated else None, bias.astype(np.float64) if gated == 2 else None)
+                                  f(g) if gated else None, bias.astype(np.float64) if gated == 2 else None, clip)
     close(got[0], y, dtype)
     if gated:
         close(got[1], total, dtype)
+        if clip:
+            assert got[1].min() == clip[0] and got[1].max() == clip[1]  # the bounds were reached
 
 
 def test_ada_layer_norm_gated_without_the_sum_output(ort_library):
@@ -297,6 +300,12 @@ def test_ada_layer_norm_refuses_bad_inputs_naming_the_node_and_input(ort_library
                     [vi(n, "fp32", None) for n in ("x", "s", "t", "bias")],
                     {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8), "bias": z(8)})
     assert "'norm6'" in msg and "input bias is the branch's: it needs the inputs branch and gate" in msg
+    msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t"], ["y"], domain="tritonforge",
+                                                  name="norm7", clip_max=65504.0),
+                    [vi(n, "fp32", None) for n in "xst"], {"x": z(2, 4, 8), "s": z(2, 1, 8), "t": z(2, 1, 8)})
+    assert "'norm7'" in msg and "clip_min and clip_max bound the gated residual's sum" in msg
+    with pytest.raises(Exception, match="clip_min 3.000000 is above clip_max -3.000000"):
+        _ada(ort_library, "fp32", 1, clip_min=3.0, clip_max=-3.0)
 
 
 # ---- RotaryEmbedding ----------------------------------------------------------------------------------

@@ -24,10 +24,11 @@ def _c(name, v):
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(v)))
 
 
-def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=True, linear=False):
+def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=True, linear=False, clip=None):
     """x (B, S, C) [+ gate * branch] -> LayerNormalization -> * (1 + scale) -> + shift; scale, shift and gate
     sliced from emb (B, 3C) as DiTs chunk their conditioning. `shift_late`: the shift's nodes come after the norm
-    in the graph (dynamo's order). `linear`: the branch is a Linear of br, MatMul + bias, as exported."""
+    in the graph (dynamo's order). `linear`: the branch is a Linear of br, MatMul + bias, as exported. `clip`: the
+    sum clipped to (lo, hi) before the norm and the next block read it (fp16 Flux's residual stream)."""
     n = [_c("ones", np.full(C, 1.5 if affine else 1.0, np.float32)), _c("zeros", np.zeros(C, np.float32)),
          _c("one", np.float32(1.0)), _c("ax1", np.array([1], np.int64)), _c("ax_last", np.array([1], np.int64))]
     for k, what in enumerate(("scale", "shift", "gate")):
@@ -46,6 +47,10 @@ def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=Tr
         n += [helper.make_node("Unsqueeze", ["gate2", "ax1"], ["gate3"]),
               helper.make_node("Mul", ["gate3", branch], ["gb"]), helper.make_node("Add", ["x", "gb"], ["res"])]
         x = "res"
+        if clip:
+            n += [_c("lo", np.float32(clip[0])), _c("hi", np.float32(clip[1])),
+                  helper.make_node("Clip", ["res", "lo", "hi"], ["resc"])]
+            x = "resc"
     if factor == "unsqueeze_then_add":
         n += [helper.make_node("Unsqueeze", ["scale2", "ax1"], ["scale3"]),
               helper.make_node("Add", ["scale3", "one"], ["factor"])]
@@ -59,7 +64,7 @@ def _model(factor="unsqueeze_then_add", gated=False, affine=False, shift_late=Tr
     n.append(helper.make_node("Add", ["m", "shift3"], ["y"]))
     outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, S, C])]
     if gated:  # the residual stream goes on: the next block reads it
-        n.append(helper.make_node("Mul", ["res", "one"], ["z"]))
+        n.append(helper.make_node("Mul", [x, "one"], ["z"]))
         outs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [B, S, C]))
     ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, S, C]),
            helper.make_tensor_value_info("emb", TensorProto.FLOAT, [B, 3 * C])]
@@ -151,5 +156,33 @@ def test_an_unmeasured_bias_form_keeps_the_bias_add_and_says_why(ort_library, me
     assert list(node.input)[3:] == ["lin", "gate3"]
     assert any("the branch's bias stays a node of its own" in line and "gated_bias form" in line
                for line in report.lines()), report.lines()
+    for got, exp in zip(_run(model, ort_library), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)
+
+
+def test_a_clip_of_the_gated_sum_goes_into_the_node_with_its_bounds(ort_library, measured):
+    """fp16 Flux clips its residual stream to fp16's range after each single block: the node clips the sum it
+    writes, under the Clip's name, and normalises the clipped sum."""
+    model = _model(gated=True, linear=True, clip=(-1.5, 2.0))
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"AdaLayerNorm": 1}, report.lines()
+    node = next(n for n in model.graph.node if n.op_type == "AdaLayerNorm")
+    assert list(node.output) == ["y", "resc"] and "Clip" not in {n.op_type for n in model.graph.node}
+    assert {a.name: a.f for a in node.attribute if a.name.startswith("clip")} == {"clip_min": -1.5, "clip_max": 2.0}
+    onnx.checker.check_model(model)
+    for got, exp in zip(_run(model, ort_library), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)
+    assert want[1].min() == -1.5 and want[1].max() == 2.0  # the bounds cut into the sum
+
+
+def test_a_clip_of_a_plain_norms_input_stays_a_node_of_its_own(ort_library, measured):
+    """Without a gated residual before it there is no sum for the node to clip: the Clip stays, the norm goes."""
+    model = _model(gated=True, clip=(-1.5, 2.0))
+    res = next(n for n in model.graph.node if n.output[0] == "res")
+    res.op_type = "Sub"  # x - gb: not the gated residual
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"AdaLayerNorm": 1} and "Clip" in {n.op_type for n in model.graph.node}
     for got, exp in zip(_run(model, ort_library), want):
         np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)

@@ -213,10 +213,11 @@ DIT_GELUS = {"sd3_medium": 3, "sd35_medium": 3, "flux_dev": 4, "pixart_sigma": 3
 DIT_NORMS = {"sd3_medium": 8, "sd35_medium": 7, "flux_dev": 7, "pixart_sigma": 5}
 # Of those, the norms after a gated residual whose branch is a Linear (MatMul + bias): SD3's norm2 of each block,
 # block 0's norm2_context, block 1's norm1 and norm1_context and norm_out (after block 0's and 1's MLPs); SD3.5's
-# the same six (its plain one is block 0's norm1_context); Flux's double block's norm2 and norm2_context (its
-# single blocks' residuals pass through Concat and Slice first); PixArt's norm1 of block 1 and norm_out (its norm2
-# follows the cross-attention's ungated residual).
-DIT_BIASED_NORMS = {"sd3_medium": 6, "sd35_medium": 6, "flux_dev": 2, "pixart_sigma": 2}
+# the same six (its plain one is block 0's norm1_context); Flux's double block's norm2 and norm2_context, and its
+# second single block's norm (the Slices and Concat between the single blocks rejoined, fp16's Clip taken in; the
+# first single block's reads the Concat of the double block's two streams, norm_out a Slice of the last's sum);
+# PixArt's norm1 of block 1 and norm_out (its norm2 follows the cross-attention's ungated residual).
+DIT_BIASED_NORMS = {"sd3_medium": 6, "sd35_medium": 6, "flux_dev": 3, "pixart_sigma": 2}
 # Their rotary embeddings: Flux's query and key in its double block's joint attention and in each single block's.
 DIT_ROTARIES = {"sd3_medium": 0, "sd35_medium": 0, "flux_dev": 6, "pixart_sigma": 0}
 # (batch, grid) sizes each dynamic export serves as exported: SD3's position embedding is cropped to the example's
@@ -396,6 +397,7 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
                                 **({"RotaryEmbedding": rotaries} if rotaries else {})}, report.lines()
     assert len(report.left) == (DIT_GELUS[model] - gelus - orts + DIT_NORMS[model] - norms + DIT_ROTARIES[model]
                                 - rotaries), report.lines()
+    assert report.rejoined == (1 if model == "flux_dev" else 0)  # between Flux's two single blocks
     before, after = _ops(src), _ops(dst)
     assert after[("com.microsoft", "FastGelu")] == gelus + orts
     assert after[("", "Tanh")] == before[("", "Tanh")] * (not gelus)
