@@ -19,6 +19,7 @@ from .expressions import evaluate
 from .ops import ada_layer_norm as ada_op
 from .ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
 from .ops.attention import attention_mismatch, attention_ref
+from .ops.bias_concat import bias_concat_mismatch, bias_concat_ref
 from .ops.group_norm import group_norm_mismatch, group_norm_ref
 from .ops.rotary_embedding import rotary_embedding_mismatch, rotary_embedding_ref
 from .ops.softmax import softmax_ref
@@ -51,6 +52,8 @@ class KernelSpec:
             return "ada_layer_norm"
         if self.group.startswith("rotary_embedding"):
             return "rotary_embedding"
+        if self.group.startswith("bias_concat"):
+            return "bias_concat"
         return "nchw" if self.group.startswith("GroupNormNCHW") else "nhwc"
 
 
@@ -85,7 +88,8 @@ def case_with(spec: KernelSpec, env: dict, seed: int = 0) -> Case:
     """The case of a given problem (its variables as the contract names them)."""
     rng = np.random.default_rng([seed, spec.index])
     return {"softmax": _softmax, "nhwc": _group_norm, "nchw": _nchw, "attention": _attention,
-            "ada_layer_norm": _ada_layer_norm, "rotary_embedding": _rotary_embedding}[spec.family](spec, env, rng)
+            "ada_layer_norm": _ada_layer_norm, "rotary_embedding": _rotary_embedding,
+            "bias_concat": _bias_concat}[spec.family](spec, env, rng)
 
 
 def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, ...]:
@@ -96,7 +100,7 @@ def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, .
 def _problems(spec: KernelSpec) -> Iterator[dict]:
     return {"softmax": _softmax_problems, "nhwc": _group_norm_problems, "nchw": _nchw_problems,
             "attention": _attention_problems, "ada_layer_norm": _ada_layer_norm_problems,
-            "rotary_embedding": _rotary_embedding_problems}[spec.family](spec)
+            "rotary_embedding": _rotary_embedding_problems, "bias_concat": _bias_concat_problems}[spec.family](spec)
 
 
 # ---- softmax: rows past the block, a partial vector, several pieces of a streamed row ----------------
@@ -298,3 +302,27 @@ def _rotary_embedding(spec: KernelSpec, env: dict, rng) -> Case:
                 {"batch": rows, "n_cols": d, "positions": s, "rows_per_position": heads},
                 lambda got: rotary_embedding_mismatch(got["out"].reshape(2, s, heads, d), ref, dtype),
                 {"rows": rows, "n_cols": d})
+
+
+# ---- bias concat: a stream boundary inside a tile, partial column blocks -----------------------------
+SEQ_A, SEQ_B = 7, 4  # rows of the two streams per item: the boundary falls inside tiles of any height
+
+
+def _bias_concat_problems(spec: KernelSpec) -> Iterator[dict]:
+    block = spec.constants["BLOCK_C"]
+    for n_cols in (block + 24, block - 8, block // 2 + 8, 77, 1536):
+        yield {"batch": 3 * (SEQ_A + SEQ_B), "n_cols": n_cols}
+
+
+def _bias_concat(spec: KernelSpec, env: dict, rng) -> Case:
+    """Three items of SEQ_A rows of stream a and SEQ_B of stream b."""
+    dtype, c = spec.dtype, env["n_cols"]
+    a, b = (rng.standard_normal((3, s, c)).astype(np.float32) for s in (SEQ_A, SEQ_B))
+    bias_a, bias_b = (rng.standard_normal(c).astype(np.float32) for _ in range(2))
+    q = lambda v: quantize(v, dtype)  # noqa: E731
+    ref = bias_concat_ref(q(a), q(b), q(bias_a), q(bias_b))
+    rows = env["batch"]
+    return Case(env, {"in": (a, dtype), "in_b": (b, dtype), "bias": (bias_a, dtype), "bias_b": (bias_b, dtype)},
+                {"out": ((rows, c), dtype)}, {"batch": rows, "n_cols": c, "seq_a": SEQ_A, "seq_b": SEQ_B},
+                lambda got: bias_concat_mismatch(got["out"].reshape(3, SEQ_A + SEQ_B, c), ref, dtype),
+                {"rows": rows, "n_cols": c})

@@ -12,7 +12,9 @@ transposes into (B, H, S, d) and back go with the attention:
 - a Reshape of a (B, S, H*d) projection into heads, Transpose [0, 2, 1, 3]: the projection itself;
 - a Transpose [0, 2, 1, 3] of (B, S, H, d) heads (Flux's, after RMSNorm and the rotary embedding): those;
 - a Concat on the sequence axis of such heads (SD3's and Flux's joint attention over the image and text
-  streams): one Concat of the streams' token-major values on their sequence axis instead.
+  streams): one Concat of the streams' token-major values on their sequence axis instead; where both are a
+  Linear's MatMul + bias, the library's BiasConcat of the MatMuls, adding each stream's bias as it joins them
+  (ORT runs a 3-D Linear's bias as a pass of its own), where that measured faster (bias_concat_measured.py).
 Token-major heads go in as (B, S, H*d) (a Reshape of (B, S, H, d) is a view), so either op can take them,
 and the output comes out token-major for the Transpose [0, 2, 1, 3] and Reshape that read it. Heads the
 graph only has as (B, H, S, d) (SD3.5's per-head RMSNorm on q and k) go in as they are, to the library's
@@ -38,9 +40,10 @@ import numpy as np
 
 from .. import DOMAIN
 from .attention_measured import DEVICE, SPEEDUP
+from .bias_concat_measured import SPEEDUP as BIAS_CONCAT_SPEEDUP
 from .graph import MS, attrs, domain_of, is_op
 from .loads import ort_runs
-from .patterns import Left, Match, Rewriter
+from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form
 
 _CHOICES = ("tritonforge", "ort")
 
@@ -171,7 +174,8 @@ class Heads:
     """Query, key or value as the attention reads it: `heads` heads of `dim`, over `seq` positions (None when
     symbolic); `bhsd`, the (B, H, S, d) value (None where the graph has the heads only otherwise); `tokens`, a
     token-major value holding them, (B, S, H*d) or (B, S, H, d) by `rank` (None where the graph has none);
-    `made`, the new nodes that make `tokens` (a Concat of streams)."""
+    `made`, the new nodes that make `tokens` (a Concat of streams); `note`, why the streams' biases stayed nodes of
+    their own."""
     heads: int
     dim: int
     seq: object = None
@@ -179,6 +183,7 @@ class Heads:
     tokens: str | None = None
     rank: int = 0
     made: list = field(default_factory=list)
+    note: str = ""
 
 
 def _split(g, reshape, what: str) -> tuple[str, int, int]:
@@ -226,14 +231,44 @@ def _token_major(r: Rewriter, value: str, what: str) -> Heads | None:
             return None
         from onnx import helper
 
-        # the streams joined on their sequence axis while token-major: the same copy the Concat made
-        out = g.unique(f"{value}_tokens")
-        concat = helper.make_node("Concat", [p.tokens for p in parts], [out], axis=1,
-                                  name=r.node_name(f"{node.name or value}_tokens"))
+        # the streams joined on their sequence axis while token-major: the same copy the Concat made (with the
+        # streams' Linear biases added on the way, where that measured faster)
+        out, name = g.unique(f"{value}_tokens"), r.node_name(f"{node.name or value}_tokens")
+        concat, note = _bias_concat(r, parts, out, name)
+        if concat is None:
+            concat = helper.make_node("Concat", [p.tokens for p in parts], [out], axis=1, name=name)
         seqs = [p.seq for p in parts]
         return Heads(parts[0].heads, parts[0].dim, None if None in seqs else sum(seqs), tokens=out,
-                     rank=parts[0].rank, made=[n for p in parts for n in p.made] + [concat])
+                     rank=parts[0].rank, made=[n for p in parts for n in p.made] + [concat], note=note)
     return None
+
+
+def _bias_concat(r: Rewriter, parts: list, out: str, name: str):
+    """(the library's BiasConcat of two streams' projections, a note saying so) where each is a Linear's MatMul +
+    bias that only its head split reads and that op measured faster than the export's bias Adds and Concat; else
+    (None, why the biases stay, "" where there are none to take)."""
+    from onnx import helper
+
+    g = r.graph
+    if len(parts) != 2 or any(p.rank != 3 or p.made for p in parts):
+        return None, ""
+    found = []
+    for p in parts:
+        reader = g.only_reader(p.tokens)
+        biased = bias_add(g, p.tokens, [reader]) if is_op(reader, "Reshape") else None
+        if biased is None or g.elem(biased[1]) != g.elem(p.tokens):
+            return None, ""
+        found.append(biased)
+    try:
+        dtype = r.dtype(parts[0].tokens)
+        if dtype is not None:
+            r.check_served("BiasConcat", dtype, ("fp16", "fp32", "bf16"))
+        measured_form(r, parts[0].tokens, BIAS_CONCAT_SPEEDUP, DEVICE, "the library's BiasConcat", "joined")
+    except Left as why:
+        return None, f"the streams' Linear biases stay nodes of their own: {why}"
+    ins = [found[0][0], found[1][0], *(bias_input(r, b_name, b) for _, b_name, b, _ in found)]
+    return (helper.make_node("BiasConcat", ins, [out], name=name, domain=DOMAIN),
+            "the streams' Linear biases added as they are joined (tritonforge.BiasConcat)")
 
 
 def _heads(r: Rewriter, value: str, what: str) -> Heads:
@@ -348,6 +383,7 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
         written = g.unique(f"{tokens_out}_3d")
         after.append(_reshape(r, written, [0, 0, q.heads, q.dim], tokens_out))
     new = _node(r, where, name, ins, written if after else tokens_out, q, k, scale, causal, removed=removed)
+    note = "; ".join(dict.fromkeys(n for n in (note, q.note, k.note, v.note) if n))  # the joins' too
     return Match([*removed, *tail], new, source, note=note, before=before, after=after, dtype=dtype)
 
 

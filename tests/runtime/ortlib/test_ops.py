@@ -228,7 +228,7 @@ def test_the_library_says_what_it_was_built_from(ort_library, built):
     assert any(g.startswith("GroupNormNCHW_") for g in got["groups"])
     assert {"fp16", "fp32"} <= set(got["cuda"]["GroupNormalization"])
     assert {"fp16", "fp32"} <= set(got["cuda"]["Softmax"])
-    assert set(got["cuda"]["RotaryEmbedding"]) == {"fp16", "fp32", "bf16"}
+    assert set(got["cuda"]["RotaryEmbedding"]) == set(got["cuda"]["BiasConcat"]) == {"fp16", "fp32", "bf16"}
     assert ortlib.choices(ort_library) == []  # nothing has run on a GPU here
 
 
@@ -362,3 +362,34 @@ def test_rotary_embedding_refuses_bad_inputs_naming_the_node_and_input(ort_libra
     half = [vi("x", "fp32", None), vi("cos", "fp16", None), vi("sin", "fp16", None)]
     with pytest.raises(Exception, match="Type Error|type"):  # cos and sin are float: ORT itself says so at load
         run_error(ort_library, node, half, {})
+
+
+# ---- BiasConcat ---------------------------------------------------------------------------------------
+def _bias_concat(lib, dtype, name="join"):
+    node = helper.make_node("BiasConcat", ["a", "b", "ba", "bb"], ["y"], domain="tritonforge", name=name)
+    return session(lib, [node], [vi(n, dtype, None) for n in ("a", "b", "ba", "bb")], [vi("y", dtype, None)])
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_bias_concat_matches_float64(ort_library, dtype):
+    """SD3's joint attention in small: 2 items of 6 image tokens and 3 text tokens, 16 channels."""
+    from tritonforge.runtime.ops.bias_concat import bias_concat_ref
+
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((2, s, 16)).astype(T[dtype][1]) for s in (6, 3))
+    ba, bb = (rng.standard_normal(16).astype(T[dtype][1]) for _ in range(2))
+    (y,) = _bias_concat(ort_library, dtype).run(None, {"a": a, "b": b, "ba": ba, "bb": bb})
+    assert y.shape == (2, 9, 16) and y.dtype == a.dtype
+    close(y, bias_concat_ref(*(v.astype(np.float64) for v in (a, b, ba, bb))), dtype)
+
+
+def test_bias_concat_refuses_bad_inputs_naming_the_node_and_input(ort_library):
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    node = helper.make_node("BiasConcat", ["a", "b", "ba", "bb"], ["y"], domain="tritonforge", name="attn.join_q")
+    ins = [vi(n, "fp32", None) for n in ("a", "b", "ba", "bb")]
+    msg = run_error(ort_library, node, ins, {"a": z(2, 6, 16), "b": z(1, 3, 16), "ba": z(16), "bb": z(16)})
+    assert "tritonforge.BiasConcat node 'attn.join_q'" in msg and "input B has shape (1, 3, 16)" in msg
+    msg = run_error(ort_library, node, ins, {"a": z(2, 6, 16), "b": z(2, 3, 16), "ba": z(16), "bb": z(8)})
+    assert "input bias_b has shape (8); expected (16)" in msg
+    msg = run_error(ort_library, node, ins, {"a": z(12, 16), "b": z(2, 3, 16), "ba": z(16), "bb": z(16)})
+    assert "input A has shape (12, 16); expected (items, tokens, channels)" in msg

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tritonforge.runtime.ortlib.rewrite import (  # noqa: E402
     RewriteError,
     ada_layer_norm_measured,
+    bias_concat_measured,
     gelu_measured,
     rewrite,
     rewrite_file,
@@ -468,6 +469,34 @@ def test_fluxs_rotary_embeddings_become_one_node_each_where_that_measured_faster
         return
     ours, theirs = session(dst, ort_library), session(src)
     for batch, grid in DIT_SIZES["flux_dev"] if ".dynamic." in name else ((2, 4),):
+        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
+        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
+        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+
+
+@pytest.mark.parametrize("name", [c for c in DITS if c.startswith("sd3_") and ".bf16." not in c])
+def test_the_joint_attentions_stream_biases_go_into_the_join_where_that_measured_faster(ort_library, tmp_path,
+                                                                                     monkeypatch, name):
+    """With the library's BiasConcat measured faster: each joint attention's query, key and value are the two
+    streams' MatMuls joined with their biases, as either exporter writes them and after ORT's optimizer; the bias
+    Adds go, and the numbers are the export's. (SD3.5's joint attention reads its normed query and key heads as
+    (B, H, S, d): its value heads are read so too, and no join is written. The dynamic TorchScript export reads
+    the image key projection's shape too: that bias stays, and so does that join's Concat.)"""
+    model, dtype = name.split("_tiny")[0], name.split(".")[-2]
+    monkeypatch.setitem(bias_concat_measured.SPEEDUP, dtype, {"joined": 2.0})
+    src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
+    report = rewrite_file(src, dst, ort_library)
+    before, after = _ops(src), _ops(dst)
+    joins = 2 * DIT_ATTENTIONS[model] if ".torchscript.dynamic." in name else 3 * DIT_ATTENTIONS[model]
+    assert after[("tritonforge", "BiasConcat")] == joins, report.lines()
+    assert after[("", "Add")] <= before[("", "Add")] - 2 * joins
+    said = "the streams' Linear biases added as they are joined (tritonforge.BiasConcat)"
+    assert any(said in line for line in report.lines()), report.lines()
+    m = onnx.load(str(dst), load_external_data=False)
+    made_by = {o: n.op_type for n in m.graph.node for o in n.output}
+    assert all(made_by[i] == "MatMul" for n in m.graph.node if n.op_type == "BiasConcat" for i in n.input[:2])
+    ours, theirs = session(dst, ort_library), session(src)
+    for batch, grid in DIT_SIZES[model] if ".dynamic." in name else ((2, 4),):
         feeds = _dit_feeds(theirs, batch + grid, batch, grid)
         want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
         assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
