@@ -459,3 +459,28 @@ def test_ada_layer_norm_clips_the_gated_sum(ort_cuda, library, gated):
     assert ada_layer_norm_mismatch(got["y"], ref, "fp16") is None, ada_layer_norm_mismatch(got["y"], ref, "fp16")
     assert ada_layer_norm_mismatch(got["sum"], total, "fp16") is None
     assert got["sum"].min() == clip[0] and got["sum"].max() == clip[1]
+
+
+def _bias_concat_session(ort, lib, dtype, a_shape, b_shape):
+    from onnx import TensorProto, helper
+
+    t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT, "bf16": TensorProto.BFLOAT16}[dtype]
+    node = helper.make_node("BiasConcat", ["a", "b", "ba", "bb"], ["y"], domain="tritonforge")
+    ins = [helper.make_tensor_value_info("a", t, list(a_shape)), helper.make_tensor_value_info("b", t, list(b_shape)),
+           *(helper.make_tensor_value_info(n, t, [a_shape[2]]) for n in ("ba", "bb"))]
+    return session(ort, lib, node, ins, [helper.make_tensor_value_info("y", t, None)])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("items, image, text, c", [(2, 4096, 333, 1536), (1, 4096, 512, 3072), (3, 7, 5, 77)])
+def test_bias_concat_matches_float64(ort_cuda, library, dtype, items, image, text, c):
+    """SD3's and Flux's joint attention streams, and an awkward one."""
+    from tritonforge.runtime.ops.bias_concat import bias_concat_mismatch, bias_concat_ref
+
+    rng = np.random.default_rng(c)
+    a, b = (rng.standard_normal((items, s, c)).astype(NP[dtype]) for s in (image, text))
+    ba, bb = (rng.standard_normal(c).astype(NP[dtype]) for _ in range(2))
+    got = run_bound(ort_cuda, _bias_concat_session(ort_cuda, library, dtype, a.shape, b.shape),
+                    {"a": a, "b": b, "ba": ba, "bb": bb}, {"y": ([items, image + text, c], NP[dtype])})
+    ref = bias_concat_ref(*(v.astype(np.float64) for v in (a, b, ba, bb)))
+    assert bias_concat_mismatch(got["y"], ref, dtype) is None, bias_concat_mismatch(got["y"], ref, dtype)

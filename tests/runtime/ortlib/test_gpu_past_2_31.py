@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ..conftest import skip_unless_memory
-from .test_gpu_ops import _ada_session, _rotary_session, run_bound, session, vi
+from .test_gpu_ops import _ada_session, _bias_concat_session, _rotary_session, run_bound, session, vi
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("one_at_a_time")]
 
@@ -222,4 +222,26 @@ def test_rotary_embedding_past_2_31_elements_is_right_and_leaves_the_context_usa
     why = rotary_embedding_mismatch(y[:, tokens], ref, "fp16")
     assert why is None, why
     del x, y
+    assert_context_usable(ort_cuda, library)
+
+
+def test_bias_concat_past_2_31_elements_is_right_and_leaves_the_context_usable(cuda, ort_cuda, library):
+    """A joint attention over 1.45 million image and 50,000 text tokens x 1536 in fp16 (the image stream and the
+    output past 2^31 elements): image rows past 2^31 / 1536 and the text rows after them come out right, and a
+    second session runs after it."""
+    skip_unless_memory(cuda, 2 * 2 * 1_500_000 * 1536, "BiasConcat past 2^31 elements")
+    from tritonforge.runtime.ops.bias_concat import bias_concat_mismatch
+
+    sa, sb, c = 1_450_000, 50_000, 1536
+    a, b = wide((1, sa, c), 991, 10), wide((1, sb, c), 997, 11)
+    ba, bb = (np.random.default_rng(s).standard_normal(c).astype(np.float16) for s in (12, 13))
+    y = run_bound(ort_cuda, _bias_concat_session(ort_cuda, library, "fp16", a.shape, b.shape),
+                  {"a": a, "b": b, "ba": ba, "bb": bb}, {"y": ([1, sa + sb, c], np.float16)})["y"]
+    cut = 2 ** 31 // c
+    rows = [0, 1, cut - 1, cut, cut + 1, sa - 1, sa, sa + sb - 1]
+    ref = np.stack([a[0, r].astype(np.float64) + ba if r < sa else b[0, r - sa].astype(np.float64) + bb
+                    for r in rows])[None]
+    why = bias_concat_mismatch(y[:, rows], ref, "fp16")
+    assert why is None, why
+    del a, b, y
     assert_context_usable(ort_cuda, library)
