@@ -78,8 +78,8 @@ def _scale_of(g, factor: str, c: int) -> tuple[str, list] | None:
 def _clip_of(g, node) -> tuple[float, float] | None:
     """(min, max) where `node` is a Clip of constant bounds (either may be absent: -inf, inf) of an Add only it
     reads: fp16 Flux's `residual.clip(-65504, 65504)` after the gated residual."""
-    if not is_op(node, "Clip") or g.only_reader(node.input[0]) is not node or not is_op(g.producer.get(node.input[0]),
-                                                                                       "Add"):
+    src = g.producer.get(node.input[0]) if is_op(node, "Clip") else None
+    if not is_op(src, "Add") or g.only_reader(node.input[0]) is not node:
         return None
     a = attrs(node)
     if "min" in a or "max" in a:  # opset < 11

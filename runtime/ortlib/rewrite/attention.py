@@ -40,6 +40,7 @@ import numpy as np
 
 from .. import DOMAIN
 from .attention_measured import DEVICE, SPEEDUP
+from .bias_concat_measured import DEVICE as BIAS_CONCAT_DEVICE
 from .bias_concat_measured import SPEEDUP as BIAS_CONCAT_SPEEDUP
 from .graph import MS, attrs, domain_of, is_op
 from .loads import ort_runs
@@ -263,7 +264,8 @@ def _bias_concat(r: Rewriter, parts: list, out: str, name: str):
         dtype = r.dtype(parts[0].tokens)
         if dtype is not None:
             r.check_served("BiasConcat", dtype, ("fp16", "fp32", "bf16"))
-        measured_form(r, parts[0].tokens, BIAS_CONCAT_SPEEDUP, DEVICE, "the library's BiasConcat", "joined")
+        measured_form(r, parts[0].tokens, BIAS_CONCAT_SPEEDUP, BIAS_CONCAT_DEVICE, "the library's BiasConcat",
+                      "joined")
     except Left as why:
         return None, f"the streams' Linear biases stay nodes of their own: {why}"
     ins = [found[0][0], found[1][0], *(bias_input(r, b_name, b) for _, b_name, b, _ in found)]

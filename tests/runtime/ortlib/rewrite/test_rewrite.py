@@ -22,6 +22,7 @@ from tritonforge.runtime.ortlib.rewrite import (  # noqa: E402
     rotary_embedding_measured,
     skip_layer_norm_measured,
 )
+from tritonforge.runtime.ortlib.rewrite.graph import Graph  # noqa: E402
 
 
 def model(nodes, inputs, outputs, inits, opset, extra=()):
@@ -495,6 +496,10 @@ def test_the_joint_attentions_stream_biases_go_into_the_join_where_that_measured
     m = onnx.load(str(dst), load_external_data=False)
     made_by = {o: n.op_type for n in m.graph.node for o in n.output}
     assert all(made_by[i] == "MatMul" for n in m.graph.node if n.op_type == "BiasConcat" for i in n.input[:2])
+    view = Graph(m, tmp_path)  # the rewrite's types of its own output: the join is the streams' tokens together
+    for n in (n for n in m.graph.node if n.op_type == "BiasConcat"):
+        a, b, y = (view.dims(v) for v in (n.input[0], n.input[1], n.output[0]))
+        assert y[2] == a[2] and (None in (a[1], b[1]) or y[1] == a[1] + b[1]), (a, b, y)
     ours, theirs = session(dst, ort_library), session(src)
     for batch, grid in DIT_SIZES[model] if ".dynamic." in name else ((2, 4),):
         feeds = _dit_feeds(theirs, batch + grid, batch, grid)
