@@ -16,7 +16,8 @@ LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada
 Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py) and its GEGLU, the
 bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), and Flux's rotary embedding of queries and keys
 to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster. First, a Concat of Slices
-that give back one tensor is read as that tensor (rejoin.py: Flux's single blocks, between each two). Types and shapes
+that give back one tensor is read as that tensor (rejoin.py: Flux's single blocks, between each two), and a
+Shape of a Linear's output reads its MatMul (shapes.py: the dynamic TorchScript export's head splits). Types and shapes
 come from graph.py (ONNX's inference carried past ORT's contrib ops). A
 node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
 so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches
@@ -47,6 +48,7 @@ from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
 from .rejoin import rejoin
 from .rotary_embedding import ROTARY_EMBEDDING
+from .shapes import shapes_past_bias
 from .skip_layer_norm import SKIP_LAYER_NORM
 
 __all__ = ["Report", "RewriteError", "rewrite", "rewrite_file"]
@@ -64,6 +66,7 @@ class Report:
     fused_silu: int = 0
     channels_last: int = 0  # GroupNormalizations written as the NHWC GroupNorm between Transposes (layout.py)
     rejoined: int = 0  # Concats of Slices covering one tensor, read as that tensor (rejoin.py)
+    shapes_moved: int = 0  # Shapes of a Linear's MatMul + bias pointed at the MatMul (shapes.py)
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
     notes: Counter = field(default_factory=Counter)  # why nodes went where they went -> how many
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
@@ -87,6 +90,9 @@ class Report:
         if self.rejoined:
             out.append(f"{self.rejoined} Concat(s) of Slices that cover one tensor read as that tensor "
                        "(rewrite/rejoin.py)")
+        if self.shapes_moved:
+            out.append(f"{self.shapes_moved} Shape(s) of a Linear's output read its MatMul, which has that shape "
+                       "(rewrite/shapes.py)")
         out += [f"note: {why} ({n} node(s))" for why, n in self.notes.items()]
         out += [f"left as is: {why}" for why in self.left]
         return out or ["nothing to rewrite"]
@@ -130,7 +136,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     report = Report()
     graph = Graph(model, base_dir)
     report.rejoined = rejoin(graph)
-    if report.rejoined:  # the graph changed under the view: a new one, its types inferred again
+    report.shapes_moved = shapes_past_bias(graph)
+    if report.rejoined or report.shapes_moved:  # the graph changed under the view: a new one, its types inferred
         graph = Graph(model, base_dir)
     _rewrite_scope(graph, cuda, min_cols, report, attention)
     if layout == "nhwc":
