@@ -137,8 +137,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     graph = Graph(model, base_dir)
     report.rejoined = rejoin(graph)
     report.shapes_moved = shapes_past_bias(graph)
-    if report.rejoined or report.shapes_moved:  # the graph changed under the view: a new one, its types inferred
-        graph = Graph(model, base_dir)
+    if report.rejoined or report.shapes_moved:  # nodes rewired to values of the same type and shape, or dropped
+        graph.reindex()
     _rewrite_scope(graph, cuda, min_cols, report, attention)
     if layout == "nhwc":
         report.channels_last, kept = channels_last(graph, cuda)

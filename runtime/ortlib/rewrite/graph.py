@@ -108,23 +108,28 @@ class Graph:
         g = model.graph if scope is None else scope
         self.model, self.scope, self.outer, self.where = model, g, outer, where
         self.base_dir = str(base_dir) if base_dir else None
-        self.nodes = list(g.node)
-        self.producer = {o: n for n in self.nodes for o in n.output if o}
-        self.consumers: dict[str, list] = {}
-        for n in self.nodes:
-            for i in dict.fromkeys([*n.input, *outer_reads(n)]):
-                if i:
-                    self.consumers.setdefault(i, []).append(n)
+        self.reindex()
         self.inits = {t.name: t for t in g.initializer}
         self.outputs = {o.name for o in g.output}
         self.opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 0)
-        self._consts: dict[str, np.ndarray | None] = {}
         if outer is None:
             self.types = _infer(model, self)
             self.node_names = {n.name for n in every_node(g) if n.name}
             self.names = set(self.types) | _every_name(g)
         else:  # one model: types, names and node names are shared by every scope
             self.types, self.node_names, self.names = outer.types, outer.node_names, outer.names
+
+    def reindex(self) -> None:
+        """`nodes`, `producer` and `consumers` from the scope again, after nodes were rewired to read a value of the
+        same type and shape, or dropped (rejoin.py, shapes.py): the types inferred stand."""
+        self.nodes = list(self.scope.node)
+        self.producer = {o: n for n in self.nodes for o in n.output if o}
+        self.consumers: dict[str, list] = {}
+        for n in self.nodes:
+            for i in dict.fromkeys([*n.input, *outer_reads(n)]):
+                if i:
+                    self.consumers.setdefault(i, []).append(n)
+        self._consts: dict[str, np.ndarray | None] = {}
 
     # ---- values ------------------------------------------------------------------------------------
     def elem(self, name: str) -> int:

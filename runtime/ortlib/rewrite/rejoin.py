@@ -77,7 +77,7 @@ def _covers(g: Graph, concat, slices) -> str | None:
 
 def rejoin(graph: Graph) -> int:
     """Make every reader of such a Concat (in the main graph and its subgraphs) read the tensor it rejoins, and drop
-    the Concat and the Slices nothing else reads; how many Concats went. The caller makes a new Graph view."""
+    the Concat and the Slices nothing else reads; how many Concats went. The caller reindexes the graph."""
     g = graph
     instead: dict[str, str] = {}
     gone: set[int] = set()

@@ -24,7 +24,7 @@ def _bias_of(g: Graph, add) -> str | None:
 
 
 def shapes_past_bias(graph: Graph) -> int:
-    """Point every Shape of such an Add at its MatMul; how many were. The caller makes a new Graph view."""
+    """Point every Shape of such an Add at its MatMul; how many were. The caller reindexes the graph."""
     g, moved = graph, 0
     for node in g.nodes:
         if not is_op(node, "Shape") or not node.input:
