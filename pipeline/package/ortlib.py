@@ -341,7 +341,9 @@ def _run_cxx(cmd: list[str], build_dir: Path) -> None:
 
 def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Path, host: str) -> list[Path]:
     """The library's own sources compiled once per compiler, flags and source text (they do not depend on
-    the build: only kernel_table.cc does), kept under `cache` by that key."""
+    the build: only kernel_table.cc does), kept under `cache` by that key. They are compiled as one
+    translation unit that includes each family's file: ORT's C++ API header, most of the work, is parsed once,
+    not once per file (any change recompiles them all anyway: the key covers every source)."""
     import hashlib
 
     h = hashlib.sha256(toolchain.version(host).encode())
@@ -349,16 +351,16 @@ def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Pa
     for f in sorted(SOURCE_DIR.iterdir()):
         if f.suffix in (".cc", ".h"):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
-    key = h.hexdigest()[:24]
-    objects = [cache / f"{Path(s).stem}-{key}.o" for s in SOURCES]
-    for source, obj in zip(SOURCES, objects):
-        if not obj.is_file():
-            cache.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=cache, prefix=".cxx-") as tmp:
-                staged = Path(tmp) / obj.name
-                _run_cxx([*cxx, *flags, "-c", str(SOURCE_DIR / source), "-o", str(staged)], build_dir)
-                staged.replace(obj)  # atomic: a concurrent build sees the whole object or none
-    return objects
+    obj = cache / f"ortlib-{h.hexdigest()[:24]}.o"
+    if not obj.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache, prefix=".cxx-") as tmp:
+            unity = Path(tmp) / "ortlib.cc"
+            unity.write_text("".join(f'#include "{source}"\n' for source in SOURCES))  # found through -I SOURCE_DIR
+            staged = Path(tmp) / obj.name
+            _run_cxx([*cxx, *flags, "-c", str(unity), "-o", str(staged)], build_dir)
+            staged.replace(obj)  # atomic: a concurrent build sees the whole object or none
+    return [obj]
 
 
 def default_build() -> Path:
