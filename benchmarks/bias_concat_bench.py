@@ -18,7 +18,6 @@ benchmarks/bias_concat_choice.py turns them into the rewrite's table.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -26,11 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from tritonforge.runtime import ortlib  # noqa: E402
 from tritonforge.runtime.ops.bias_concat import bias_concat_mismatch, bias_concat_ref  # noqa: E402
 
-from benchmarks import e2e_models, ort_own  # noqa: E402
-from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from benchmarks import e2e_models, fused_op_bench, ort_own  # noqa: E402
 
 L2 = 60 << 20
 
@@ -104,15 +101,9 @@ def measure(own, ours, items: int, image: int, text: int, c: int, dtype: str) ->
     # the MatMuls' outputs as stored in X's type: what both graphs add the biases to
     mma, mmb = ((x.double() @ w.double()).to(tt) for x, w in ((a, wa), (b, wb)))
     ref = bias_concat_ref(host(mma), host(mmb), host(ba), host(bb))
-    for provider, rival, fused in (("joined", own, False), ("tritonforge", ours, True)):
-        _, out, _ = rival.run(model(items, image, text, c, dtype, 1, fused), feeds(1), runs=1, graph=False)
-        why = bias_concat_mismatch(np.asarray(out["y0"]), ref, dtype)
-        if why:
-            raise AssertionError(f"BiasConcat {provider} {dtype} {items}x{image}+{text}x{c} against float64: {why}")
-    results = {}
-    for provider, rival, fused in (("joined", own, False), ("tritonforge", ours, True)):
-        ms, _, mode = rival.run(model(items, image, text, c, dtype, nodes, fused), feeds(nodes), fetch=False)
-        results[provider] = (ms * 1e3 / nodes, mode)
+    results = fused_op_bench.check_then_time(
+        own, ours, lambda k, fused: model(items, image, text, c, dtype, k, fused), feeds, nodes, "joined",
+        lambda y: bias_concat_mismatch(y, ref, dtype), f"BiasConcat {dtype} {items}x{image}+{text}x{c}")
     lin = torch.nn.functional.linear
     joined = [torch.cat([x, y], dim=1) for x, y in pairs]
     results["torch"] = (torch_graph_ms(lambda p: torch.cat([lin(p[0], wa.t(), ba), lin(p[1], wb.t(), bb)], dim=1),
@@ -122,39 +113,9 @@ def measure(own, ours, items: int, image: int, text: int, c: int, dtype: str) ->
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
-    ap.add_argument("--model", default="sd3_medium,flux_dev")
-    ap.add_argument("--dtypes", default="fp16,bf16,fp32")
-    ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
-    args = ap.parse_args(argv)
-    names = [n.strip() for n in args.model.split(",")]
-    unknown = [n for n in names if n not in e2e_models.MODELS]
-    if unknown:
-        ap.error(f"unknown model {', '.join(unknown)}: choose from {', '.join(e2e_models.MODELS)}")
-    shapes = sorted({(n, s) for n in names for s in joint_streams(n)})
-    if not shapes:
-        ap.error(f"{', '.join(names)}: no joint attention (of the zoo's models, sd3_medium and flux_dev have one)")
-    why = ort_own.unavailable()
-    if why:
-        print(f"bias_concat_bench: {why}", file=sys.stderr)
-        return 2
-    import torch
-
-    library = ortlib.library_path(args.library)
-    own, ours = ort_own.OrtRival(), ort_own.OrtRival(custom_ops=str(library))
-    device = torch.cuda.get_device_name(0)
-    for dtype in args.dtypes.split(","):
-        for name, (items, image, text, c) in shapes:
-            rows = measure(own, ours, items, image, text, c, dtype)
-            label = f"{name} {items}x{image}+{text}x{c}"
-            write_rows("bias_concat", device, [
-                {"provider": p, "shape": label, "dtype": dtype, "metric": "us", "unit": "us", "value": f"{us:.3f}",
-                 "extra": mode} for p, (us, mode) in rows.items()], args.results or RESULTS)
-            print(f"{label:32s} {dtype}  " + "  ".join(f"{p} {us:8.1f} us" for p, (us, _) in rows.items()),
-                  flush=True)
-    return 0
-
+    return fused_op_bench.main(argv, __doc__, "bias_concat", "sd3_medium,flux_dev", joint_streams,
+                               "no joint attention (of the zoo's models, sd3_medium and flux_dev have one)", measure,
+                               lambda name, s: f"{name} {s[0]}x{s[1]}+{s[2]}x{s[3]}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,7 +17,6 @@ benchmarks/rotary_embedding_choice.py turns them into the rewrite's table.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -25,11 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from tritonforge.runtime import ortlib  # noqa: E402
 from tritonforge.runtime.ops.rotary_embedding import rotary_embedding_mismatch, rotary_embedding_ref  # noqa: E402
 
-from benchmarks import e2e_models, ort_own  # noqa: E402
-from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from benchmarks import e2e_models, fused_op_bench, ort_own  # noqa: E402
 
 L2 = 60 << 20
 
@@ -101,16 +98,9 @@ def measure(own, ours, items: int, tokens: int, heads: int, d: int, dtype: str) 
         return {**{f"x{i}": xs[i] for i in range(n)}, "cos": cos, "sin": sin}
 
     ref = rotary_embedding_ref(x.double().cpu().numpy(), cos.double().cpu().numpy(), sin.double().cpu().numpy())
-    for provider, rival, fused in (("decomposed", own, False), ("tritonforge", ours, True)):
-        _, out, _ = rival.run(model(items, tokens, heads, d, dtype, 1, fused), feeds(1), runs=1, graph=False)
-        why = rotary_embedding_mismatch(np.asarray(out["y0"]), ref, dtype)
-        if why:
-            raise AssertionError(f"RotaryEmbedding {provider} {dtype} {items}x{tokens}x{heads}x{d} against float64: "
-                                 f"{why}")
-    results = {}
-    for provider, rival, fused in (("decomposed", own, False), ("tritonforge", ours, True)):
-        ms, _, mode = rival.run(model(items, tokens, heads, d, dtype, nodes, fused), feeds(nodes), fetch=False)
-        results[provider] = (ms * 1e3 / nodes, mode)
+    results = fused_op_bench.check_then_time(
+        own, ours, lambda k, fused: model(items, tokens, heads, d, dtype, k, fused), feeds, nodes, "decomposed",
+        lambda y: rotary_embedding_mismatch(y, ref, dtype), f"RotaryEmbedding {dtype} {items}x{tokens}x{heads}x{d}")
 
     def rope_torch(a):
         real, imag = a.unflatten(-1, (-1, 2)).unbind(-1)
@@ -123,39 +113,9 @@ def measure(own, ours, items: int, tokens: int, heads: int, d: int, dtype: str) 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
-    ap.add_argument("--model", default="flux_dev")
-    ap.add_argument("--dtypes", default="fp16,bf16,fp32")
-    ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
-    args = ap.parse_args(argv)
-    names = [n.strip() for n in args.model.split(",")]
-    unknown = [n for n in names if n not in e2e_models.MODELS]
-    if unknown:
-        ap.error(f"unknown model {', '.join(unknown)}: choose from {', '.join(e2e_models.MODELS)}")
-    shapes = {(n, s) for n in names for s in e2e_models.rotary_streams(n)}
-    if not shapes:
-        ap.error(f"{', '.join(names)}: no rotary embedding (of the zoo's models, flux_dev has one)")
-    why = ort_own.unavailable()
-    if why:
-        print(f"rotary_embedding_bench: {why}", file=sys.stderr)
-        return 2
-    import torch
-
-    library = ortlib.library_path(args.library)
-    own, ours = ort_own.OrtRival(), ort_own.OrtRival(custom_ops=str(library))
-    device = torch.cuda.get_device_name(0)
-    for dtype in args.dtypes.split(","):
-        for name, (items, tokens, heads, d) in sorted(shapes):
-            rows = measure(own, ours, items, tokens, heads, d, dtype)
-            label = f"{name} {items}x{tokens}x{heads}x{d}"
-            write_rows("rotary_embedding", device, [
-                {"provider": p, "shape": label, "dtype": dtype, "metric": "us", "unit": "us", "value": f"{us:.3f}",
-                 "extra": mode} for p, (us, mode) in rows.items()], args.results or RESULTS)
-            print(f"{label:30s} {dtype}  " + "  ".join(f"{p} {us:8.1f} us" for p, (us, _) in rows.items()),
-                  flush=True)
-    return 0
-
+    return fused_op_bench.main(argv, __doc__, "rotary_embedding", "flux_dev", e2e_models.rotary_streams,
+                               "no rotary embedding (of the zoo's models, flux_dev has one)", measure,
+                               lambda name, s: f"{name} {'x'.join(map(str, s))}")
 
 if __name__ == "__main__":
     sys.exit(main())
