@@ -50,28 +50,29 @@ def joint_streams(name: str) -> list[tuple[int, int, int, int]]:
 
 
 def model(items: int, image: int, text: int, c: int, dtype: str, nodes: int, fused: bool):
-    """`nodes` independent joins: a<i> (items, image, c) and b<i> (items, text, c) -> y<i> (items, image + text, c),
-    each stream through its Linear (weights shared by the joins). `fused`: MatMuls and one tritonforge.BiasConcat."""
+    """`nodes` independent joins: x<i> (items, image, c) and t<i> (items, text, c) -> y<i> (items, image + text, c),
+    each stream through its Linear (weights shared by the joins). `fused`: MatMuls and one tritonforge.BiasConcat.
+    The image stream is x<i>: benchmarks/ort_own.py gives y<i> x<i>'s type."""
     from onnx import helper, numpy_helper
 
     t = ort_own._tensor_type(dtype)
     inits, body = [], []
-    for s, (w, bias) in zip("ab", linears(c)):  # fp32 initializers cast to X's type, as ORT folds an export's
+    for s, (w, bias) in zip("xt", linears(c)):  # fp32 initializers cast to X's type, as ORT folds an export's
         inits += [numpy_helper.from_array(w, f"w{s}_f"), numpy_helper.from_array(bias, f"bias{s}_f")]
         body += [helper.make_node("Cast", [f"w{s}_f"], [f"w{s}"], to=t),
                  helper.make_node("Cast", [f"bias{s}_f"], [f"bias{s}"], to=t)]
     for i in range(nodes):
-        for s in "ab":
+        for s in "xt":
             body.append(helper.make_node("MatMul", [f"{s}{i}", f"w{s}"], [f"mm{s}{i}"]))
             if not fused:
                 body.append(helper.make_node("Add", [f"mm{s}{i}", f"bias{s}"], [f"lin{s}{i}"]))
         if fused:
-            body.append(helper.make_node("BiasConcat", [f"mma{i}", f"mmb{i}", "biasa", "biasb"], [f"y{i}"],
+            body.append(helper.make_node("BiasConcat", [f"mmx{i}", f"mmt{i}", "biasx", "biast"], [f"y{i}"],
                                          domain="tritonforge"))
         else:
-            body.append(helper.make_node("Concat", [f"lina{i}", f"linb{i}"], [f"y{i}"], axis=1))
+            body.append(helper.make_node("Concat", [f"linx{i}", f"lint{i}"], [f"y{i}"], axis=1))
     inputs = [helper.make_tensor_value_info(f"{s}{i}", t, [items, seq, c]) for i in range(nodes)
-              for s, seq in (("a", image), ("b", text))]
+              for s, seq in (("x", image), ("t", text))]
     outputs = [helper.make_tensor_value_info(f"y{i}", t, [items, image + text, c]) for i in range(nodes)]
     domains = {"": 17, "tritonforge": 1} if fused else {"": 17}
     return ort_own._model(body, inputs, outputs, inits, domains)
@@ -93,7 +94,7 @@ def measure(own, ours, items: int, image: int, text: int, c: int, dtype: str) ->
     pairs = [(a, b)] + [(a.clone(), b.clone()) for _ in range(nodes - 1)]
 
     def feeds(n):
-        return {k: v for i in range(n) for k, v in ((f"a{i}", pairs[i][0]), (f"b{i}", pairs[i][1]))}
+        return {k: v for i in range(n) for k, v in ((f"x{i}", pairs[i][0]), (f"t{i}", pairs[i][1]))}
 
     def host(v):
         return v.double().cpu().numpy()

@@ -200,7 +200,11 @@ class OrtRival:
         for out in session.get_outputs():
             # y<i> (and y<i><suffix>, a node's second output) has x<i>'s type, and its shape where the model
             # leaves it open
-            src = inputs[re.sub(r"^y(\d+).*", r"x\1", out.name)]
+            twin = re.sub(r"^y(\d+).*", r"x\1", out.name)
+            if twin not in inputs:
+                raise ValueError(f"output {out.name} has no input {twin} to take its type from: name the graph's "
+                                 "inputs x<i> and outputs y<i>")
+            src = inputs[twin]
             shape = out.shape if all(isinstance(d, int) for d in out.shape) else None
             values.append(self._empty_like(src, shape))
             self._bind(binding.bind_output, binding.bind_ortvalue_output, out.name, values[-1])

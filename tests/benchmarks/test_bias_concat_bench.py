@@ -28,7 +28,7 @@ def test_each_graph_computes_the_join(ort_library, fused):
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     (wa, ba), (wb, bb) = ((w.astype(np.float64), v.astype(np.float64)) for w, v in bench.linears(C))
     want = np.concatenate([a @ wa + ba, b @ wb + bb], axis=1)
-    for y in sess.run(None, {"a0": a, "b0": b, "a1": a, "b1": b}):
+    for y in sess.run(None, {"x0": a, "t0": b, "x1": a, "t1": b}):
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("MatMul") == 4 and ops.count("BiasConcat") == (2 if fused else 0)
