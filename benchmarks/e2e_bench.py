@@ -87,6 +87,7 @@ class Result:
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
     compile_diff: float = float("nan")  # torch.compile's output against the export's (--torch-compile)
     compile_error: str = ""  # why torch.compile was not timed
+    device: str = ""  # the GPU it ran on, as its rows name it (set once recorded)
 
     @property
     def speedup(self) -> float:
@@ -370,6 +371,7 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
 def record(results: list[Result], device: str, path) -> None:
     rows = []
     for r in results:
+        r.device = device
         shape = f"{r.model}/{r.exporter}"
         common = {"shape": shape, "dtype": r.dtype}
         left = "; ".join(r.left)
@@ -410,15 +412,16 @@ def settings_said(settings: dict | None) -> str:
 
 
 def table(results: list[Result]) -> list[str]:
-    lines = ["| model | exporter | dtype | as exported ms | rewritten ms | speed-up | as exported, same settings ms | "
-             "speed-up, same settings | torch.compile ms | vs torch.compile | nodes rewritten | left | max rel diff |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | GPU | exporter | dtype | as exported ms | rewritten ms | speed-up | "
+             "as exported, same settings ms | speed-up, same settings | torch.compile ms | vs torch.compile | "
+             "nodes rewritten | left | max rel diff |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         ms = r.ms or {}
         same, vs = r.same_settings_speedup, r.vs_compile
         best = f"{ms['ort_best']:.2f}" if "ort_best" in ms else "-"
         compiled = f"{ms['torch_compile']:.2f}" if "torch_compile" in ms else "not timed" if r.compile_error else "-"
-        lines.append(f"| {r.model} | {r.exporter} | {r.dtype} | {ms.get('ort', float('nan')):.2f} | "
+        lines.append(f"| {r.model} | {_gpu(r)} | {r.exporter} | {r.dtype} | {ms.get('ort', float('nan')):.2f} | "
                      f"{ms.get('tritonforge', float('nan')):.2f} | "
                      f"{f'{r.speedup:.2f}x' if ms else 'not run' if r.error else 'not timed'} | "
                      f"{best} | {f'{same:.2f}x' if same is not None else '-'} | {compiled} | "
@@ -426,7 +429,7 @@ def table(results: list[Result]) -> list[str]:
     for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
-            lines.append(f"- {r.model}/{r.exporter} {r.dtype} {k}: {top} (GPU ms per run)")
+            lines.append(f"- {r.model}/{r.exporter} {r.dtype} {k} on {_gpu(r)}: {top} (GPU ms per run)")
             named = ", ".join(f"{n} {ms:.2f}" for n, ms in r.layout_kernels.get(k, {}).items())
             if named:
                 lines.append(f"  - layout conversions: {named}")
@@ -436,15 +439,19 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
+def _gpu(r: Result) -> str:
+    return r.device.removeprefix("NVIDIA ") or "-"
+
+
 def report_order(r: Result) -> tuple:
     """Model, then image side, dtype, exporter (as exported before ORT's optimizer, static before dynamic,
-    ORT's default settings before the best)."""
+    ORT's default settings before the best), then GPU."""
     model, _, side = r.model.partition("@")
     name, _, best = r.exporter.partition("+")
     exporter, _, dynamic = name.partition(".")
     known = ("torchscript", "dynamo", "dynamo23", "ort", "file")
     return (model, int(side or 0), r.dtype, known.index(exporter) if exporter in known else len(known), dynamic,
-            best)
+            best, r.device)
 
 
 def from_rows(path: Path, device: str | None = None) -> list[Result]:
@@ -457,7 +464,8 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
             if row["benchmark"] != "e2e" or (device and row["device"] != device):
                 continue
             model, _, exporter = row["shape"].partition("/")
-            r = out.setdefault((row["device"], row["shape"], row["dtype"]), Result(model, exporter, row["dtype"]))
+            r = out.setdefault((row["device"], row["shape"], row["dtype"]),
+                               Result(model, exporter, row["dtype"], device=row["device"]))
             if row["metric"] == "ms":
                 r.ms[row["provider"]] = float(row["value"])
             elif row["metric"] == "speedup":
@@ -552,8 +560,8 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
                         Result(label, name, dtype), rewritten=rewritten[layout], free=free, best=best,
                         torch_step=step)
             out.append(r)
-            print("  " + table([r])[2], flush=True)
             record([r], device, results_path)
+            print("  " + table([r])[2], flush=True)
         del built, step
         if args.provider == "cuda" and compiled:
             import torch
