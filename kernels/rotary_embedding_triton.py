@@ -12,30 +12,40 @@ Groups `rotary_embedding_<dtype>` (x and y in dtype, cos and sin fp32): BLOCK_R 
 grid (cdiv(rows, BLOCK_R), 1, 1), a candidate when n_cols <= BLOCK_D (the smallest such block, or 64).
 Row r reads row (r // rows_per_position) % positions of cos and sin: cos (1, S, 1, D) against (B, S, H, D)
 heads is `positions` S and `rows_per_position` H. n_cols is even. Maths in fp32; offsets in 64 bits.
+
+Kernels with D16 take rows whose n_cols is a multiple of 16 (head_dim 64 and 128): the signature says so, so
+every row starts 16-byte aligned and loads and stores move whole vectors, and each pair is split from x in
+registers rather than loaded a second time. The others take any even n_cols; the library times both on first
+use of a shape.
 """
 
 import triton
 import triton.language as tl
 
 DTYPES = ("fp32", "fp16", "bf16")
-# (BLOCK_D, BLOCK_R, num_warps): about 4K elements a program, a block per power of two of the row (head_dim
-# 64 or 128 per head; whole (B, S, H*D) rows where a model rotates those)
-CONFIGS = [(64, 64, 4), (128, 32, 4), (128, 16, 2), (256, 16, 4), (512, 8, 4), (1024, 4, 4), (2048, 2, 4),
-           (4096, 1, 4), (8192, 1, 8)]
+# (BLOCK_D, BLOCK_R, num_warps, D16): about 4K elements a program, a block per power of two of the row (head_dim
+# 64 or 128 per head; whole (B, S, H*D) rows where a model rotates those); D16 for the head widths
+CONFIGS = [(64, 64, 4, 0), (128, 32, 4, 0), (128, 16, 2, 0), (256, 16, 4, 0), (512, 8, 4, 0), (1024, 4, 4, 0),
+           (2048, 2, 4, 0), (4096, 1, 4, 0), (8192, 1, 8, 0), (64, 64, 4, 1), (128, 32, 4, 1), (128, 64, 8, 1)]
 
 
 @triton.jit
 def rotary_embedding_kernel(out_ptr, x_ptr, cos_ptr, sin_ptr, n_rows, n_cols, positions, rows_per_position,
-                            BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+                            BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, D16: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_D)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
     at = rows[:, None] * n_cols + cols[None, :]
     at_pos = ((rows // rows_per_position) % positions)[:, None] * n_cols + cols[None, :]
     x = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
-    # the pair's partner: n_cols is even, so flipping the offset's low bit stays in the row
-    partner = tl.load(x_ptr + (at ^ 1), mask=mask, other=0.0).to(tl.float32)
-    rot = tl.where((cols % 2 == 0)[None, :], -partner, partner)
+    if D16:
+        # (x[2i], x[2i+1]) -> (-x[2i+1], x[2i]) in registers: x's tile as pairs, split and joined swapped
+        even, odd = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_D // 2, 2)))
+        rot = tl.reshape(tl.join(-odd, even), (BLOCK_R, BLOCK_D))
+    else:
+        # the pair's partner: n_cols is even, so flipping the offset's low bit stays in the row
+        partner = tl.load(x_ptr + (at ^ 1), mask=mask, other=0.0).to(tl.float32)
+        rot = tl.where((cols % 2 == 0)[None, :], -partner, partner)
     cos = tl.load(cos_ptr + at_pos, mask=mask, other=0.0)
     sin = tl.load(sin_ptr + at_pos, mask=mask, other=0.0)
     tl.store(out_ptr + at, (x * cos + rot * sin).to(out_ptr.dtype.element_ty), mask=mask)
@@ -45,13 +55,13 @@ def get_function_table():
     table = []
     for dtype in DTYPES:
         group = f"rotary_embedding_{dtype}"
-        for block_d, block_r, warps in CONFIGS:
+        for block_d, block_r, warps, d16 in CONFIGS:
             table.append({
-                "name": f"{group}_d{block_d}_r{block_r}_w{warps}",
+                "name": f"{group}_d{block_d}_r{block_r}_w{warps}" + ("_d16" if d16 else ""),
                 "group": group,
                 "func": rotary_embedding_kernel,
-                "sig": f"*{dtype}:16,*{dtype}:16,*fp32:16,*fp32:16,i64,i32,i64,i64",
-                "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d}},
+                "sig": f"*{dtype}:16,*{dtype}:16,*fp32:16,*fp32:16,i64,i32{':16' if d16 else ''},i64,i64",
+                "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d, "D16": d16}},
             })
     return table
 
@@ -59,7 +69,8 @@ def get_function_table():
 def get_launch_contracts():
     contract = {"params": ["out", "in", "cos", "sin", "batch", "n_cols", "positions", "rows_per_position"],
                 "grid": ["cdiv(batch, BLOCK_R)", "1", "1"],
-                "requires": ["n_cols <= BLOCK_D", "BLOCK_D <= 64 or BLOCK_D < 2 * n_cols"],
+                "requires": ["n_cols <= BLOCK_D", "BLOCK_D <= 64 or BLOCK_D < 2 * n_cols",
+                             "D16 == 0 or n_cols % 16 == 0"],
                 "doc": "BLOCK_R rows per program; batch = rows of n_cols (even), row r takes cos and sin row "
                        "(r // rows_per_position) % positions"}
     return {f"rotary_embedding_{dtype}": contract for dtype in DTYPES}

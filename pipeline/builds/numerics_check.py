@@ -48,7 +48,8 @@ def select(table) -> tuple[list[dict], dict[str, str]]:
     """(kernels to interpret as spec dicts, {group: why not} for the groups left out)."""
     firsts, skipped = {}, {}
     for k in table.kernels:
-        key = (k.group, k.constants.get("FLAT", 0), k.constants.get("VEC", 0) > 0 and "BLOCK_SIZE" in k.constants)
+        key = (k.group, k.constants.get("FLAT", 0), k.constants.get("VEC", 0) > 0 and "BLOCK_SIZE" in k.constants,
+               k.constants.get("D16", 0))
         if key in firsts or k.group in skipped:
             continue
         why = why_not_interpreted(k, table.contracts[k.group])

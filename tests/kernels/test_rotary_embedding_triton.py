@@ -3,7 +3,9 @@ against float64."""
 
 from __future__ import annotations
 
-from .conftest import admitted, grid
+import re
+
+from .conftest import admitted, grid, ptx
 
 
 def test_groups_contract_and_signature(table):
@@ -18,6 +20,8 @@ def test_each_head_width_has_the_smallest_block_that_holds_it(table):
     for d in (16, 64, 88, 128, 3072, 8192):
         blocks = {k.constants["BLOCK_D"] for k in admitted(table, "rotary_embedding_bf16", batch=4096, n_cols=d)}
         assert len(blocks) == 1 and d <= blocks.pop() < max(2 * d, 65), d
+        d16 = {k.constants["D16"] for k in admitted(table, "rotary_embedding_bf16", batch=4096, n_cols=d)}
+        assert d16 == ({0, 1} if d in (16, 64, 128) else {0}), d
     assert not admitted(table, "rotary_embedding_bf16", batch=4, n_cols=8194)
     k = admitted(table, "rotary_embedding_bf16", batch=1000, n_cols=128)[0]
     assert grid(table, k, batch=1000, n_cols=128) == [-(-1000 // k.constants["BLOCK_R"]), 1, 1]
@@ -27,6 +31,19 @@ def test_every_group_matches_float64_in_the_interpreter(table):
     from tritonforge.pipeline.builds.numerics_check import run_specs, select
 
     kernels, skipped = select(table)
-    assert not skipped and len(kernels) == 3
+    # each group's kernels with and without D16 (pairs split in registers, whole vectors)
+    assert not skipped and len(kernels) == 6 and sorted(k["constants"]["D16"] for k in kernels) == [0, 0, 0, 1, 1, 1]
     result = run_specs(kernels)
     assert result["passed"] and not [c for c in result["checked"] if c["error"]], result["checked"]
+
+
+def test_a_d16_kernel_moves_whole_16_byte_vectors_and_reads_x_once(table):
+    """sm_90 PTX of the head_dim-128 kernels: without D16 every access is one element (n_cols may be any even
+    number), the partner a second load of x; with it, x, cos and sin come in 16-byte vectors and y goes out so."""
+    def accesses(name):
+        code = ptx(next(k for k in table.kernels if k.name == name))
+        return set(re.findall(r"(?:ld|st)\.global[.\w]*", code))
+
+    assert accesses("rotary_embedding_fp16_d128_r32_w4") == {"ld.global.b16", "ld.global.b32", "st.global.b16"}
+    assert accesses("rotary_embedding_fp16_d128_r32_w4_d16") == {"ld.global.v4.b32", "st.global.v4.b32"}
+
