@@ -15,6 +15,10 @@ program, grid (rows, 1, 1), the row held in registers, so a candidate when n_col
 smallest such block, or 256). Rows of an item are consecutive, `rows_per_item`
 of them; scale, shift and gate hold one row of n_cols per item, bias one row for all. Maths in fp32;
 offsets in 64 bits (rows * n_cols passes 2^31 on long sequences).
+
+Kernels with V16 take rows whose n_cols is a multiple of 16 (every hidden width of these models): the signature
+says so, so every row starts 16-byte aligned and each access moves whole 16-byte vectors rather than one element
+at a time. The library times them beside the others on first use of a shape.
 """
 
 import triton
@@ -24,11 +28,14 @@ DTYPES = ("fp32", "fp16", "bf16")
 FORMS = ("", "_gated", "_gated_bias")  # by GATED
 # (BLOCK_SIZE, num_warps): a block per power of two of the hidden width (PixArt 1152, SD3 1536, Flux 3072)
 CONFIGS = [(256, 1), (512, 2), (1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16)]
+V16_CONFIGS = [(1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16)]  # the widths of 640 to 4096
 
 
 @triton.jit
 def ada_layer_norm_kernel(out_ptr, x_ptr, scale_ptr, shift_ptr, branch_ptr, gate_ptr, sum_ptr, bias_ptr, n_cols,
-                          rows_per_item, eps, clip_lo, clip_hi, BLOCK_SIZE: tl.constexpr, GATED: tl.constexpr):
+                          rows_per_item, eps, clip_lo, clip_hi, BLOCK_SIZE: tl.constexpr, GATED: tl.constexpr,
+                          V16: tl.constexpr):
+    # V16 changes nothing here: the signature's n_cols % 16 == 0 is what lets every access be a whole vector
     # GATED: 0 the norm alone, 1 after x + gate * branch, 2 after x + gate * (branch + bias); the sum clipped to
     # [clip_lo, clip_hi] (fp16 Flux clips its residual stream to fp16's range; +-inf where a model does not)
     row = tl.program_id(0).to(tl.int64)
@@ -59,13 +66,14 @@ def get_function_table():
     for gated, form in enumerate(FORMS):
         for dtype in DTYPES:
             group = f"ada_layer_norm{form}_{dtype}"
-            for block, warps in CONFIGS:
+            for (block, warps), v16 in [*((c, 0) for c in CONFIGS), *((c, 1) for c in V16_CONFIGS)]:
                 table.append({
-                    "name": f"{group}_b{block}_w{warps}",
+                    "name": f"{group}_b{block}_w{warps}" + ("_v16" if v16 else ""),
                     "group": group,
                     "func": ada_layer_norm_kernel,
-                    "sig": ",".join([f"*{dtype}:16"] * 8 + ["i32", "i32", "fp32", "fp32", "fp32"]),
-                    "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "GATED": gated}},
+                    "sig": ",".join([f"*{dtype}:16"] * 8 + ["i32:16" if v16 else "i32", "i32", "fp32", "fp32",
+                                                            "fp32"]),
+                    "kwargs": {"num_warps": warps, "constants": {"BLOCK_SIZE": block, "GATED": gated, "V16": v16}},
                 })
     return table
 
@@ -74,6 +82,7 @@ def get_launch_contracts():
     contract = {"params": ["out", "in", "mod_scale", "mod_shift", "skip", "gate", "add_out", "bias", "n_cols",
                            "rows_per_item", "eps", "clip_lo", "clip_hi"],
                 "grid": ["batch", "1", "1"],
-                "requires": ["n_cols <= BLOCK_SIZE", "BLOCK_SIZE <= 256 or BLOCK_SIZE < 2 * n_cols"],
+                "requires": ["n_cols <= BLOCK_SIZE", "BLOCK_SIZE <= 256 or BLOCK_SIZE < 2 * n_cols",
+                             "V16 == 0 or n_cols % 16 == 0"],
                 "doc": "one row per program; batch = rows, rows_per_item rows share a row of scale, shift, gate"}
     return {f"ada_layer_norm{form}_{dtype}": contract for form in FORMS for dtype in DTYPES}

@@ -242,7 +242,8 @@ def _attention(spec: KernelSpec, env: dict, rng) -> Case:
 # ---- AdaLN: a row the block covers with lanes to spare, two items of three rows -----------------------
 def _ada_layer_norm_problems(spec: KernelSpec) -> Iterator[dict]:
     block = spec.constants["BLOCK_SIZE"]
-    for n_cols in (block // 2 + 24, block - 5, block, 77, 1152, 1536, 3072):
+    # a partial block first: for whole-vector (V16) kernels one of whole vectors
+    for n_cols in (block // 2 + (16 if spec.constants.get("V16") else 24), block - 5, block, 77, 1152, 1536, 3072):
         yield {"batch": 6, "n_cols": n_cols}
 
 
@@ -285,7 +286,9 @@ def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
 # ---- rotary embedding: rows past the block, a partial row, heads sharing a position ------------------
 def _rotary_embedding_problems(spec: KernelSpec) -> Iterator[dict]:
     block, rows = spec.constants["BLOCK_D"], spec.constants["BLOCK_R"]
-    for n_cols in (block - 6, block, block // 2 + 10, 24, 88, 128, 3072):
+    # a partial row first: for D16 kernels one of whole 16-element pieces
+    for n_cols in (block // 2 + 16 if spec.constants.get("D16") else block - 6, block, block // 2 + 10, 24, 88, 128,
+                   3072):
         yield {"batch": 2 * 3 * (rows + 1), "n_cols": n_cols}
 
 
