@@ -313,7 +313,8 @@ SEQ_A, SEQ_B = 7, 4  # rows of the two streams per item: the boundary falls insi
 
 def _bias_concat_problems(spec: KernelSpec) -> Iterator[dict]:
     block = spec.constants["BLOCK_C"]
-    for n_cols in (block + 24, block - 8, block // 2 + 8, 77, 1536):
+    # past a block first: for whole-vector (V16) kernels by whole vectors
+    for n_cols in (block + (16 if spec.constants.get("V16") else 24), block - 8, block // 2 + 8, 77, 1536):
         yield {"batch": 3 * (SEQ_A + SEQ_B), "n_cols": n_cols}
 
 

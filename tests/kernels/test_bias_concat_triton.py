@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .conftest import admitted, grid
+import re
+
+from .conftest import admitted, grid, ptx
 
 
 def test_groups_contract_and_signature(table):
@@ -20,6 +22,9 @@ def test_the_dits_widths_have_tiles_and_the_grid_covers_them(table):
             gx, gy, _ = grid(table, k, batch=2 * 4429, n_cols=c)
             assert gx * k.constants["BLOCK_R"] >= 2 * 4429 and gy * k.constants["BLOCK_C"] >= c
     assert [k.constants["BLOCK_C"] for k in admitted(table, "bias_concat_fp16", batch=8, n_cols=40)] == [128]
+    # whole-vector kernels only where the width is a multiple of 16
+    assert any(k.constants["V16"] for k in admitted(table, "bias_concat_fp16", batch=8, n_cols=1536))
+    assert not any(k.constants["V16"] for k in admitted(table, "bias_concat_fp16", batch=8, n_cols=1540))
 
 
 def test_every_group_matches_float64_in_the_interpreter(table):
@@ -29,3 +34,14 @@ def test_every_group_matches_float64_in_the_interpreter(table):
     assert not skipped and len(kernels) == 3
     result = run_specs(kernels)
     assert result["passed"] and not [c for c in result["checked"] if c["error"]], result["checked"]
+
+
+def test_a_v16_kernel_moves_whole_16_byte_vectors(table):
+    """sm_90 PTX: without V16 each access is one element (the width may be any number), with it a 16-byte
+    vector."""
+    def accesses(name):
+        return set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx(next(k for k in table.kernels if k.name == name))))
+
+    assert accesses("bias_concat_fp16_r4_c1024_w4") == {"ld.global.b16", "st.global.b16"}
+    assert accesses("bias_concat_fp16_r4_c1024_w4_v16") == {"ld.global.v4.b32", "st.global.v4.b32"}
+
