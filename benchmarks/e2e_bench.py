@@ -412,7 +412,7 @@ def settings_said(settings: dict | None) -> str:
 
 
 def table(results: list[Result]) -> list[str]:
-    lines = ["| model | GPU | exporter | dtype | as exported ms | rewritten ms | speed-up | "
+    lines = ["| model | device | exporter | dtype | as exported ms | rewritten ms | speed-up | "
              "as exported, same settings ms | speed-up, same settings | torch.compile ms | vs torch.compile | "
              "nodes rewritten | left | max rel diff |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -421,7 +421,8 @@ def table(results: list[Result]) -> list[str]:
         same, vs = r.same_settings_speedup, r.vs_compile
         best = f"{ms['ort_best']:.2f}" if "ort_best" in ms else "-"
         compiled = f"{ms['torch_compile']:.2f}" if "torch_compile" in ms else "not timed" if r.compile_error else "-"
-        lines.append(f"| {r.model} | {_gpu(r)} | {r.exporter} | {r.dtype} | {ms.get('ort', float('nan')):.2f} | "
+        lines.append(f"| {r.model} | {_device_cell(r)} | {r.exporter} | {r.dtype} | "
+                     f"{ms.get('ort', float('nan')):.2f} | "
                      f"{ms.get('tritonforge', float('nan')):.2f} | "
                      f"{f'{r.speedup:.2f}x' if ms else 'not run' if r.error else 'not timed'} | "
                      f"{best} | {f'{same:.2f}x' if same is not None else '-'} | {compiled} | "
@@ -429,7 +430,7 @@ def table(results: list[Result]) -> list[str]:
     for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
-            lines.append(f"- {r.model}/{r.exporter} {r.dtype} {k} on {_gpu(r)}: {top} (GPU ms per run)")
+            lines.append(f"- {r.model}/{r.exporter} {r.dtype} {k} on {_device_cell(r)}: {top} (GPU ms per run)")
             named = ", ".join(f"{n} {ms:.2f}" for n, ms in r.layout_kernels.get(k, {}).items())
             if named:
                 lines.append(f"  - layout conversions: {named}")
@@ -439,7 +440,7 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
-def _gpu(r: Result) -> str:
+def _device_cell(r: Result) -> str:
     return r.device.removeprefix("NVIDIA ") or "-"
 
 
