@@ -87,7 +87,7 @@ class Result:
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
     compile_diff: float = float("nan")  # torch.compile's output against the export's (--torch-compile)
     compile_error: str = ""  # why torch.compile was not timed
-    device: str = ""  # the GPU it ran on, as its rows name it (set once recorded)
+    device: str = ""  # the device it ran on, as its rows name it (set once recorded)
 
     @property
     def speedup(self) -> float:
@@ -446,7 +446,7 @@ def _device_cell(r: Result) -> str:
 
 def report_order(r: Result) -> tuple:
     """Model, then image side, dtype, exporter (as exported before ORT's optimizer, static before dynamic,
-    ORT's default settings before the best), then GPU."""
+    ORT's default settings before the best), then device."""
     model, _, side = r.model.partition("@")
     name, _, best = r.exporter.partition("+")
     exporter, _, dynamic = name.partition(".")
