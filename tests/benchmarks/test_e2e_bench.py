@@ -35,8 +35,8 @@ def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_libra
     rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
     assert {r["benchmark"] for r in rows.values()} == {"e2e"}
     # the printed row names the device its rows name (a CPU here)
-    gpu = rows[("ort", "ms")]["device"].removeprefix("NVIDIA ")
-    assert f"| sd15_vae_decoder_tiny.dynamo.fp16 | {gpu} | file | fp16 |" in proc.stdout
+    device = rows[("ort", "ms")]["device"].removeprefix("NVIDIA ")
+    assert f"| sd15_vae_decoder_tiny.dynamo.fp16 | {device} | file | fp16 |" in proc.stdout
     assert float(rows[("ort", "ms")]["value"]) > 0 and float(rows[("tritonforge", "ms")]["value"]) > 0
     assert float(rows[("rewrite", "max_rel_diff")]["value"]) < 2e-2
     # the export's own count: each GroupNorm (an InstanceNormalization pattern) and its one attention, one node each

@@ -88,7 +88,7 @@ def test_the_rewrites_attention_table_is_what_attention_choice_derives():
 
 
 # The README's headline ratios and the e2e rows they come from (shape, dtype, the ratio: the rewrite against the
-# export under the same settings, or against torch.compile; the GPU), each derived from the rows' medians as the
+# export under the same settings, or against torch.compile; the device), each derived from the rows' medians as the
 # report is.
 H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
 HEADLINE = (("2.96x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "ort_best", H200),
@@ -158,4 +158,3 @@ def test_the_linear_epilogue_probe_table_is_the_rows():
         got = rows[f"{names[epilogue]} {models[model]} {mkn}"]
         triton = min(v for k, v in got.items() if k.startswith("triton"))
         assert cells == [f"{v:.1f}" for v in (got["matmul"], got["separate"], got["cublaslt"], triton)], line
-

@@ -45,4 +45,3 @@ def test_a_v16_kernel_moves_whole_16_byte_vectors(table):
 
     assert accesses("ada_layer_norm_gated_bias_fp16_b2048_w4") == {"ld.global.b16", "st.global.b16"}
     assert accesses("ada_layer_norm_gated_bias_fp16_b2048_w4_v16") == {"ld.global.v4.b32", "st.global.v4.b32"}
-

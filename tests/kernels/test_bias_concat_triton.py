@@ -44,4 +44,3 @@ def test_a_v16_kernel_moves_whole_16_byte_vectors(table):
 
     assert accesses("bias_concat_fp16_r4_c1024_w4") == {"ld.global.b16", "st.global.b16"}
     assert accesses("bias_concat_fp16_r4_c1024_w4_v16") == {"ld.global.v4.b32", "st.global.v4.b32"}
-

@@ -46,4 +46,3 @@ def test_a_d16_kernel_moves_whole_16_byte_vectors_and_reads_x_once(table):
 
     assert accesses("rotary_embedding_fp16_d128_r32_w4") == {"ld.global.b16", "ld.global.b32", "st.global.b16"}
     assert accesses("rotary_embedding_fp16_d128_r32_w4_d16") == {"ld.global.v4.b32", "st.global.v4.b32"}
-
