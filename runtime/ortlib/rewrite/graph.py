@@ -29,6 +29,10 @@ _FOLD_LIMIT = 1 << 16  # constants folded up to this many elements (weights and 
 _FOLDS = {"Constant", "Shape", "Identity", "Cast", "CastLike", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Concat",
           "Gather", "Add", "Sub", "Mul", "Div"}
 _INT_MATHS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": lambda a, b: np.trunc(a / b)}
+# ops whose output has their (first) input's shape, and the elementwise ones that broadcast two inputs
+_SAME_SHAPE = {"Erf", "Tanh", "Sigmoid", "Relu", "Neg", "Sqrt", "Exp", "Abs", "Cast", "Identity", "Gelu", "Softplus",
+               "Reciprocal", "HardSigmoid", "LeakyRelu", "Clip"}
+_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow"}
 # Ops whose outputs have their first input's type and shape (for the inference probe), by (domain, op).
 _SAME_AS_X = {("", "GroupNormalization"), (MS, "GroupNorm"), (MS, "SkipGroupNorm"), (MS, "BiasAdd"),
               (MS, "SkipLayerNormalization"), (MS, "FastGelu"), (MS, "BiasGelu"), (MS, "QuickGelu")}
@@ -145,6 +149,39 @@ class Graph:
         da, db = self.dims(a), self.dims(b)
         return da is not None and db is not None and len(da) == len(db) and all(
             p is None or q is None or p == q for p, q in zip(da, db))
+
+    def leading_dims(self, name: str, depth: int = 24) -> tuple | None:
+        """The dims of `name` but its last, where inference fixes them or a walk back proves them: through
+        elementwise ops (a constant spanning only the last axis broadcasts into none of them), a MatMul by a 2-D
+        weight, and a Slice of the last axis alone (a GEGLU's halves, whose bounds inference does not fold, so
+        what follows them has no dims). None when neither does."""
+        dims = self.dims(name)
+        if dims and all(isinstance(d, int) for d in dims[:-1]):
+            return tuple(dims[:-1])
+        node = self.producer.get(name)
+        if depth == 0 or node is None or domain_of(node) != "" or not dims:
+            return None
+        op, ins = node.op_type, [i for i in node.input if i]
+        if op in _SAME_SHAPE:
+            return self.leading_dims(ins[0], depth - 1)
+        if op == "MatMul" and len(self.dims(ins[1]) or ()) == 2 and len(self.dims(ins[0]) or ()) == len(dims):
+            return self.leading_dims(ins[0], depth - 1)
+        if op == "Slice" and len(ins) > 3 and len(self.dims(ins[0]) or ()) == len(dims):
+            axes = self.const(node.input[3])
+            if axes is not None and axes.size and all(int(a) in (-1, len(dims) - 1) for a in axes.reshape(-1)):
+                return self.leading_dims(ins[0], depth - 1)
+            return None
+        if op in _BROADCAST and len(ins) == 2:
+            found = set()
+            for i in ins:
+                d = self.dims(i)
+                if d is not None and len(d) <= len(dims) and all(v == 1 for v in d[:-1]) and self.const(i) is not None:
+                    continue  # a scalar or one value per last-axis element
+                if d is None or len(d) != len(dims):
+                    return None
+                found.add(self.leading_dims(i, depth - 1))
+            return found.pop() if len(found) == 1 and None not in found else None
+        return None
 
     def only_reader(self, name: str):
         """The one node that reads `name`, when nothing else does and it is not a graph output."""

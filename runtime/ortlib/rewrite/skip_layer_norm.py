@@ -51,6 +51,14 @@ def linear_bias(g, value: str, reader) -> tuple | None:
     return y, name, b, [add, *scaled]
 
 
+def _of_shape(g, value: str, dims: list) -> bool:
+    """`value` has X's dims: as inferred, or its last dim with the leading ones proven (the MatMul after a GEGLU,
+    whose Slices leave inference without dims: SDXL's blocks after the first)."""
+    d = g.dims(value)
+    return d == dims or (d is not None and len(d) == len(dims) and d[-1] == dims[-1]
+                         and g.leading_dims(value) == tuple(dims[:-1]))
+
+
 def _bias_like(g, value: str) -> bool:
     """`value` is an Add of a constant vector (through a Div or Mul by 1), whoever else reads it."""
     one = _by_one(g, value)
@@ -86,14 +94,14 @@ class ResidualLayerNorm:
             raise Left("its weight or bias is not a constant of one value per channel")
         for i, j in ((0, 1), (1, 0)):
             found = linear_bias(g, total.input[i], total)
-            if found and g.dims(total.input[j]) == dims and g.dims(found[0]) == dims:
+            if found and _of_shape(g, total.input[j], dims) and _of_shape(g, found[0], dims):
                 y, b_name, b, nodes = found
                 skip = total.input[j]
                 break
         else:
             if any(_bias_like(g, v) for v in total.input):
-                raise Left("the Linear's bias Add before the residual is read elsewhere too, or the residual is not "
-                           "of X's shape")
+                raise Left("the Linear's bias Add before the residual is read elsewhere too, or the residual or the "
+                           f"Linear's output is not of X's shape {dims}")
             return None  # an Add of two values, no Linear's bias: not this form (SD3.5's embedding, say)
         dtype = measured_ort_op(r, x, SPEEDUP, DEVICE, "SkipLayerNormalization", "export")
         for name in (skip, ln.input[1], b_name, *([ln.input[2]] if beta is not None else [])):

@@ -88,3 +88,30 @@ def test_an_op_nobody_knows_keeps_element_types_of_what_keeps_them_and_no_shapes
     g = Graph(m)
     assert g.elem("u") == 0 and g.dims("u") is None  # nothing says what Opaque makes
     assert g.elem("t") == f and g.dims("t") == [3, 3]
+
+
+def test_leading_dims_are_proven_through_elementwise_ops_a_weight_and_last_axis_slices_only():
+    """What inference leaves without dims after a Slice whose bounds it cannot fold: the leading dims walked back
+    to a value that has them; a Slice of another axis, or a broadcast against unknown dims, proves nothing."""
+    f = TensorProto.FLOAT
+    ints = {"zero": [0], "last": [-1], "first": [0]}
+    nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(np.array(v, np.int64)))
+             for k, v in ints.items()]
+    nodes += [helper.make_node("Shape", ["x"], ["xs"]),
+              helper.make_node("Gather", ["xs", "zero"], ["n"], axis=0),  # a bound inference does not fold
+              helper.make_node("Slice", ["x", "zero", "n", "last"], ["cut"]),
+              helper.make_node("Slice", ["x", "zero", "n", "first"], ["rows"]),
+              helper.make_node("Erf", ["cut"], ["e"]),
+              helper.make_node("Mul", ["e", "half"], ["scaled"]),  # by a scalar constant
+              helper.make_node("Mul", ["scaled", "cut"], ["both"]),
+              helper.make_node("Mul", ["scaled", "z"], ["mixed"]),  # z: (2, 1, ?) broadcasts into x's dims
+              helper.make_node("MatMul", ["both", "w"], ["mm"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, [2, 3, 8]), helper.make_tensor_value_info("z", f, None)],
+               [helper.make_tensor_value_info(v, f, None) for v in ("mm", "rows", "mixed")],
+               [numpy_helper.from_array(np.float32(0.5), "half"), numpy_helper.from_array(np.ones((8, 4), np.float32),
+                                                                                           "w")])
+    g = Graph(m)
+    assert g.dims("mm")[-1] == 4 and g.dims("both")[0] is None  # inference lost them at the Slice
+    assert g.leading_dims("mm") == g.leading_dims("both") == g.leading_dims("cut") == (2, 3)
+    assert g.leading_dims("rows") is None and g.leading_dims("mixed") is None
+

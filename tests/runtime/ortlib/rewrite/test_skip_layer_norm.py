@@ -133,3 +133,76 @@ def test_a_dtype_that_measured_slower_is_left_with_the_number(ort_library, monke
     report = rewrite(_model(), ort_library)
     assert not report.rewritten
     assert any("measured faster than ORT's SkipLayerNormalization (0.90x" in why for why in report.left), report.left
+
+
+def _geglu_block(slice_axis: int = -1):
+    """SDXL's transformer block after its first: x (2, S, C) -> MatMul W1 + b1 -> GEGLU halves by Slices whose
+    bounds TorchScript computes from Shape (inference leaves the halves, and all after them, without dims) ->
+    erf GELU -> MatMul W2 + b2 -> Add residual x -> LayerNormalization; the sum an output (the next residual)."""
+    import math
+
+    rng = np.random.default_rng(0)
+
+    def const(name, v, dtype=np.float32):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, dtype)))
+
+    inits = [numpy_helper.from_array((rng.standard_normal((C, 4 * C)) / 4).astype(np.float32), "W1"),
+             numpy_helper.from_array(rng.uniform(-1, 1, 4 * C).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((2 * C, C)) / 4).astype(np.float32), "W2"),
+             numpy_helper.from_array(rng.uniform(-1, 1, C).astype(np.float32), "b2"),
+             numpy_helper.from_array(rng.uniform(0.5, 1.5, C).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.uniform(-1, 1, C).astype(np.float32), "beta")]
+    n = [helper.make_node("MatMul", ["x", "W1"], ["mm1"]), helper.make_node("Add", ["mm1", "b1"], ["h"]),
+         const("zero", [0], np.int64), const("axis", [slice_axis], np.int64),
+         helper.make_node("Shape", ["h"], ["shape"]), const("minus1", -1, np.int64),
+         helper.make_node("Gather", ["shape", "minus1"], ["dim"], axis=0), const("one_i", [1], np.int64),
+         const("two_i", [2], np.int64), helper.make_node("Add", ["dim", "one_i"], ["dim1"]),
+         helper.make_node("Div", ["dim1", "two_i"], ["half"]), helper.make_node("Mul", ["half", "one_i"], ["end_a"]),
+         helper.make_node("Mul", ["half", "two_i"], ["end_v"]),
+         helper.make_node("Slice", ["h", "zero", "end_a", "axis"], ["a"]),
+         helper.make_node("Slice", ["h", "end_a", "end_v", "axis"], ["v"]),
+         const("sqrt2", math.sqrt(2)), const("one", 1.0), const("half_c", 0.5),
+         helper.make_node("Div", ["v", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+         helper.make_node("Add", ["e", "one"], ["o"]), helper.make_node("Mul", ["v", "o"], ["m"]),
+         helper.make_node("Mul", ["m", "half_c"], ["g"]), helper.make_node("Mul", ["a", "g"], ["ff"]),
+         helper.make_node("MatMul", ["ff", "W2"], ["mm2"]), helper.make_node("Add", ["mm2", "b2"], ["f"]),
+         helper.make_node("Add", ["f", "x"], ["s"]),
+         helper.make_node("LayerNormalization", ["s", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-5)]
+    g = helper.make_graph(n, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, S, C])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, S, C]),
+                           helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, S, C])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_the_norm_after_a_geglu_mlp_whose_output_inference_left_without_dims_is_taken(ort_library, measured):
+    """The MatMul after the GEGLU has dims (None, None, C): its leading dims are proven through the GELU and the
+    last-axis Slices back to the first Linear's, so the norm goes to SkipLayerNormalization as the first's do."""
+    from tritonforge.runtime.ortlib.rewrite.graph import Graph
+
+    model = _geglu_block()
+    assert Graph(model).dims("mm2") == [None, None, C]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, S, C)).astype(np.float32)
+
+    def run(m, lib=None):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if lib:
+            so.register_custom_ops_library(str(lib))
+        return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+
+    want = run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten["SkipLayerNormalization"] == 1, report.lines()
+    skip = next(n for n in model.graph.node if n.op_type == "SkipLayerNormalization")
+    assert list(skip.input) == ["mm2", "x", "gamma", "beta", "b2"] and list(skip.output) == ["y", "", "", "s"]
+    for got, ref in zip(run(model, ort_library), want):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_halves_sliced_on_another_axis_prove_nothing_and_the_norm_stays(ort_library, measured):
+    model = _geglu_block(slice_axis=1)
+    report = rewrite(model, ort_library)
+    assert "SkipLayerNormalization" not in report.rewritten
+    assert any("the Linear's output is not of X's shape [2, 6, 16]" in why for why in report.left), report.left
+
