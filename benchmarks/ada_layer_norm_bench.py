@@ -30,8 +30,7 @@ import numpy as np  # noqa: E402
 from tritonforge.runtime import ortlib  # noqa: E402
 from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref  # noqa: E402
 
-from benchmarks import e2e_models, ort_own  # noqa: E402
-from benchmarks.results import RESULTS, write_rows  # noqa: E402
+from benchmarks import e2e_models, fused_op_bench, ort_own  # noqa: E402
 
 EPS = 1e-6
 L2 = 60 << 20
@@ -179,14 +178,8 @@ def main(argv=None) -> int:
                 for form in FORMS:
                     if (items, tokens, c, dtype, form) not in seen:
                         seen.add((items, tokens, c, dtype, form))
-                        rows = measure(own, ours, form, items, tokens, c, dtype)
-                        label = f"{form} {name} {items * tokens}x{c}"
-                        write_rows("ada_layer_norm", device, [
-                            {"provider": p, "shape": label, "dtype": dtype, "metric": "us", "unit": "us",
-                             "value": f"{us:.3f}", "extra": mode} for p, (us, mode) in rows.items()],
-                            args.results or RESULTS)
-                        print(f"{label:36s} {dtype}  " + "  ".join(f"{p} {us:8.1f} us" for p, (us, _) in rows.items()),
-                              flush=True)
+                        fused_op_bench.record("ada_layer_norm", device, f"{form} {name} {items * tokens}x{c}", dtype,
+                                              measure(own, ours, form, items, tokens, c, dtype), args.results, 36)
     return 0
 
 

@@ -61,11 +61,14 @@ def main(argv, doc: str, benchmark: str, default_models: str, shapes_of: Callabl
     device = torch.cuda.get_device_name(0)
     for dtype in args.dtypes.split(","):
         for name, shape in shapes:
-            rows = measure(own, ours, *shape, dtype)
-            text = label(name, shape)
-            write_rows(benchmark, device, [
-                {"provider": p, "shape": text, "dtype": dtype, "metric": "us", "unit": "us", "value": f"{us:.3f}",
-                 "extra": mode} for p, (us, mode) in rows.items()], args.results or RESULTS)
-            print(f"{text:32s} {dtype}  " + "  ".join(f"{p} {us:8.1f} us" for p, (us, _) in rows.items()),
-                  flush=True)
+            record(benchmark, device, label(name, shape), dtype, measure(own, ours, *shape, dtype), args.results)
     return 0
+
+
+def record(benchmark: str, device: str, shape: str, dtype: str, rows: dict, results: Path | None,
+           width: int = 32) -> None:
+    """One shape's {provider: (us, timing mode)} as `us` rows of `benchmark` (results.csv by default), and a line."""
+    write_rows(benchmark, device, [
+        {"provider": p, "shape": shape, "dtype": dtype, "metric": "us", "unit": "us", "value": f"{us:.3f}",
+         "extra": mode} for p, (us, mode) in rows.items()], results or RESULTS)
+    print(f"{shape:{width}s} {dtype}  " + "  ".join(f"{p} {us:8.1f} us" for p, (us, _) in rows.items()), flush=True)

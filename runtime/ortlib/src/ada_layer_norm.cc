@@ -147,32 +147,22 @@ class AdaLayerNormKernel : public KernelBase {
   bool clipped_;
 };
 
-// Every input shares X's element type, which the model gives: one typed declaration per element type (onnxruntime
-// before 1.21 accepts only one input of a type left to the model when an output's follows it).
-struct AdaLayerNormOp : OpBase<AdaLayerNormOp, AdaLayerNormKernel> {
-  AdaLayerNormOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {}
+// Every input shares X's element type, which the model gives.
+struct AdaLayerNormOp : TypedOp<AdaLayerNormOp, AdaLayerNormKernel> {
+  using TypedOp::TypedOp;
   const char* GetName() const { return "AdaLayerNorm"; }
   size_t GetInputTypeCount() const { return 6; }
   size_t GetOutputTypeCount() const { return 2; }
-  ONNXTensorElementDataType GetInputType(size_t) const { return type_; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
     return i >= 3 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
   }
   OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t i) const {
     return i == 1 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
   }
-  AdaLayerNormKernel* Make(const OrtKernelInfo* info) const { return new AdaLayerNormKernel(info, cuda_); }
-  ONNXTensorElementDataType type_;
 };
 
 }  // namespace
 
-std::vector<OrtCustomOp*> ada_layer_norm_ops(bool cuda) {
-  static AdaLayerNormOp ops[2][3] = {
-      {AdaLayerNormOp(false, kFloats[0]), AdaLayerNormOp(false, kFloats[1]), AdaLayerNormOp(false, kFloats[2])},
-      {AdaLayerNormOp(true, kFloats[0]), AdaLayerNormOp(true, kFloats[1]), AdaLayerNormOp(true, kFloats[2])}};
-  return {&ops[cuda][0], &ops[cuda][1], &ops[cuda][2]};
-}
+std::vector<OrtCustomOp*> ada_layer_norm_ops(bool cuda) { return typed_ops<AdaLayerNormOp>(cuda); }
 
 }  // namespace tf

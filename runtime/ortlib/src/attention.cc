@@ -160,26 +160,16 @@ class Attention : public KernelBase {
   bool heads_first_;
 };
 
-// query, key and value share one element type, which the model gives: one typed declaration per type (as
-// SkipGroupNorm's).
-struct AttentionOp : OpBase<AttentionOp, Attention> {
-  AttentionOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {}
+// query, key and value share one element type, which the model gives.
+struct AttentionOp : TypedOp<AttentionOp, Attention> {
+  using TypedOp::TypedOp;
   const char* GetName() const { return "MultiHeadAttention"; }
   size_t GetInputTypeCount() const { return 3; }
   size_t GetOutputTypeCount() const { return 1; }
-  ONNXTensorElementDataType GetInputType(size_t) const { return type_; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
-  Attention* Make(const OrtKernelInfo* info) const { return new Attention(info, cuda_); }
-  ONNXTensorElementDataType type_;
 };
 
 }  // namespace
 
-std::vector<OrtCustomOp*> attention_ops(bool cuda) {
-  static AttentionOp attention[2][3] = {
-      {AttentionOp(false, kFloats[0]), AttentionOp(false, kFloats[1]), AttentionOp(false, kFloats[2])},
-      {AttentionOp(true, kFloats[0]), AttentionOp(true, kFloats[1]), AttentionOp(true, kFloats[2])}};
-  return {&attention[cuda][0], &attention[cuda][1], &attention[cuda][2]};
-}
+std::vector<OrtCustomOp*> attention_ops(bool cuda) { return typed_ops<AttentionOp>(cuda); }
 
 }  // namespace tf

@@ -69,27 +69,16 @@ class BiasConcatKernel : public KernelBase {
 };
 
 // The output is not A's shape: ORT takes it from the kernel (no shape inference). Every input has the model's one
-// element type: one typed declaration per type.
-struct BiasConcatOp : OpBase<BiasConcatOp, BiasConcatKernel> {
-  BiasConcatOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {
-    InferOutputShapeFn = nullptr;
-  }
+// element type.
+struct BiasConcatOp : TypedOp<BiasConcatOp, BiasConcatKernel> {
+  BiasConcatOp(bool cuda, ONNXTensorElementDataType type) : TypedOp(cuda, type) { InferOutputShapeFn = nullptr; }
   const char* GetName() const { return "BiasConcat"; }
   size_t GetInputTypeCount() const { return 4; }
   size_t GetOutputTypeCount() const { return 1; }
-  ONNXTensorElementDataType GetInputType(size_t) const { return type_; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
-  BiasConcatKernel* Make(const OrtKernelInfo* info) const { return new BiasConcatKernel(info, cuda_); }
-  ONNXTensorElementDataType type_;
 };
 
 }  // namespace
 
-std::vector<OrtCustomOp*> bias_concat_ops(bool cuda) {
-  static BiasConcatOp ops[2][3] = {
-      {BiasConcatOp(false, kFloats[0]), BiasConcatOp(false, kFloats[1]), BiasConcatOp(false, kFloats[2])},
-      {BiasConcatOp(true, kFloats[0]), BiasConcatOp(true, kFloats[1]), BiasConcatOp(true, kFloats[2])}};
-  return {&ops[cuda][0], &ops[cuda][1], &ops[cuda][2]};
-}
+std::vector<OrtCustomOp*> bias_concat_ops(bool cuda) { return typed_ops<BiasConcatOp>(cuda); }
 
 }  // namespace tf

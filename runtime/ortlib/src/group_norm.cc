@@ -221,17 +221,15 @@ struct GroupNormOp : OpBase<GroupNormOp, GroupNormNHWC> {
   GroupNormNHWC* Make(const OrtKernelInfo* info) const { return new GroupNormNHWC(info, "GroupNorm", cuda_, false); }
 };
 
-// X, skip and bias share one element type, which the model gives: one typed declaration per element type
-// (onnxruntime before 1.21 accepts only one input of a type left to the model when an output's follows it).
-struct SkipGroupNormOp : OpBase<SkipGroupNormOp, GroupNormNHWC> {
-  SkipGroupNormOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {}
+// X, skip and bias share one element type, which the model gives; gamma and beta are float.
+struct SkipGroupNormOp : TypedOp<SkipGroupNormOp, GroupNormNHWC> {
+  using TypedOp::TypedOp;
   const char* GetName() const { return "SkipGroupNorm"; }
   size_t GetInputTypeCount() const { return 5; }
   size_t GetOutputTypeCount() const { return 2; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
     return i == 1 || i == 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : type_;
   }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
     return i == 4 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
   }
@@ -241,7 +239,6 @@ struct SkipGroupNormOp : OpBase<SkipGroupNormOp, GroupNormNHWC> {
   GroupNormNHWC* Make(const OrtKernelInfo* info) const {
     return new GroupNormNHWC(info, "SkipGroupNorm", cuda_, true);
   }
-  ONNXTensorElementDataType type_;
 };
 
 struct GroupNormalizationOp : OpBase<GroupNormalizationOp, GroupNormNCHW> {
@@ -258,11 +255,11 @@ struct GroupNormalizationOp : OpBase<GroupNormalizationOp, GroupNormNCHW> {
 
 std::vector<OrtCustomOp*> group_norm_ops(bool cuda) {
   static GroupNormOp group_norm[2] = {GroupNormOp(false), GroupNormOp(true)};
-  static SkipGroupNormOp skip[2][3] = {
-      {SkipGroupNormOp(false, kFloats[0]), SkipGroupNormOp(false, kFloats[1]), SkipGroupNormOp(false, kFloats[2])},
-      {SkipGroupNormOp(true, kFloats[0]), SkipGroupNormOp(true, kFloats[1]), SkipGroupNormOp(true, kFloats[2])}};
   static GroupNormalizationOp nchw[2] = {GroupNormalizationOp(false), GroupNormalizationOp(true)};
-  return {&group_norm[cuda], &skip[cuda][0], &skip[cuda][1], &skip[cuda][2], &nchw[cuda]};
+  std::vector<OrtCustomOp*> ops = typed_ops<SkipGroupNormOp>(cuda);
+  ops.insert(ops.begin(), &group_norm[cuda]);
+  ops.push_back(&nchw[cuda]);
+  return ops;
 }
 
 }  // namespace tf

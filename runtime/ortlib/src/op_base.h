@@ -212,6 +212,26 @@ struct OpBase : Ort::CustomOpBase<Op, Kernel, true> {
   bool cuda_;
 };
 
+// An op declared once per element type the model may give it (kFloats; onnxruntime before 1.21 accepts only one
+// input of a type left to the model when an output's follows it): every input and output of that type unless the
+// op says otherwise, its kernel made as Kernel(info, cuda).
+template <typename Op, typename Kernel>
+struct TypedOp : OpBase<Op, Kernel> {
+  TypedOp(bool cuda, ONNXTensorElementDataType type) : OpBase<Op, Kernel>(cuda), type_(type) {}
+  ONNXTensorElementDataType GetInputType(size_t) const { return type_; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
+  Kernel* Make(const OrtKernelInfo* info) const { return new Kernel(info, this->cuda_); }
+  ONNXTensorElementDataType type_;
+};
+
+// The three typed declarations of Op for one EP, alive as long as the library.
+template <typename Op>
+std::vector<OrtCustomOp*> typed_ops(bool cuda) {
+  static Op ops[2][3] = {{Op(false, kFloats[0]), Op(false, kFloats[1]), Op(false, kFloats[2])},
+                         {Op(true, kFloats[0]), Op(true, kFloats[1]), Op(true, kFloats[2])}};
+  return {&ops[cuda][0], &ops[cuda][1], &ops[cuda][2]};
+}
+
 #define TF_IO(inputs, outputs)                                                                             \
   size_t GetInputTypeCount() const { return inputs; }                                                      \
   size_t GetOutputTypeCount() const { return outputs; }                                                    \

@@ -94,25 +94,16 @@ class RotaryEmbeddingKernel : public KernelBase {
 };
 
 // X's element type is the model's, cos and sin are float: one typed declaration per element type of X.
-struct RotaryEmbeddingOp : OpBase<RotaryEmbeddingOp, RotaryEmbeddingKernel> {
-  RotaryEmbeddingOp(bool cuda, ONNXTensorElementDataType type) : OpBase(cuda), type_(type) {}
+struct RotaryEmbeddingOp : TypedOp<RotaryEmbeddingOp, RotaryEmbeddingKernel> {
+  using TypedOp::TypedOp;
   const char* GetName() const { return "RotaryEmbedding"; }
   size_t GetInputTypeCount() const { return 3; }
   size_t GetOutputTypeCount() const { return 1; }
   ONNXTensorElementDataType GetInputType(size_t i) const { return i ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : type_; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
-  RotaryEmbeddingKernel* Make(const OrtKernelInfo* info) const { return new RotaryEmbeddingKernel(info, cuda_); }
-  ONNXTensorElementDataType type_;
 };
 
 }  // namespace
 
-std::vector<OrtCustomOp*> rotary_embedding_ops(bool cuda) {
-  static RotaryEmbeddingOp ops[2][3] = {
-      {RotaryEmbeddingOp(false, kFloats[0]), RotaryEmbeddingOp(false, kFloats[1]),
-       RotaryEmbeddingOp(false, kFloats[2])},
-      {RotaryEmbeddingOp(true, kFloats[0]), RotaryEmbeddingOp(true, kFloats[1]), RotaryEmbeddingOp(true, kFloats[2])}};
-  return {&ops[cuda][0], &ops[cuda][1], &ops[cuda][2]};
-}
+std::vector<OrtCustomOp*> rotary_embedding_ops(bool cuda) { return typed_ops<RotaryEmbeddingOp>(cuda); }
 
 }  // namespace tf
