@@ -33,9 +33,10 @@ def check_then_time(own, ours, graph: Callable, feeds: Callable, nodes: int, exp
 
 
 def main(argv, doc: str, benchmark: str, default_models: str, shapes_of: Callable, none: str, measure: Callable,
-         label: Callable) -> int:
+         label: Callable, optimize: bool = False) -> int:
     """The bench's command line: `shapes_of(model)` the shapes a model runs the op on (none: refused with `none`),
-    `measure(own, ours, *shape, dtype)` the rows of one, `label(model, shape)` their `shape` column."""
+    `measure(own, ours, *shape, dtype)` the rows of one, `label(model, shape)` their `shape` column. `optimize`: ORT's
+    graph optimizations on in both sessions (ort_own.OrtRival)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
     ap.add_argument("--model", default=default_models)
@@ -57,7 +58,8 @@ def main(argv, doc: str, benchmark: str, default_models: str, shapes_of: Callabl
     from tritonforge.runtime import ortlib
 
     library = ortlib.library_path(args.library)
-    own, ours = ort_own.OrtRival(), ort_own.OrtRival(custom_ops=str(library))
+    own = ort_own.OrtRival(optimize=optimize)
+    ours = ort_own.OrtRival(custom_ops=str(library), optimize=optimize)
     device = torch.cuda.get_device_name(0)
     for dtype in args.dtypes.split(","):
         for name, shape in shapes:

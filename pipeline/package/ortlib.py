@@ -41,7 +41,7 @@ from tritonforge.atomic import write_bytes
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
 SOURCES = ("ops.cc", "group_norm.cc", "softmax.cc", "attention.cc", "ada_layer_norm.cc", "rotary_embedding.cc",
-           "bias_concat.cc", "launch.cc")
+           "bias_concat.cc", "linear.cc", "launch.cc")
 EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")
 DTYPES = ("fp16", "fp32", "bf16")
 NCHW_ROLES = {"in", "out", "nchw_scale", "nchw_bias", "ws", "hw", "c_per_group", "eps"}

@@ -44,6 +44,7 @@ from .files import ModelFileError, read, tensors, write
 from .gelu import GELU
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
 from .layout import channels_last
+from .linear import LINEAR
 from .loads import check_loads
 from .patterns import PATTERNS, Left, Rewriter
 from .rejoin import rejoin
@@ -154,12 +155,15 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     return report
 
 
-def _matchers() -> dict:
+def _matchers(late: bool) -> dict:
+    """{anchor: matchers} of one pass: the late one (Linears) after the fusions that take a Linear's bias."""
     by_anchor = {}
     # attention before softmax: a Softmax is an attention's first
-    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *BIAS_SPLIT_GELU, *ROTARY_EMBEDDING):
-        for anchor in p.anchors:
-            by_anchor.setdefault(anchor, []).append(p)
+    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *BIAS_SPLIT_GELU, *ROTARY_EMBEDDING,
+              *LINEAR):
+        if getattr(p, "late", False) == late:
+            for anchor in p.anchors:
+                by_anchor.setdefault(anchor, []).append(p)
     return by_anchor
 
 
@@ -171,11 +175,21 @@ def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, repor
             where = f" in the {attr} of {node.op_type} node '{node.name}'{graph.where}"
             _rewrite_scope(Graph(graph.model, graph.base_dir, sub, graph, where), cuda, min_cols, report, attention)
     r = Rewriter(graph, cuda, min_cols, attention)
-    by_anchor = _matchers()
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: dict[int, object] = {}  # node index -> the match that replaces it
+    for late in (False, True):
+        _one_pass(graph, r, _matchers(late), index, taken, report, late)
+    report.notes.update(r.notes)
+    if taken:
+        _splice(graph, taken, r.initializers)
+
+
+def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: dict, report: Report,
+              late: bool) -> None:
+    """The matches of one pass over the scope's nodes, recorded in `taken` and the report. In the late pass a match
+    overlapping an earlier one is no news: the earlier fusion took that Linear's bias on purpose."""
     for node in graph.nodes:
-        if id(node) in taken:
+        if index[id(node)] in taken:
             continue
         near = []  # why earlier matchers left it: a later one (the softmax alone) may still take it
         for p in by_anchor.get((domain_of(node), node.op_type), ()):
@@ -187,9 +201,13 @@ def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, repor
             if m is None:
                 continue
             if any(index[id(n)] in taken for n in m.remove):
-                report.left.append(f"{node.op_type} node '{node.name}'{graph.where}: overlaps a rewrite already made")
+                if not late:
+                    report.left.append(f"{node.op_type} node '{node.name}'{graph.where}: overlaps a rewrite already "
+                                       "made")
+                near = []
                 break
             taken.update((index[id(n)], m) for n in m.remove)
+            r.taken.update(id(n) for n in m.remove)
             report.rewritten[m.node.op_type] += 1
             report.sources[(m.node.op_type, m.source)] += 1
             report.targets[(m.node.op_type, m.node.domain)] += 1
@@ -201,8 +219,6 @@ def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, repor
             near = [f"{why} (the {node.op_type} alone went to {m.node.domain}.{m.node.op_type})" for why in near]
             break
         report.left += [f"{node.op_type} node '{node.name}'{graph.where}: {why}" for why in near]
-    if taken:
-        _splice(graph, taken, r.initializers)
 
 
 def _splice(graph: Graph, taken: dict, initializers: list) -> None:

@@ -23,6 +23,7 @@ import math
 
 from .gelu_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, is_op, other_operand
+from .linear import linear_takes
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op, times_const
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -48,9 +49,11 @@ def choose(r: Rewriter, x: str, form: str) -> str:
     return measured_ort_op(r, x, SPEEDUP, DEVICE, "FastGelu", form)
 
 
-def _fast_gelu(r: Rewriter, anchor, x: str, out: str, removed: list, form: str, source: str) -> Match:
+def _fast_gelu(r: Rewriter, anchor, x: str, out: str, removed: list, form: str, source: str) -> Match | None:
     from onnx import helper
 
+    if linear_takes(r, x, "gelu_tanh"):
+        return None  # the Linear before it takes the GELU into its GEMM's epilogue (linear.py, a later pass)
     dtype = choose(r, x, form)
     inputs, add = [x], []
     found = bias_add(r.graph, x, removed)
@@ -69,6 +72,11 @@ class TanhGeluDecomposed:
     source = "GELU-tanh decomposition"
 
     def match(self, r: Rewriter, tanh):
+        found = self.find(r, tanh)
+        return found and _fast_gelu(r, tanh, *found, "decomposed", self.source)
+
+    def find(self, r: Rewriter, tanh) -> tuple[str, str, list] | None:
+        """(x, the GELU's output, its nodes) of the GELU whose Tanh this is; None, or Left saying why not."""
         g = r.graph
         scaled = g.producer.get(tanh.input[0])
         inner = times_const(g, scaled, _SQRT_2_OVER_PI)
@@ -105,8 +113,7 @@ class TanhGeluDecomposed:
         for v in (scaled.output[0], add.output[0], cubed[-1].output[0], tail.output[0], tanh.output[0]):
             if g.only_reader(v) is None:
                 raise Left("a value inside the GELU is read elsewhere too")
-        removed = [*cubed, tail, add, scaled, tanh, one, *half, *tail_nodes]
-        return _fast_gelu(r, tanh, x, out, removed, "decomposed", self.source)
+        return x, out, [*cubed, tail, add, scaled, tanh, one, *half, *tail_nodes]
 
 
 class OnnxGelu:
@@ -116,11 +123,18 @@ class OnnxGelu:
     source = "ONNX Gelu after the bias Add"
 
     def match(self, r: Rewriter, node):
-        if attrs(node).get("approximate", b"none") not in (b"tanh", "tanh"):
-            return None  # the exact GELU: ORT's own Gelu and BiasGelu fusions serve it
         if bias_add(r.graph, node.input[0], [node]) is None:
             return None  # ORT's Gelu is one pass already
-        return _fast_gelu(r, node, node.input[0], node.output[0], [node], "onnx_gelu", self.source)
+        found = self.find(r, node)
+        return found and _fast_gelu(r, node, *found, "onnx_gelu", self.source)
+
+    @staticmethod
+    def find(r: Rewriter, node) -> tuple[str, str, list] | None:
+        """(x, the GELU's output, [node]) where `node` is the tanh form; None for the exact GELU (ORT's own Gelu and
+        BiasGelu fusions serve it)."""
+        if attrs(node).get("approximate", b"none") not in (b"tanh", "tanh"):
+            return None
+        return node.input[0], node.output[0], [node]
 
 
 GELU = (TanhGeluDecomposed(), OnnxGelu())

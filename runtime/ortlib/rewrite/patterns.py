@@ -9,6 +9,7 @@ when the anchor is not its business. A new exporter's form is one more class in 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +47,8 @@ class Rewriter:
     def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None = None):
         self.graph, self.cuda, self.min_cols, self.attention = graph, cuda, min_cols, attention
         self.initializers: list = []
+        self.taken: set[int] = set()  # id() of the nodes the scope's matches so far replace
+        self.notes: Counter = Counter()  # why a kind of node went where it went, said once for all of them
         self._int64: dict[tuple, str] = {}
 
     def dtype(self, value: str, fallback: str | None = None) -> str | None:

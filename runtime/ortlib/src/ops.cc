@@ -1,6 +1,6 @@
 // tritonforge's custom ops for ONNX Runtime, in the domain "tritonforge": registration (RegisterCustomOps)
 // of every op family (group_norm.cc, softmax.cc, attention.cc, ada_layer_norm.cc, rotary_embedding.cc,
-// bias_concat.cc), each op twice: for the CUDA EP, where it launches the build's Triton kernels on the session's
+// bias_concat.cc, linear.cc), each op twice: for the CUDA EP, where it launches the build's Triton kernels on the session's
 // stream (launch.cc), and for the CPU EP, in plain C++, so the same graph runs in CPU sessions and tests. Also what
 // the library holds (TritonforgeInfo) and the kernels it chose (TritonforgeChoices).
 #include <atomic>
@@ -13,7 +13,7 @@ namespace tf {
 // X's type and shape as ORT is told it: a dim the model leaves unknown (no value, no name) comes back
 // from ORT as -1, and ORT would write -1 back as a fixed size that every reader's inference then
 // checks against; it goes back as a name of its own, which claims nothing but "some size".
-static OrtStatusPtr shape_of_x(OrtShapeInferContext* ctx, OrtTensorTypeAndShapeInfo** out) {
+OrtStatusPtr shape_of_x(OrtShapeInferContext* ctx, OrtTensorTypeAndShapeInfo** out) {
   static std::atomic<uint64_t> unknown{0};
   const OrtApi& api = Ort::GetApi();
   OrtTensorTypeAndShapeInfo* x = nullptr;  // belongs to the context
@@ -107,7 +107,7 @@ std::string info_json() {
     }
     out += seen + "]";
   }
-  out += "}";
+  out += ", \"Linear\": [\"fp32\", \"fp16\", \"bf16\"]}";  // cuBLASLt's, not the build's: every float type
   try {
     size_t entries = 0;
     std::string path = tf::tune_file(&entries);
@@ -160,7 +160,7 @@ OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtA
       Ort::CustomOpDomain d{tf::kDomain};
       for (int cuda = 0; cuda < 2; ++cuda) {
         for (auto* family : {tf::group_norm_ops, tf::softmax_ops, tf::attention_ops, tf::ada_layer_norm_ops,
-                             tf::rotary_embedding_ops, tf::bias_concat_ops}) {
+                             tf::rotary_embedding_ops, tf::bias_concat_ops, tf::linear_ops}) {
           for (OrtCustomOp* op : family(cuda != 0)) {
             op->version = version;
             d.Add(op);

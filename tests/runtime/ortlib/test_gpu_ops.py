@@ -483,3 +483,44 @@ def test_bias_concat_matches_float64(ort_cuda, library, dtype, items, image, tex
                     {"a": a, "b": b, "ba": ba, "bb": bb}, {"y": ([items, image + text, c], NP[dtype])})
     ref = bias_concat_ref(*(v.astype(np.float64) for v in (a, b, ba, bb)))
     assert bias_concat_mismatch(got["y"], ref, dtype) is None, bias_concat_mismatch(got["y"], ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("lead, k, n, activation, graph", [
+    ((2, 4096), 1536, 6144, "gelu_tanh", True),  # SD3's MLP up, in ORT's CUDA graph
+    ((2, 333), 1536, 1536, "none", False),  # SD3's text-stream projection
+    ((4608,), 15360, 3072, "none", False),  # Flux's single blocks' output projection, 2-D
+    ((3, 7), 77, 45, "gelu_tanh", False),  # odd K and N: rows 2-byte aligned
+])
+def test_linear_matches_float64(ort_cuda, library, dtype, lead, k, n, activation, graph):
+    """fp32 in, ORT's Cast to the dtype (bf16 too), the library's Linear (cuBLASLt), Cast back; rows sampled against
+    float64 of the rounded inputs."""
+    from onnx import TensorProto, helper
+    from tritonforge.runtime.reference import quantize
+
+    t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT, "bf16": TensorProto.BFLOAT16}[dtype]
+    rng = np.random.default_rng(k + n)
+    x = rng.standard_normal((*lead, k)).astype(np.float32)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    nodes = [*(helper.make_node("Cast", [v], [v + "t"], to=t) for v in "xwb"),
+             helper.make_node("Linear", ["xt", "wt", "bt"], ["yt"], domain="tritonforge", activation=activation),
+             helper.make_node("Cast", ["yt"], ["y"], to=TensorProto.FLOAT)]
+    m = helper.make_model(helper.make_graph(nodes, "linear", [vi("x", "fp32", list(x.shape)), vi("w", "fp32", [k, n]),
+                                                              vi("b", "fp32", [n])],
+                                            [vi("y", "fp32", [*lead, n])]),
+                          opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("tritonforge", 1)])
+    m.ir_version = 10
+    so = ort_cuda.SessionOptions()
+    so.log_severity_level = 3
+    so.register_custom_ops_library(str(library))
+    opts = {"enable_cuda_graph": "1", "use_tf32": "0"} if graph else {"use_tf32": "0"}
+    s = ort_cuda.InferenceSession(m.SerializeToString(), so, providers=[(CUDA, opts)])
+    y = run_bound(ort_cuda, s, {"x": x, "w": w, "b": b}, {"y": ([*lead, n], np.float32)})["y"].reshape(-1, n)
+    rows = np.unique(np.r_[0, rng.integers(0, y.shape[0], 61), y.shape[0] - 1])
+    q = (lambda a: a.astype(np.float64)) if dtype == "fp32" else (lambda a: quantize(a, dtype))
+    ref = q(x).reshape(-1, k)[rows] @ q(w) + q(b)
+    if activation == "gelu_tanh":
+        ref = 0.5 * ref * (1 + np.tanh(np.sqrt(2 / np.pi) * (ref + 0.044715 * ref ** 3)))
+    tol = {"fp16": 1e-2, "bf16": 4e-2, "fp32": 1e-4}[dtype]
+    np.testing.assert_allclose(y[rows], ref, atol=tol, rtol=tol)

@@ -245,3 +245,26 @@ def test_bias_concat_past_2_31_elements_is_right_and_leaves_the_context_usable(c
     assert why is None, why
     del a, b, y
     assert_context_usable(ort_cuda, library)
+
+
+def test_linear_past_2_31_elements_is_right_and_leaves_the_context_usable(cuda, ort_cuda, library):
+    """A Linear of 2.2 million tokens x 64 to 1024 channels in fp16 (the output 2.25e9 elements): rows past
+    2^31 / 1024 come out right, with the GELU; and a second session runs after it."""
+    skip_unless_memory(cuda, 2 * 2_200_000 * (64 + 1024) * 2, "Linear past 2^31 elements")
+    from onnx import helper
+
+    m, k, n = 2_200_000, 64, 1024
+    x = wide((m, k), 983, 14)
+    rng = np.random.default_rng(15)
+    w, b = (rng.standard_normal((k, n)) / 8).astype(np.float16), rng.standard_normal(n).astype(np.float16)
+    node = helper.make_node("Linear", ["x", "w", "b"], ["y"], domain="tritonforge", activation="gelu_tanh")
+    s = session(ort_cuda, library, node, [vi("x", "fp16", [m, k]), vi("w", "fp16", [k, n]), vi("b", "fp16", [n])],
+                [vi("y", "fp16", [m, n])])
+    y = run_bound(ort_cuda, s, {"x": x, "w": w, "b": b}, {"y": ([m, n], np.float16)})["y"]
+    cut = PAST // n
+    rows = [0, 1, cut - 1, cut, cut + 1, m - 1]
+    v = x[rows].astype(np.float64) @ w.astype(np.float64) + b.astype(np.float64)
+    ref = 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+    np.testing.assert_allclose(y[rows].astype(np.float64), ref, atol=2e-2, rtol=2e-2)
+    del x, y
+    assert_context_usable(ort_cuda, library)

@@ -229,6 +229,7 @@ def test_the_library_says_what_it_was_built_from(ort_library, built):
     assert {"fp16", "fp32"} <= set(got["cuda"]["GroupNormalization"])
     assert {"fp16", "fp32"} <= set(got["cuda"]["Softmax"])
     assert set(got["cuda"]["RotaryEmbedding"]) == set(got["cuda"]["BiasConcat"]) == {"fp16", "fp32", "bf16"}
+    assert set(got["cuda"]["Linear"]) == {"fp16", "fp32", "bf16"}  # cuBLASLt's, opened at run time
     assert ortlib.choices(ort_library) == []  # nothing has run on a GPU here
 
 
@@ -393,3 +394,53 @@ def test_bias_concat_refuses_bad_inputs_naming_the_node_and_input(ort_library):
     assert "input bias_b has shape (8); expected (16)" in msg
     msg = run_error(ort_library, node, ins, {"a": z(12, 16), "b": z(2, 3, 16), "ba": z(16), "bb": z(16)})
     assert "input A has shape (12, 16); expected (items, tokens, channels)" in msg
+
+
+# ---- Linear ----------------------------------------------------------------------------------------------
+def _linear_ref(x, w, b, activation):
+    y = x.astype(np.float64) @ w.astype(np.float64) + b.astype(np.float64)
+    if activation == "gelu_tanh":
+        y = 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
+    return y
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("activation", ["none", "gelu_tanh"])
+def test_linear_matches_float64(ort_library, dtype, activation):
+    """A DiT's projection in small: 2 items of 5 tokens, 24 channels to 40, the output's shape inferred by the op."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 5, 24)).astype(T[dtype][1])
+    w = (rng.standard_normal((24, 40)) / 5).astype(T[dtype][1])
+    b = rng.standard_normal(40).astype(T[dtype][1])
+    node = helper.make_node("Linear", ["x", "w", "b"], ["y"], domain="tritonforge", activation=activation, name="ff")
+    s = session(ort_library, [node], [vi(n, dtype, None) for n in "xwb"], [vi("y", dtype, None)])
+    (y,) = s.run(None, {"x": x, "w": w, "b": b})
+    assert y.shape == (2, 5, 40) and y.dtype == x.dtype
+    close(y, _linear_ref(x, w, b, activation), dtype)
+
+
+def test_linear_infers_the_output_shape_with_w_n_last():
+    """ONNX inference sees the op's output as X's leading dims and W's N (the graph's output left unshaped)."""
+    from tritonforge.runtime.ortlib.rewrite.graph import Graph
+
+    node = helper.make_node("Linear", ["x", "w", "b"], ["y"], domain="tritonforge")
+    g = helper.make_graph([node], "t", [vi("x", "fp16", ["batch", 7, 24]), vi("w", "fp16", [24, 40]),
+                                        vi("b", "fp16", [40])], [vi("y", "fp16", None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("tritonforge", 1)])
+    assert Graph(model).dims("y")[1:] == [7, 40]
+
+
+def test_linear_refuses_bad_inputs_naming_the_node_and_input(ort_library):
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    node = helper.make_node("Linear", ["x", "w", "b"], ["y"], domain="tritonforge", name="blocks.0.ff.net.0")
+    ins = [vi(n, "fp32", None) for n in "xwb"]
+    msg = run_error(ort_library, node, ins, {"x": z(2, 5, 24), "w": z(16, 40), "b": z(40)})
+    assert "tritonforge.Linear node 'blocks.0.ff.net.0'" in msg
+    assert "input W has shape (16, 40); expected (24, N)" in msg
+    msg = run_error(ort_library, node, ins, {"x": z(2, 5, 24), "w": z(24, 40), "b": z(24)})
+    assert "input bias has shape (24); expected (40), W's N" in msg
+    msg = run_error(ort_library, node, ins, {"x": z(), "w": z(24, 40), "b": z(40)})
+    assert "input X is a scalar" in msg
+    bad = helper.make_node("Linear", ["x", "w", "b"], ["y"], domain="tritonforge", activation="relu", name="proj")
+    with pytest.raises(Exception, match="activation 'relu' is not one of none, gelu_tanh"):
+        session(ort_library, [bad], ins, [vi("y", "fp32", None)])

@@ -1,0 +1,163 @@
+"""A Linear with its bias, and the GELU-tanh after it, as one node: the library's `tritonforge.Linear`.
+
+Both torch.onnx exporters write a Linear of a 3-D activation as `MatMul(x, W)` by a (K, N) weight and an `Add` of
+its bias. ORT runs that as a GEMM and a pass of its own that adds the bias to the whole output (its Gemm broadcasts
+the bias into the output first), and a GELU after it as one more pass (ORT's FastGelu, where gelu.py writes it).
+cuBLASLt adds the bias, and applies GELU-tanh, in the GEMM's epilogue, as torch's Linear does: the library's Linear
+is that one call. The form, anchored at the MatMul:
+
+- `MatMul(x, W)` with W of two known dims (K, N), read by one `Add(mm, b)` alone (and by Shapes, which shapes.py
+  points there: they read the Linear's output after), b a constant of N values;
+- optionally GELU-tanh of that Add, as gelu.py finds it (TorchScript's decomposition or ONNX Gelu(approximate=
+  "tanh")), read by nothing else.
+
+Linears run last: the fusions that take a Linear's bias into a node of their own (SkipLayerNormalization,
+BiasSplitGelu, BiasConcat, attention's projections) are tried first, and a Linear one of them took stays theirs.
+Where it goes is the measured choice (linear_measured.py, derived from the committed rows by
+benchmarks/linear_choice.py), per dtype and epilogue: one without rows, or whose node did not measure faster than
+ORT running the export's nodes, keeps them, and the report says why.
+"""
+
+from __future__ import annotations
+
+from .. import DOMAIN
+from .graph import MS, domain_of, is_op
+from .linear_measured import DEVICE, SPEEDUP
+from .patterns import Left, Match, Rewriter, bias_add, bias_input
+
+FORMS = {"none": "bias", "gelu_tanh": "GELU-tanh"}
+
+
+def linear_parts(g, mm):
+    """(x, W, b's name, b, the node adding b, Shapes) of a Linear in its MatMul `mm` (see the module's text), else
+    None. The node adding b is the bias Add, or ORT's FastGelu with the bias (what ORT's optimizer writes)."""
+    if not is_op(mm, "MatMul") or len(mm.input) != 2:
+        return None
+    x, w = mm.input
+    wd, xd = g.dims(w), g.dims(x)
+    if not wd or len(wd) != 2 or not all(isinstance(d, int) for d in wd) or not xd or len(xd) < 2:
+        return None
+    out = mm.output[0]
+    readers = g.consumers.get(out, [])
+    tails = [n for n in readers if is_op(n, "Add") or _fast_gelu_with_bias(n, out)]
+    shapes = [n for n in readers if is_op(n, "Shape")]
+    if out in g.outputs or len(tails) != 1 or len(tails) + len(shapes) != len(readers):
+        return None
+    tail = tails[0]
+    if is_op(tail, "Add"):
+        found = bias_add(g, tail.output[0], g.consumers.get(tail.output[0], []))
+        if found is None or found[0] != out:
+            return None
+        _, b_name, b, _ = found
+    else:
+        b_name, b = tail.input[1], g.const(tail.input[1])
+    if b is None or b.size != wd[1] or b.shape[-1] != b.size:
+        return None
+    return x, w, b_name, b, tail, shapes
+
+
+def _fast_gelu_with_bias(node, x: str) -> bool:
+    return domain_of(node) == MS and node.op_type == "FastGelu" and list(node.input)[:1] == [x] and len(
+        [i for i in node.input if i]) == 2
+
+
+def _measured(r: Rewriter, x: str, activation: str) -> str:
+    """X's dtype where the library's Linear measured faster than the export's nodes with this epilogue and the
+    library serves it; Left naming the reason otherwise."""
+    dtype = r.dtype(x)
+    if dtype is None:
+        raise Left("X's element type is not known")
+    r.check_served("Linear", dtype)
+    speedup = SPEEDUP.get(dtype, {}).get(activation)
+    if speedup is None:
+        raise Left(f"the library's Linear ({FORMS[activation]} epilogue) was not measured in {dtype} on {DEVICE}: "
+                   "the export's nodes kept")
+    if speedup < 1:
+        raise Left(f"the export's nodes measured faster than the library's Linear ({speedup:.2f}x, "
+                   f"{FORMS[activation]} epilogue, {dtype}, {DEVICE})")
+    return dtype
+
+
+def linear_takes(r: Rewriter, x: str, activation: str) -> bool:
+    """Whether the Linear matcher will take the Linear whose bias Add makes `x`, with `activation` after it (the GELU
+    matchers leave that GELU to it)."""
+    g = r.graph
+    add = g.producer.get(x)
+    if not is_op(add, "Add"):
+        return False
+    for i in add.input:
+        parts = linear_parts(g, g.producer.get(i))
+        if parts and parts[4] is add:
+            try:
+                _measured(r, parts[0], activation)
+                return True
+            except Left:
+                return False
+    return False
+
+
+def _gelu_after(r: Rewriter, value: str):
+    """(the GELU's output, its nodes) where `value` goes through GELU-tanh alone (gelu.py's forms), else None."""
+    from .gelu import OnnxGelu, TanhGeluDecomposed
+
+    g = r.graph
+    readers = g.consumers.get(value, [])
+    if len(readers) == 1 and is_op(readers[0], "Gelu"):
+        found = OnnxGelu.find(r, readers[0])
+        return found[1:] if found else None
+    # the decomposition's Tanh is three nodes from x: x -> cube -> (x + 0.044715 x^3) -> * sqrt(2/pi) -> Tanh
+    seen, frontier = set(), list(readers)
+    for _ in range(5):
+        tanh = next((n for n in frontier if is_op(n, "Tanh")), None)
+        if tanh is not None:
+            try:
+                found = TanhGeluDecomposed().find(r, tanh)
+            except Left:
+                return None
+            return found[1:] if found and found[0] == value else None
+        seen |= {id(n) for n in frontier}
+        frontier = [c for n in frontier for o in n.output for c in g.consumers.get(o, []) if id(c) not in seen]
+    return None
+
+
+class LinearBias:
+    """MatMul + bias Add (+ GELU-tanh) as one tritonforge.Linear (see the module's text), anchored at the MatMul."""
+
+    anchors = {("", "MatMul")}
+    source = "MatMul + bias Add"
+    late = True  # after the fusions that take a Linear's bias themselves
+
+    def match(self, r: Rewriter, mm):
+        from onnx import helper
+
+        g = r.graph
+        parts = linear_parts(g, mm)
+        if parts is None:
+            return None
+        x, w, b_name, b, add, shapes = parts
+        out, removed, activation = add.output[0], [mm, add], "none" if is_op(add, "Add") else "gelu_tanh"
+        gelu = _gelu_after(r, out) if activation == "none" else None
+        if gelu is not None:
+            activation = "gelu_tanh"
+            out, nodes = gelu
+            removed += nodes
+        if any(id(n) in r.taken for n in (*removed, *shapes)):
+            return None  # an earlier fusion took this Linear's bias (or its GELU) on purpose
+        try:
+            _measured(r, x, activation)
+        except Left as why:  # one line for all a model's Linears, not one per node
+            r.notes[str(why)] += 1
+            return None
+        name = r.node_name((mm.name or out).rsplit("/", 1)[0] + "/Linear")
+        node = helper.make_node("Linear", [x, w, bias_input(r, b_name, b)], [out], name=name, domain=DOMAIN,
+                                activation=activation)
+        # the Shapes read the Linear's output: it has the MatMul's shape (with the GELU, too)
+        after = [helper.make_node("Shape", [out], list(s.output),
+                                  name=s.name, **{a.name: helper.get_attribute_value(a) for a in s.attribute})
+                 for s in shapes]
+        source = (self.source + " + GELU-tanh" if gelu else self.source if activation == "none"
+                  else "MatMul + ORT's FastGelu with the bias")
+        return Match([*removed, *shapes], node, source, after=after)
+
+
+LINEAR = (LinearBias(),)
