@@ -15,7 +15,10 @@ GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py), and a diffusi
 LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), a UNet block's
 Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py) and its GEGLU, the
 bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), and Flux's rotary embedding of queries and keys
-to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster. First, a Concat of Slices
+to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster; last, in a pass of its own
+after those (which take some Linears' biases into their nodes), every other Linear's MatMul and bias Add, with the
+GELU-tanh after it, to the library's Linear (linear.py: one cuBLASLt call, the epilogue fused), where that measured
+faster. First, a Concat of Slices
 that give back one tensor is read as that tensor (rejoin.py: Flux's single blocks, between each two), and a
 Shape of a Linear's output reads its MatMul (shapes.py: the dynamic TorchScript export's head splits). Types and shapes
 come from graph.py (ONNX's inference carried past ORT's contrib ops). A

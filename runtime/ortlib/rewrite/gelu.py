@@ -23,7 +23,7 @@ import math
 
 from .gelu_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, is_op, other_operand
-from .linear import linear_takes
+from .linear_form import linear_takes
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op, times_const
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
