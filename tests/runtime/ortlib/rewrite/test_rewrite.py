@@ -17,6 +17,7 @@ from tritonforge.runtime.ortlib.rewrite import (  # noqa: E402
     ada_layer_norm_measured,
     bias_concat_measured,
     gelu_measured,
+    linear_measured,
     rewrite,
     rewrite_file,
     rotary_embedding_measured,
@@ -231,6 +232,13 @@ TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}  # relative to the output's lar
 UNET_SKIP_NORMS, UNET_GEGLUS = 8, 4
 
 
+@pytest.fixture
+def linears_kept(monkeypatch):
+    """No Linear measured: the tests of the other fusions count their nodes alone (test_linear.py has the Linear's)."""
+    for dtype in list(linear_measured.SPEEDUP):
+        monkeypatch.delitem(linear_measured.SPEEDUP, dtype)
+
+
 def _ops(path) -> Counter:
     m = onnx.load(str(path), load_external_data=False)
     return Counter((n.domain, n.op_type) for n in m.graph.node)
@@ -276,7 +284,7 @@ def test_the_exports_are_what_the_exporters_write():
 
 @pytest.mark.parametrize("name", [c for c in UNETS if ".ort." not in c])
 def test_every_group_norm_and_attention_of_an_export_is_rewritten_and_it_computes_the_same(ort_library, tmp_path,
-                                                                                            name):
+                                                                                            linears_kept, name):
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     before = _ops(src)
     report = rewrite_file(src, dst, ort_library, softmax_min_cols=0, attention="tritonforge", layout="nchw")
@@ -318,7 +326,7 @@ def run_file(path, lib):
 
 @pytest.mark.parametrize("name", [c for c in UNETS if "_unet_" in c])
 def test_each_unet_blocks_bias_residual_and_norm_become_one_skip_layer_norm_that_computes_the_same(
-        ort_library, tmp_path, monkeypatch, name):
+        ort_library, tmp_path, monkeypatch, linears_kept, name):
     """Where SkipLayerNormalization measured faster in the export's dtype: every norm after a Linear and its
     residual in every transformer block, as either exporter writes it (TorchScript's Div by 1 included)."""
     dtype = name.split(".")[-2]
@@ -391,18 +399,26 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
         dtype != "bf16" or "CUDAExecutionProvider" in ort.get_available_providers())
     gelus = DIT_GELUS[model] if fused else 0
     orts = DIT_GELUS[model] if ".ort." in name else 0  # ORT's optimizer wrote its FastGelus already: they stay
-    gelus = 0 if orts else gelus
+    # where the library's Linear measured faster with the GELU in its epilogue, the GELU goes there instead
+    linear = {k: v >= 1 for k, v in linear_measured.SPEEDUP.get(dtype, {}).items()}
+    in_linear = DIT_GELUS[model] if linear.get("gelu_tanh") and not orts else 0
+    gelus = 0 if orts or in_linear else gelus
+    linears = report.rewritten.get("Linear", 0)
     norms = DIT_NORMS[model] if ada_layer_norm_measured.SPEEDUP.get(dtype) else 0
     rotaries = DIT_ROTARIES[model] if rotary_embedding_measured.SPEEDUP.get(dtype) else 0
     assert report.rewritten == {"MultiHeadAttention": attentions, **({"FastGelu": gelus} if gelus else {}),
                                 **({"AdaLayerNorm": norms} if norms else {}),
-                                **({"RotaryEmbedding": rotaries} if rotaries else {})}, report.lines()
-    assert len(report.left) == (DIT_GELUS[model] - gelus - orts + DIT_NORMS[model] - norms + DIT_ROTARIES[model]
-                                - rotaries), report.lines()
+                                **({"RotaryEmbedding": rotaries} if rotaries else {}),
+                                **({"Linear": linears} if linears else {})}, report.lines()
+    assert (linears > 0) == bool(linear.get("none") or in_linear), report.lines()
+    assert report.sources[("Linear", "MatMul + bias Add + GELU-tanh")] == in_linear, report.lines()
+    assert len(report.left) == (DIT_GELUS[model] - gelus - orts - in_linear + DIT_NORMS[model] - norms
+                                + DIT_ROTARIES[model] - rotaries), report.lines()
     assert report.rejoined == (1 if model == "flux_dev" else 0)  # between Flux's two single blocks
     before, after = _ops(src), _ops(dst)
     assert after[("com.microsoft", "FastGelu")] == gelus + orts
-    assert after[("", "Tanh")] == before[("", "Tanh")] * (not gelus)
+    assert after[("", "Tanh")] == before[("", "Tanh")] * (not gelus and not in_linear)
+    assert after[("tritonforge", "Linear")] == linears
     assert after[("tritonforge", "AdaLayerNorm")] == norms
     assert after[("", "LayerNormalization")] == before[("", "LayerNormalization")] - norms
     assert after[("tritonforge", "MultiHeadAttention")] + after[("com.microsoft", "MultiHeadAttention")] == attentions
@@ -477,7 +493,7 @@ def test_fluxs_rotary_embeddings_become_one_node_each_where_that_measured_faster
 
 @pytest.mark.parametrize("name", [c for c in DITS if c.startswith("sd3_") and ".bf16." not in c])
 def test_the_joint_attentions_stream_biases_go_into_the_join_where_that_measured_faster(ort_library, tmp_path,
-                                                                                     monkeypatch, name):
+                                                                                     monkeypatch, linears_kept, name):
     """With the library's BiasConcat measured faster: each joint attention's query, key and value are the two
     streams' MatMuls joined with their biases, as either exporter writes them and after ORT's optimizer; the bias
     Adds go, and the numbers are the export's (the dynamic TorchScript export's key Shape reads the MatMul). (SD3.5's
