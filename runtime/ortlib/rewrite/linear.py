@@ -74,9 +74,15 @@ class LinearBias:
             return None  # an earlier fusion took this Linear's bias (or its GELU) on purpose
         try:
             measured(r, x, activation)
-        except Left as why:  # one line for all a model's Linears, not one per node
-            r.notes[str(why)] += 1
-            return None
+        except Left as why:
+            try:  # the GELU epilogue unmeasured: the bias alone, the GELU's nodes kept after the node
+                if not gelu:
+                    raise
+                measured(r, x, "none")
+                out, removed, activation, gelu = add.output[0], [mm, add], "none", None
+            except Left:  # one line for all a model's Linears, not one per node
+                r.notes[str(why)] += 1
+                return None
         name = r.node_name((mm.name or out).rsplit("/", 1)[0] + "/Linear")
         node = helper.make_node("Linear", [x, w, bias_input(r, b_name, b)], [out], name=name, domain=DOMAIN,
                                 activation=activation)

@@ -117,6 +117,15 @@ def test_without_rows_the_export_keeps_its_nodes_and_the_report_says_so_once(ort
     assert not report.rewritten and not report.left
     assert report.notes == {"the export's nodes measured faster than the library's Linear (0.90x, bias epilogue, fp32, "
                             f"{linear_measured.DEVICE})": 1}, report.lines()
+    # the bias epilogue measured, the GELU's not, and no FastGelu either: the Linear takes the bias, the GELU stays
+    monkeypatch.setitem(linear_measured.SPEEDUP, "fp32", {"none": 1.5})
+    monkeypatch.setitem(gelu_measured.SPEEDUP, "fp32", {})
+    model = _model("decomposed")
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"Linear": 1} and _nodes(model)["Tanh"] == 1, report.lines()
+    assert report.sources == {("Linear", "MatMul + bias Add"): 1}
+    np.testing.assert_allclose(_run(model, ort_library)[0], want[0], rtol=1e-5, atol=1e-5)
     # the GELU epilogue unmeasured: the GELU and the bias go to ORT's FastGelu where that measured faster (gelu.py)
     monkeypatch.setitem(gelu_measured.SPEEDUP, "fp32", {"onnx_gelu": 1.2})
     model = _model("onnx")
