@@ -207,7 +207,8 @@ def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: di
                 if not late:
                     report.left.append(f"{node.op_type} node '{node.name}'{graph.where}: overlaps a rewrite already "
                                        "made")
-                near = []
+                else:
+                    near = []
                 break
             taken.update((index[id(n)], m) for n in m.remove)
             r.taken.update(id(n) for n in m.remove)
