@@ -27,14 +27,7 @@ DEVICE = "NVIDIA H200"
 
 def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, float]]:
     """{dtype: {form: geometric mean over shapes of the export's us / the library's us}}."""
-    newest = choice_table.newest_rows(path, device, "ada_layer_norm")
-    ratios: dict[str, dict[str, list[float]]] = {}
-    for (shape, dtype, provider), row in newest.items():
-        ours = newest.get((shape, dtype, "tritonforge"))
-        if provider == "export" and ours is not None:
-            ratios.setdefault(dtype, {}).setdefault(shape.split()[0], []).append(
-                float(row["value"]) / float(ours["value"]))
-    return choice_table.geomeans(ratios)
+    return choice_table.labelled_speedups(path, device, "ada_layer_norm")
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:

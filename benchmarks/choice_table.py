@@ -66,6 +66,19 @@ def fused_speedups(path: Path, device: str, benchmark: str, fused: str, forms) -
     return geomeans(ratios)
 
 
+def labelled_speedups(path: Path, device: str, benchmark: str) -> dict[str, dict[str, float]]:
+    """{dtype: {form: geometric mean over shapes of the `export` provider's us / the `tritonforge` provider's us}} of a
+    benchmark whose shape labels start with the form (`<form> <model> <dims>`)."""
+    newest = newest_rows(path, device, benchmark)
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for (shape, dtype, provider), row in newest.items():
+        ours = newest.get((shape, dtype, "tritonforge"))
+        if provider == "export" and ours is not None:
+            ratios.setdefault(dtype, {}).setdefault(shape.split()[0], []).append(
+                float(row["value"]) / float(ours["value"]))
+    return geomeans(ratios)
+
+
 def geomeans(ratios: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
     """{dtype: {key: [ratio, ...]}} -> {dtype: {key: geometric mean, 3 decimals}}, sorted."""
     return {dt: {k: round(math.exp(sum(map(math.log, v)) / len(v)), 3) for k, v in sorted(by.items())}
