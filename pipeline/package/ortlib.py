@@ -462,7 +462,9 @@ def check_library(lib: Path | str, build_dir: Path | str) -> str:
 
 
 def gpus_line(doc: dict) -> str:
-    """Which of the CUDA EP's GPUs every op runs on, for the build's summary line."""
+    """Which of the CUDA EP's GPUs every op of the build's kernels runs on, for the build's summary line
+    (Linear is cuBLASLt's: it runs wherever the CUDA EP does)."""
     yes, no = gpus_served(doc)
-    line = f"every op on {', '.join(f'sm_{c}' for c in yes) or 'no GPU'}"
-    return line + (f" (not on {', '.join(f'sm_{c}' for c in no)}: build for them with --arch)" if no else "")
+    line = f"every Triton op on {', '.join(f'sm_{c}' for c in yes) or 'no GPU'}"
+    line += f" (not on {', '.join(f'sm_{c}' for c in no)}: build for them with --arch)" if no else ""
+    return line + "; Linear (cuBLASLt) on any"

@@ -426,28 +426,28 @@ struct Events {
   }
 };
 
-// Mean microseconds of `reps` plain launches after one warm-up; negative when a launch fails. Launches
-// shorter than the host's launch rate are timed at that rate here: time_graph is what tuning uses.
-float time_plain(const Launch& L, CUstream stream, int reps) {
+// Mean microseconds of `reps` runs of `work` after one warm-up; negative when a run fails. Work shorter
+// than the host's launch rate is timed at that rate here: time_graph is what tuning uses.
+float time_plain(const std::function<bool()>& work, CUstream stream, int reps) {
   Driver& d = driver();
-  if (fire(L, stream) != CUDA_SUCCESS) return -1;
+  if (!work()) return -1;
   Events e;
   d.EventRecord(e.start, stream);
   for (int r = 0; r < reps; ++r)
-    if (fire(L, stream) != CUDA_SUCCESS) return -1;
+    if (!work()) return -1;
   d.EventRecord(e.stop, stream);
   float us = e.elapsed_us();
   return us >= 0 ? us / reps : -1;
 }
 
-// Microseconds per launch of `n` launches captured into one CUDA graph, the fastest of 3 replays after a
+// Microseconds per run of `n` runs of `work` captured into one CUDA graph, the fastest of 3 replays after a
 // warm-up: the GPU's time alone, however short the kernel. Negative when the stream cannot be captured (the
-// legacy stream) or the launch cannot be (a driver without cooperative or cluster capture).
-float time_graph(const Launch& L, CUstream stream, int n) {
+// legacy stream) or the work cannot be (a driver without cooperative or cluster capture).
+float time_graph(const std::function<bool()>& work, CUstream stream, int n) {
   Driver& d = driver();
   if (!stream || d.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return -1;
   bool ok = true;
-  for (int r = 0; r < n && ok; ++r) ok = fire(L, stream) == CUDA_SUCCESS;
+  for (int r = 0; r < n && ok; ++r) ok = work();
   CUgraph graph = nullptr;
   ok = d.StreamEndCapture(stream, &graph) == CUDA_SUCCESS && ok && graph;
   CUgraphExec exec = nullptr;
@@ -468,16 +468,6 @@ float time_graph(const Launch& L, CUstream stream, int n) {
   return best >= 0 ? best / n : -1;
 }
 
-// Microseconds per launch of `L`, for choosing between candidates: one plain launch sizes a graph of
-// about 100 us of work; plain launches where the graph cannot be made. Negative when `L` fails.
-float time_launch(const Launch& L, CUstream stream) {
-  float once = time_plain(L, stream, 1);
-  if (once < 0) return -1;
-  int n = std::max(1, std::min(32, static_cast<int>(100.0f / std::max(once, 1.0f))));
-  float us = time_graph(L, stream, n);
-  return us >= 0 ? us : time_plain(L, stream, 5);
-}
-
 void launch_or_throw(const Launch& L, CUstream stream, const std::function<std::string()>& what) {
   CUresult r = fire(L, stream);
   if (r != CUDA_SUCCESS)
@@ -485,6 +475,23 @@ void launch_or_throw(const Launch& L, CUstream stream, const std::function<std::
 }
 
 }  // namespace
+
+bool may_time(void* stream_) {
+  if (!tuning_enabled()) return false;
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  return driver().StreamIsCapturing(static_cast<CUstream>(stream_), &capturing) == CUDA_SUCCESS &&
+         capturing == CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// One plain run sizes a graph of about 100 us of work; plain runs where the graph cannot be made.
+float time_work(void* stream_, const std::function<bool()>& work) {
+  auto stream = static_cast<CUstream>(stream_);
+  float once = time_plain(work, stream, 1);
+  if (once < 0) return -1;
+  int n = std::max(1, std::min(32, static_cast<int>(100.0f / std::max(once, 1.0f))));
+  float us = time_graph(work, stream, n);
+  return us >= 0 ? us : time_plain(work, stream, 5);
+}
 
 void DeviceMemory::free_all() {
   {
@@ -614,12 +621,11 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
     throw std::runtime_error(msg);
   }
   size_t best = 0;
-  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-  d.StreamIsCapturing(stream, &capturing);
-  if (ready.size() > 1 && tuning_enabled() && capturing == CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (ready.size() > 1 && may_time(stream)) {
     float best_us = -1;
     for (size_t j = 0; j < ready.size(); ++j) {
-      float us = time_launch(ready[j], stream);
+      const Launch& L = ready[j];
+      float us = time_work(stream, [&] { return fire(L, stream) == CUDA_SUCCESS; });
       if (us >= 0 && (best_us < 0 || us < best_us)) {
         best_us = us;
         best = j;

@@ -53,6 +53,15 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
          const std::string& signature, DeviceMemory& memory, void* stream,
          const std::function<std::string()>& what);
 
+// Whether work on `stream` may be timed now: tuning is on (TRITONFORGE_ORT_TUNING is not 0) and the stream
+// is not being captured into a CUDA graph (a capture records launches; it cannot time them).
+bool may_time(void* stream);
+
+// Microseconds per run of `work` (which enqueues on `stream` and says whether it could), as run() times
+// its candidates: replays of a CUDA graph of about 100 us of runs, the GPU's time alone. Negative when
+// `work` fails.
+float time_work(void* stream, const std::function<bool()>& work);
+
 // The kernel names run() chose so far, "<device>\t<op key>\t<signature>\t<kernel>" lines (for tests
 // and the tune file), and how run() chooses: TRITONFORGE_ORT_TUNING=0 takes the first candidate that
 // can run instead of timing them; TRITONFORGE_ORT_TUNE_FILE names lines like those to start from
