@@ -27,7 +27,8 @@ def test_layout_and_counts(built, small_scripts):
         assert sorted(p.name for p in d.iterdir()) == ["kernels.json", *ptx, "triton_kernel_infos.a",
                                                        "triton_kernel_infos.h"]
         n = held[t.target.arch_name]
-        assert (t.compiled, t.cached) == (t.kernels - n, n) and t.compile_seconds > 0
+        assert (t.compiled, t.cached) == (t.kernels - n, n)
+        assert (t.compile_seconds > 0) == (t.compiled > 0)  # compile time is the time of what was compiled
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging left over
 
 
