@@ -293,11 +293,27 @@ def userland_image(docker_engine):
 
 
 def _free_port() -> int:
+    return _free_ports(1)[0]
+
+
+def _free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports free now (each held until all are picked)."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+# Every port `weed mini` listens on, given free ones: its defaults are fixed (WebDAV 7333, gRPC at port + 10000),
+# so two test workers' servers would otherwise take each other's.
+_WEED_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
+               "s3.port", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc")
 
 
 @pytest.fixture(scope="session")
@@ -346,12 +362,14 @@ def s3_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("seaweedfs")
     (base / "data").mkdir()
     (base / "log").mkdir()
-    port = _free_port()
+    ports = dict(zip(_WEED_PORTS, _free_ports(len(_WEED_PORTS))))
+    port = ports["s3.port"]
     creds = {"access_key": "tritonforge-test", "secret_key": "s3cr3t-" + os.urandom(6).hex()}
     env = {**os.environ, "AWS_ACCESS_KEY_ID": creds["access_key"], "AWS_SECRET_ACCESS_KEY": creds["secret_key"]}
     log = open(base / "server.log", "wb")
     proc = subprocess.Popen([weed, f"-logdir={base / 'log'}", "mini", f"-dir={base / 'data'}", "-ip=127.0.0.1",
-                             "-ip.bind=127.0.0.1", f"-s3.port={port}", "-admin.ui=false"],
+                             "-ip.bind=127.0.0.1", *(f"-{k}={v}" for k, v in ports.items()), "-admin.ui=false",
+                             "-webdav=false"],
                             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -377,8 +395,9 @@ def s3_server(tmp_path_factory):
             proc.kill()
             proc.wait()
         log.close()
-        for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
-            sock.unlink(missing_ok=True)
+        for p in ports.values():
+            for sock in Path("/tmp").glob(f"seaweedfs-*-{p}.sock"):
+                sock.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
