@@ -428,6 +428,9 @@ def table(results: list[Result]) -> list[str]:
                      f"{best} | {f'{same:.2f}x' if same is not None else '-'} | {compiled} | "
                      f"{f'{vs:.2f}x' if vs is not None else '-'} | {r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
     for r in results:
+        if r.error and not r.ms:
+            lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: not run: {_first_line(r.error)}")
+    for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} {k} on {_device_cell(r)}: {top} (GPU ms per run)")
@@ -442,6 +445,12 @@ def table(results: list[Result]) -> list[str]:
 
 def _device_cell(r: Result) -> str:
     return r.device.removeprefix("NVIDIA ") or "-"
+
+
+def _first_line(error: str, limit: int = 360) -> str:
+    """An error as the report says it: its first line, cut at `limit` characters."""
+    line = error.strip().splitlines()[0] if error.strip() else ""
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def report_order(r: Result) -> tuple:

@@ -133,3 +133,14 @@ def test_kernels_are_recorded_by_name_within_their_kind_and_read_back(tmp_path):
     (back,) = e2e_bench.from_rows(tmp_path / "r.csv")
     assert back.breakdown == r.breakdown and back.layout_kernels == r.layout_kernels and back.kernels == r.kernels
     assert "  - layout conversions: nchwToNhwcKernel 0.30, Transpose4DKernel 0.20" in e2e_bench.table([back])
+
+
+def test_a_run_that_did_not_happen_says_why_in_the_report(tmp_path):
+    r = e2e_bench.Result("sd3_medium", "torchscript+best", "bf16",
+                         error="rewrite: x.onnx: not written: onnxruntime refuses the export itself\nTraceback ...")
+    e2e_bench.record([r], "test GPU", tmp_path / "r.csv")
+    (back,) = e2e_bench.from_rows(tmp_path / "r.csv")
+    lines = e2e_bench.table([back])
+    assert "| sd3_medium | test GPU | torchscript+best | bf16 | nan | nan | not run |" in lines[2]
+    assert ("- sd3_medium/torchscript+best bf16 on test GPU: not run: rewrite: x.onnx: not written: onnxruntime "
+            "refuses the export itself") in lines
