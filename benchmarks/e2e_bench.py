@@ -449,7 +449,7 @@ def _device_cell(r: Result) -> str:
 
 def _first_line(error: str, limit: int = 360) -> str:
     """An error as the report says it: its first line, cut at `limit` characters."""
-    line = error.strip().splitlines()[0] if error.strip() else ""
+    line = next(iter(error.strip().splitlines()), "")
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 

@@ -483,14 +483,24 @@ bool may_time(void* stream_) {
          capturing == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-// One plain run sizes a graph of about 100 us of work; plain runs where the graph cannot be made.
-float time_work(void* stream_, const std::function<bool()>& work) {
+size_t fastest(void* stream_, size_t count, const std::function<bool(size_t)>& work) {
   auto stream = static_cast<CUstream>(stream_);
-  float once = time_plain(work, stream, 1);
-  if (once < 0) return -1;
-  int n = std::max(1, std::min(32, static_cast<int>(100.0f / std::max(once, 1.0f))));
-  float us = time_graph(work, stream, n);
-  return us >= 0 ? us : time_plain(work, stream, 5);
+  size_t best = 0;
+  float best_us = -1;
+  for (size_t i = 0; i < count; ++i) {
+    auto run_i = [&] { return work(i); };
+    // one plain run sizes a graph of about 100 us of work; plain runs where the graph cannot be made
+    float once = time_plain(run_i, stream, 1);
+    if (once < 0) continue;
+    int n = std::max(1, std::min(32, static_cast<int>(100.0f / std::max(once, 1.0f))));
+    float us = time_graph(run_i, stream, n);
+    if (us < 0) us = time_plain(run_i, stream, 5);
+    if (us >= 0 && (best_us < 0 || us < best_us)) {
+      best_us = us;
+      best = i;
+    }
+  }
+  return best;
 }
 
 void DeviceMemory::free_all() {
@@ -621,17 +631,8 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
     throw std::runtime_error(msg);
   }
   size_t best = 0;
-  if (ready.size() > 1 && may_time(stream)) {
-    float best_us = -1;
-    for (size_t j = 0; j < ready.size(); ++j) {
-      const Launch& L = ready[j];
-      float us = time_work(stream, [&] { return fire(L, stream) == CUDA_SUCCESS; });
-      if (us >= 0 && (best_us < 0 || us < best_us)) {
-        best_us = us;
-        best = j;
-      }
-    }
-  }
+  if (ready.size() > 1 && may_time(stream))
+    best = fastest(stream, ready.size(), [&](size_t j) { return fire(ready[j], stream) == CUDA_SUCCESS; });
   c.chosen[key] = ready[best].kernel;
   fire_and_keep(std::move(ready[best]), c, stream, op, dtype, silu, problem, roles, memory, what);
 }

@@ -57,10 +57,10 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
 // is not being captured into a CUDA graph (a capture records launches; it cannot time them).
 bool may_time(void* stream);
 
-// Microseconds per run of `work` (which enqueues on `stream` and says whether it could), as run() times
-// its candidates: replays of a CUDA graph of about 100 us of runs, the GPU's time alone. Negative when
-// `work` fails.
-float time_work(void* stream, const std::function<bool()>& work);
+// Which of `count` candidates runs fastest on `stream`, `work(i)` enqueuing candidate i there (and saying whether
+// it could): each timed as replays of a CUDA graph of about 100 us of its runs, the GPU's time alone. A candidate
+// whose work fails is passed over; 0 when none could be timed.
+size_t fastest(void* stream, size_t count, const std::function<bool(size_t)>& work);
 
 // The kernel names run() chose so far, "<device>\t<op key>\t<signature>\t<kernel>" lines (for tests
 // and the tune file), and how run() chooses: TRITONFORGE_ORT_TUNING=0 takes the first candidate that

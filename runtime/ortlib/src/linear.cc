@@ -258,15 +258,9 @@ class LinearKernel : public KernelBase {
       size_t most = 0;  // allocated before timing: no allocation inside the timing's graph capture
       for (int i = 0; i < found_algos; ++i) most = std::max(most, picks[i].workspace);
       if (most) memory_.scratch(0, most);
-      float best = -1;
-      for (int i = 0; i < found_algos; ++i) {
-        if (picks[i].state != 0) continue;
-        float us = time_work(st, [&] { return matmul(*plan, picks[i], ptrs, st) == 0; });
-        if (us >= 0 && (best < 0 || us < best)) {
-          best = us;
-          plan->pick = picks[i];
-        }
-      }
+      plan->pick = picks[fastest(st, found_algos, [&](size_t i) {
+        return picks[i].state == 0 && matmul(*plan, picks[i], ptrs, st) == 0;
+      })];
     }
     return *(plans_[key] = std::move(plan));
   }
