@@ -316,6 +316,12 @@ _WEED_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.gr
                "s3.port", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc")
 
 
+# Every bucket is a collection with a volume of its own. Left to itself, `weed mini` caps volumes at free disk / 1 GiB,
+# so on a machine with a few GiB free the third test bucket's first write fails with InternalError. Volumes are
+# sparse files, so a small size and a fixed cap hold every bucket a test run makes on any disk.
+_WEED_VOLUMES = ("-volume.max=256", "-master.volumeSizeLimitMB=64")
+
+
 @pytest.fixture(scope="session")
 def index_server(tmp_path_factory):
     """A real package index (pypiserver) on loopback that takes uploads and never overwrites a file:
@@ -369,7 +375,7 @@ def s3_server(tmp_path_factory):
     log = open(base / "server.log", "wb")
     proc = subprocess.Popen([weed, f"-logdir={base / 'log'}", "mini", f"-dir={base / 'data'}", "-ip=127.0.0.1",
                              "-ip.bind=127.0.0.1", *(f"-{k}={v}" for k, v in ports.items()), "-admin.ui=false",
-                             "-webdav=false"],
+                             "-webdav=false", *_WEED_VOLUMES],
                             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"
     try:
