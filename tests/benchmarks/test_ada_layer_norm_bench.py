@@ -17,15 +17,18 @@ ITEMS, TOKENS, C = 2, 5, 16
 
 def _expected(form: str, x, b, s, t, g):
     w, bias = (a.astype(np.float64) for a in bench._linear(C))
+    if form == "affine":  # the weight and bias in place of the per-item modulation
+        weight, shift = (a.astype(np.float64) for a in bench._affine(C, "fp32"))
+        s, t = weight - 1, shift
     h = x
-    if form != "plain":
+    if form.startswith("gated"):
         h = x + g * (b @ w + bias if form == "gated_bias" else b)
     centred = h - h.mean(-1, keepdims=True)
     return centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + bench.EPS) * (1 + s) + t, h
 
 
 @pytest.mark.parametrize("fused", [False, True])
-@pytest.mark.parametrize("form", bench.FORMS)
+@pytest.mark.parametrize("form", [*bench.FORMS, *bench.UNET_FORMS])
 def test_each_form_computes_the_block(ort_library, form, fused):
     model = bench.model(form, ITEMS, TOKENS, C, "fp32", 2, fused)
     onnx.checker.check_model(model)
@@ -41,7 +44,7 @@ def test_each_form_computes_the_block(ort_library, form, fused):
     y, total = _expected(form, *(a.astype(np.float64) for a in (x, b, s, t, g)))
     for i in (0, 1):
         np.testing.assert_allclose(out[f"y{i}"], y, rtol=1e-4, atol=1e-4)
-        if form != "plain":
+        if form.startswith("gated"):
             np.testing.assert_allclose(out[f"y{i}s"], total, rtol=1e-4, atol=1e-4)
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("MatMul") == (2 if form == "gated_bias" else 0)

@@ -13,7 +13,8 @@ benchmarks/softmax_choice.py: ORT's kernel wins on attention over 77 text tokens
 fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row), a Linear's
 GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py), and a diffusion transformer's modulated
 LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), a UNet block's
-Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py) and its GEGLU, the
+Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py), any other LayerNorm of
+a constant affine to AdaLayerNorm too (its affine the modulation, ada_layer_norm.py), and a UNet's GEGLU, the
 bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), and Flux's rotary embedding of queries and keys
 to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster; last, in a pass of its own
 after those (which take some Linears' biases into their nodes), every other Linear's MatMul and bias Add, with the
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
-from .ada_layer_norm import ADA_LAYER_NORM
+from .ada_layer_norm import ADA_LAYER_NORM, AFFINE_LAYER_NORM
 from .attention import ATTENTION
 from .bias_split_gelu import BIAS_SPLIT_GELU
 from .files import ModelFileError, read, tensors, write
@@ -162,8 +163,8 @@ def _matchers(late: bool) -> dict:
     """{anchor: matchers} of one pass: the late one (Linears) after the fusions that take a Linear's bias."""
     by_anchor = {}
     # attention before softmax: a Softmax is an attention's first
-    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *BIAS_SPLIT_GELU, *ROTARY_EMBEDDING,
-              *LINEAR):
+    for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *AFFINE_LAYER_NORM, *BIAS_SPLIT_GELU,
+              *ROTARY_EMBEDDING, *LINEAR):
         if getattr(p, "late", False) == late:
             for anchor in p.anchors:
                 by_anchor.setdefault(anchor, []).append(p)

@@ -16,9 +16,14 @@ anchored at the LayerNormalization, takes every form seen:
 - a Clip of constant bounds between that sum and the norm (fp16 Flux's `clip(-65504, 65504)` of its residual
   stream) goes into the node too (`clip_min`, `clip_max`): the same form, one pass fewer on the export's side.
 
+A second matcher, tried after SkipLayerNormalization's (skip_layer_norm.py), takes a LayerNormalization with a
+constant weight and bias and nothing of the above around it (form `affine`: the UNets' first norm of each
+transformer block, `norm1`, which no residual precedes): its affine is the node's modulation for all items,
+scale = weight - 1 and shift = bias, exact in the weight's own type for weights within [0.5, 2].
+
 Where it goes is the measured choice (ada_layer_norm_measured.py, derived from the committed rows by
 benchmarks/ada_layer_norm_choice.py): a dtype and form whose library node did not measure faster than the
-export's nodes keep them, and the report says why.
+export's nodes keep them, and the report says why (for `affine`, once for all of a model's norms).
 """
 
 from __future__ import annotations
@@ -188,4 +193,50 @@ class ModulatedLayerNorm:
         return None
 
 
+class AffineLayerNorm:
+    """LayerNormalization(x, weight, bias) of constants over the last axis, alone: AdaLayerNorm(x, weight - 1, bias)."""
+
+    anchors = {("", "LayerNormalization")}
+    target = "AdaLayerNorm"
+    source = "LayerNormalization with its affine"
+
+    def match(self, r: Rewriter, ln):
+        from onnx import helper
+
+        g = r.graph
+        x = ln.input[0]
+        dims = g.dims(x)
+        if len(ln.output) > 1 and any(ln.output[1:]) or dims is None or len(dims) < 2:
+            return None
+        c = dims[-1]
+        if not isinstance(c, int) or attrs(ln).get("axis", -1) not in (-1, len(dims) - 1):
+            return None
+        weight = g.const(ln.input[1])
+        bias = g.const(ln.input[2]) if len(ln.input) > 2 and ln.input[2] else np.zeros(1)
+        if weight is None or bias is None or weight.size not in (1, c) or bias.size not in (1, c):
+            return None
+        try:
+            dtype = choose(r, x, "affine")
+        except Left as why:  # one line for all a model's norms, not one per node
+            r.notes[str(why)] += 1
+            return None
+        kind = _NUMPY[dtype]
+        values = [np.broadcast_to(v.astype(np.float64).reshape(-1), (c,)) for v in (weight, bias)]
+        scale, shift = (r.typed((v - d).astype(kind), f"{ln.name or x}_{what}")
+                        for v, d, what in zip(values, (1, 0), ("scale", "shift")))
+        node = helper.make_node("AdaLayerNorm", [x, scale, shift], [ln.output[0]],
+                                name=r.node_name(ln.name or ln.output[0]), domain=DOMAIN,
+                                epsilon=float(attrs(ln).get("epsilon", 1e-5)))
+        return Match([ln], node, self.source, dtype=dtype)
+
+
+def _bfloat16():
+    import ml_dtypes  # onnx's own dependency: its bfloat16 tensors are these arrays
+
+    return ml_dtypes.bfloat16
+
+
+_NUMPY = {"fp32": np.float32, "fp16": np.float16, "bf16": _bfloat16()}
+
 ADA_LAYER_NORM = (ModulatedLayerNorm(),)
+AFFINE_LAYER_NORM = (AffineLayerNorm(),)  # tried after SkipLayerNormalization's: a norm it takes stays its

@@ -78,6 +78,15 @@ class Rewriter:
         self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float32), name))
         return name
 
+    def typed(self, values: np.ndarray, base: str) -> str:
+        """An initializer of `values` in their own element type (float16, bfloat16: X's, for a node that reads them
+        beside X)."""
+        from onnx import numpy_helper
+
+        name = self.graph.unique(base)
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(values), name))
+        return name
+
     def int64(self, values: list, base: str) -> str:
         """An int64 initializer of `values` (one per distinct value: shapes the new Reshapes share)."""
         from onnx import numpy_helper

@@ -16,9 +16,10 @@ NP = {"fp16": np.float16, "fp32": np.float32}
 
 
 def session(ort, lib, node, inputs, outputs, graph=False, opset=21):
+    """A session of `node` (or a list of nodes) on the CUDA EP with the library registered."""
     from onnx import helper
 
-    m = helper.make_model(helper.make_graph([node], "t", inputs, outputs),
+    m = helper.make_model(helper.make_graph(node if isinstance(node, list) else [node], "t", inputs, outputs),
                           opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("tritonforge", 1)])
     m.ir_version = 10  # what onnxruntime 1.20+ reads (onnx 1.23 writes 14 by default)
     so = ort.SessionOptions()
@@ -404,6 +405,33 @@ def test_ada_layer_norm_matches_float64(ort_cuda, library, dtype, gated, shape):
     assert ada_layer_norm_mismatch(got["y"], ref, dtype) is None, ada_layer_norm_mismatch(got["y"], ref, dtype)
     if gated:
         assert ada_layer_norm_mismatch(got["sum"], total, dtype) is None
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("shape", [(2, 4096, 320), (2, 64, 1280), (8192, 640)])
+def test_ada_layer_norm_with_one_row_for_all_matches_float64(ort_cuda, library, dtype, shape):
+    """A UNet block's first norm as the rewrite writes it: its affine the modulation, (C) for every item and token."""
+    from onnx import TensorProto, helper
+    from tritonforge.runtime.ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
+    from tritonforge.runtime.reference import quantize
+
+    t = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
+    c = shape[-1]
+    casts = [helper.make_node("Cast", [v], [v + "t"], to=t) for v in "xst"]
+    nodes = [*casts, helper.make_node("AdaLayerNorm", ["xt", "st", "tt"], ["yt"], domain="tritonforge", epsilon=1e-5),
+             helper.make_node("Cast", ["yt"], ["y"], to=TensorProto.FLOAT)]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape)),
+           *(helper.make_tensor_value_info(v, TensorProto.FLOAT, [c]) for v in "st")]
+    sess = session(ort_cuda, library, nodes, ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    rng = np.random.default_rng(c)
+    x = (rng.standard_normal(shape) * 2 + 0.5).astype(np.float32)
+    s, b = (rng.uniform(-0.5, 0.5, c).astype(np.float32) for _ in range(2))
+    got = run_bound(ort_cuda, sess, {"x": x, "s": s, "t": b}, {"y": (list(shape), np.float32)})
+    q = lambda a: quantize(a, dtype)  # noqa: E731
+    x3 = q(x).reshape(1, -1, c)
+    ref, _ = ada_layer_norm_ref(x3, q(s)[None], q(b)[None], 1e-5)
+    why = ada_layer_norm_mismatch(got["y"].reshape(ref.shape), ref, dtype)
+    assert why is None, why
 
 
 def _rotary_session(ort, lib, dtype, shape, cos_shape):

@@ -89,6 +89,14 @@ def _run(model, lib=None):
     return s.run(None, {i.name: feeds[i.name] for i in s.get_inputs()})
 
 
+def _run_x(model, x, lib=None):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if lib:
+        so.register_custom_ops_library(str(lib))
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+
+
 def _ops(model):
     return [n.op_type for n in model.graph.node if n.op_type in ("LayerNormalization", "AdaLayerNorm", "Mul", "Add")]
 
@@ -124,13 +132,63 @@ def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, mo
     assert any(said in why for why in report.left), report.left
 
 
-def test_a_plain_layer_norm_is_not_its_business(ort_library, measured):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, S, C])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, S, C])
-    w = numpy_helper.from_array(np.ones(C, np.float32), "w")
-    g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "w"], ["y"], axis=-1)], "g", [x], [y], [w])
-    report = rewrite(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), ort_library)
+def _affine_norms(elem=TensorProto.FLOAT, dims=(B, S, C), weight_const=True):
+    """Two LayerNormalizations of a constant affine (a UNet block's norm1), one without a bias."""
+    t = helper.tensor_dtype_to_np_dtype(elem)
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, C).astype(t), "w"),
+             numpy_helper.from_array(rng.uniform(-1, 1, C).astype(t), "b")]
+    ins = [helper.make_tensor_value_info("x", elem, list(dims))]
+    if not weight_const:
+        ins.append(helper.make_tensor_value_info("w", elem, [C]))
+        inits = inits[1:]
+    n = [helper.make_node("LayerNormalization", ["x", "w", "b"], ["y"], axis=-1, epsilon=1e-5, name="norm1"),
+         helper.make_node("LayerNormalization", ["x", "w"], ["y2"], axis=len(dims) - 1, name="norm2")]
+    outs = [helper.make_tensor_value_info(v, elem, list(dims)) for v in ("y", "y2")]
+    return helper.make_model(helper.make_graph(n, "g", ins, outs, inits), opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=9)
+
+
+@pytest.mark.parametrize("dims", [(B, S, C), (B * S, C)])
+def test_a_norm_of_a_constant_affine_becomes_the_node_with_the_affine_as_its_modulation(ort_library, monkeypatch,
+                                                                                        dims):
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    model = _affine_norms(dims=dims)
+    x = np.random.default_rng(3).standard_normal(dims).astype(np.float32)
+    want = _run_x(model, x)
+    w = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "w"))
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"AdaLayerNorm": 2}, report.lines()
+    assert [n.op_type for n in model.graph.node] == ["AdaLayerNorm", "AdaLayerNorm"]
+    scale = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == model.graph.node[0].input[1]))
+    np.testing.assert_array_equal(scale, w - 1)  # exact: the weights lie within [0.5, 2]
+    for got, exp in zip(_run_x(model, x, ort_library), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)
+
+
+def test_the_affine_is_written_in_x_s_own_type(ort_library, monkeypatch):
+    """bf16: scale and shift as bfloat16 initializers beside X (the CPU EP runs no bfloat16 LayerNormalization, so
+    the numbers are the fp32 test's)."""
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "bf16", {"affine": 1.5})
+    model = _affine_norms(TensorProto.BFLOAT16)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"AdaLayerNorm": 2}, report.lines()
+    types = {i.name: i.data_type for i in model.graph.initializer}
+    assert {types[v] for n in model.graph.node for v in n.input[1:]} == {TensorProto.BFLOAT16}
+
+
+def test_an_unmeasured_affine_form_keeps_the_norms_and_says_so_once(ort_library, measured):
+    model = _affine_norms()
+    report = rewrite(model, ort_library)
     assert not report.rewritten and not report.left
+    said = [line for line in report.lines() if "not measured against the export's affine form in fp32" in line]
+    assert len(said) == 1 and "(2 node(s))" in said[0], report.lines()
+
+
+def test_a_norm_whose_weight_is_not_a_constant_is_not_its_business(ort_library, monkeypatch):
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    report = rewrite(_affine_norms(weight_const=False), ort_library)
+    assert not report.rewritten and not report.left and not report.notes
 
 
 def test_a_linear_branchs_bias_goes_into_the_node_and_its_matmul_stays(ort_library, measured):

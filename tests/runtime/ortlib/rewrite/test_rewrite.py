@@ -325,19 +325,24 @@ def run_file(path, lib):
 
 
 @pytest.mark.parametrize("name", [c for c in UNETS if "_unet_" in c])
-def test_each_unet_blocks_bias_residual_and_norm_become_one_skip_layer_norm_that_computes_the_same(
+def test_each_unet_blocks_norms_become_a_skip_layer_norm_or_the_librarys_node_and_compute_the_same(
         ort_library, tmp_path, monkeypatch, linears_kept, name):
-    """Where SkipLayerNormalization measured faster in the export's dtype: every norm after a Linear and its
-    residual in every transformer block, as either exporter writes it (TorchScript's Div by 1 included)."""
+    """Where SkipLayerNormalization and the library's affine norm measured faster in the export's dtype: every norm
+    after a Linear and its residual in every transformer block, as either exporter writes it (TorchScript's Div by
+    1 included), goes to SkipLayerNormalization, and each block's first norm (no residual before it) to
+    AdaLayerNorm."""
     dtype = name.split(".")[-2]
     monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, dtype, {"export": 1.5})
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, dtype, {"affine": 1.5})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     before = _ops(src)
     report = rewrite_file(src, dst, ort_library, layout="nchw")
+    firsts = before[("", "LayerNormalization")] - UNET_SKIP_NORMS
     assert report.rewritten["SkipLayerNormalization"] == UNET_SKIP_NORMS, report.lines()
+    assert firsts > 0 and report.rewritten["AdaLayerNorm"] == firsts, report.lines()
     after = _ops(dst)
     assert after[("com.microsoft", "SkipLayerNormalization")] == UNET_SKIP_NORMS
-    assert after[("", "LayerNormalization")] == before[("", "LayerNormalization")] - UNET_SKIP_NORMS
+    assert after[("tritonforge", "AdaLayerNorm")] == firsts and not after[("", "LayerNormalization")]
     # each took its residual Add and its Linear's bias Add: the MatMuls stay
     assert after[("", "MatMul")] == before[("", "MatMul")] - 2 * report.rewritten["MultiHeadAttention"]
     assert after[("", "Add")] <= before[("", "Add")] - 2 * UNET_SKIP_NORMS

@@ -10,7 +10,7 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import rewrite, skip_layer_norm_measured  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import ada_layer_norm_measured, rewrite, skip_layer_norm_measured  # noqa: E402
 
 C, S = 16, 6
 NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
@@ -133,6 +133,26 @@ def test_a_dtype_that_measured_slower_is_left_with_the_number(ort_library, monke
     report = rewrite(_model(), ort_library)
     assert not report.rewritten
     assert any("measured faster than ORT's SkipLayerNormalization (0.90x" in why for why in report.left), report.left
+
+
+def test_with_the_affine_form_measured_too_the_norm_after_a_residual_stays_the_fused_nodes(ort_library, measured,
+                                                                                          monkeypatch):
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    report = rewrite(_model(), ort_library)
+    assert report.rewritten == {"SkipLayerNormalization": 1}, report.lines()
+
+
+def test_where_the_fused_node_measured_slower_the_affine_form_takes_the_norm_alone(ort_library, monkeypatch):
+    monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, "fp32", {"export": 0.9})
+    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    model = _model()
+    want = _run(model)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"AdaLayerNorm": 1}, report.lines()
+    assert _ops(model) == ["Add", "Add", "MatMul", "tritonforge.AdaLayerNorm"]
+    got = _run(model, ort_library)
+    for name in ("y", "s"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
 
 
 def _geglu_block(slice_axis: int = -1):
