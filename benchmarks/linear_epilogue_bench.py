@@ -1,7 +1,7 @@
 """A UNet transformer block's Linears with what follows them: the export's nodes against ORT's own fused ops.
 
     python benchmarks/linear_epilogue_bench.py [--op skip_layer_norm,bias_split_gelu] [--model sd15_unet,sdxl_unet]
-        [--dtypes fp16,fp32] [--results PATH]
+        [--dtypes fp16,fp32] [--library PATH] [--results PATH]
 
 Per resolution a model's transformer blocks run at (benchmarks/e2e_models.py's unet_streams: items, tokens and
 channels C from the diffusers config, the model's side), in one process on one GPU, onnxruntime-gpu's CUDA EP
@@ -14,8 +14,9 @@ own, one weight shared by them:
   writes, rewrite/skip_layer_norm.py);
 - `bias_split_gelu`: GEGLU's projection (C x 8C) and `h * gelu(gate)` of its halves. `decomposed`: MatMul, bias
   Add, two Slices and the erf GELU as TorchScript writes them; `onnx_gelu`: MatMul, bias Add, Split and ONNX
-  Gelu as the dynamo exporter does; `bias_split_gelu`: MatMul and com.microsoft.BiasSplitGelu
-  (rewrite/bias_split_gelu.py);
+  Gelu as the dynamo exporter does; `bias_split_gelu`: MatMul and com.microsoft.BiasSplitGelu; `tritonforge`:
+  MatMul and the library's tritonforge.BiasSplitGelu (the two the rewrite chooses between, rewrite/bias_split_gelu.py;
+  `--library`, default as ortlib.register finds it);
 with `torch` (F.linear and the same maths, CUDA-graph replay) and `matmul`, the MatMul alone in ORT: the floor
 any epilogue sits on. Every ORT form's output is checked against float64 first. Rows: benchmark = the op,
 shape `<model> <rows>x<C>`, metric `us`; benchmarks/skip_layer_norm_choice.py and bias_split_gelu_choice.py turn
@@ -38,7 +39,8 @@ from benchmarks import e2e_models, ort_own  # noqa: E402
 from benchmarks.results import RESULTS, write_rows  # noqa: E402
 
 FORMS = {"skip_layer_norm": ("export", "skip_layer_norm", "matmul"),
-         "bias_split_gelu": ("decomposed", "onnx_gelu", "bias_split_gelu", "matmul")}
+         "bias_split_gelu": ("decomposed", "onnx_gelu", "bias_split_gelu", "tritonforge", "matmul")}
+LIBRARY_FORMS = {"tritonforge"}  # run in the session with the library registered
 TOL = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-2}  # fp32 GEMMs run in TF32 on the CUDA EP by default
 EPS = 1e-5
 L2 = 60 << 20
@@ -92,8 +94,9 @@ def model(op: str, form: str, items: int, tokens: int, c: int, dtype: str, nodes
                 body += [helper.make_node("Add", [mm, "b"], [h]), helper.make_node("Add", [h, f"{x}r"], [f"{y}s"]),
                          helper.make_node("LayerNormalization", [f"{y}s", "gamma", "beta"], [y], axis=-1,
                                           epsilon=EPS)]
-        elif form == "bias_split_gelu":
-            body.append(helper.make_node("BiasSplitGelu", [mm, "b"], [y], domain="com.microsoft"))
+        elif form in ("bias_split_gelu", "tritonforge"):
+            domain = "tritonforge" if form == "tritonforge" else "com.microsoft"
+            body.append(helper.make_node("BiasSplitGelu", [mm, "b"], [y], domain=domain))
         else:
             body.append(helper.make_node("Add", ["b", mm], [h]))
             if form == "onnx_gelu":
@@ -105,7 +108,7 @@ def model(op: str, form: str, items: int, tokens: int, c: int, dtype: str, nodes
                          n("Add", [f"e{i}", "c_one"], "o"), n("Mul", [f"v{i}", f"o{i}"], "m"),
                          n("Mul", [f"m{i}", "c_half"], "g")]
             body.append(helper.make_node("Mul", [f"a{i}", f"g{i}"], [y]))
-    return ort_own._model(body, ins, outs, inits, {"": 20, "com.microsoft": 1})
+    return ort_own._model(body, ins, outs, inits, {"": 20, "com.microsoft": 1, "tritonforge": 1})
 
 
 def reference(op: str, x, r, w: dict):
@@ -119,7 +122,7 @@ def reference(op: str, x, r, w: dict):
     return torch.nn.functional.layer_norm(v + r, (v.shape[-1],), w["gamma"], w["beta"], EPS)
 
 
-def measure(own, op: str, items: int, tokens: int, c: int, dtype: str) -> dict[str, tuple[float, str]]:
+def measure(own, ours, op: str, items: int, tokens: int, c: int, dtype: str) -> dict[str, tuple[float, str]]:
     """{provider: (us per block, timing mode)} of one shape, every ORT form checked against float64 first."""
     import torch
 
@@ -147,14 +150,17 @@ def measure(own, op: str, items: int, tokens: int, c: int, dtype: str) -> dict[s
                     {k: torch.tensor(v, device="cuda") for k, v in w.items()}).cpu().numpy()
     results = {}
     for form in FORMS[op]:
+        rival = ours if form in LIBRARY_FORMS else own
         try:
             if form != "matmul":
-                _, out, _ = own.run(model(op, form, items, tokens, c, dtype, 1, w), feeds(1, form), runs=1, graph=False)
+                _, out, _ = rival.run(model(op, form, items, tokens, c, dtype, 1, w), feeds(1, form), runs=1,
+                                      graph=False)
                 got = np.asarray(out["y0"], np.float64)
                 err = float(np.max(np.abs(got - ref) / (1 + np.abs(ref))))
                 if not err <= TOL[dtype]:
                     raise AssertionError(f"{op} {form} {dtype} {items}x{tokens}x{c}: off float64 by {err:.3g}")
-            ms, _, mode = own.run(model(op, form, items, tokens, c, dtype, nodes, w), feeds(nodes, form), fetch=False)
+            ms, _, mode = rival.run(model(op, form, items, tokens, c, dtype, nodes, w), feeds(nodes, form),
+                                    fetch=False)
             results[form] = (ms * 1e3 / nodes, mode)
         except RuntimeError as exc:  # ORT has no kernel of the form for the dtype: said, and no row
             print(f"  {op} {form} {dtype} {items}x{tokens}x{c}: {exc}", flush=True)
@@ -176,6 +182,7 @@ def main(argv=None) -> int:
     ap.add_argument("--op", default="skip_layer_norm,bias_split_gelu")
     ap.add_argument("--model", default="sd15_unet,sdxl_unet")
     ap.add_argument("--dtypes", default="fp16,fp32")
+    ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
     ops = [o.strip() for o in args.op.split(",")]
@@ -187,8 +194,10 @@ def main(argv=None) -> int:
         print(f"linear_epilogue_bench: {why}", file=sys.stderr)
         return 2
     import torch
+    from tritonforge.runtime import ortlib
 
     own = ort_own.OrtRival(optimize=True)
+    ours = ort_own.OrtRival(optimize=True, custom_ops=str(ortlib.library_path(args.library)))
     device = torch.cuda.get_device_name(0)
     for op in ops:
         seen = set()
@@ -198,7 +207,7 @@ def main(argv=None) -> int:
                     if (items, tokens, c, dtype) in seen:
                         continue
                     seen.add((items, tokens, c, dtype))
-                    rows = measure(own, op, items, tokens, c, dtype)
+                    rows = measure(own, ours, op, items, tokens, c, dtype)
                     label = f"{name} {items * tokens}x{c}"
                     write_rows(op, device, [{"provider": p, "shape": label, "dtype": dtype, "metric": "us",
                                              "unit": "us", "value": f"{us:.3f}", "extra": mode}

@@ -20,6 +20,7 @@ from .ops import ada_layer_norm as ada_op
 from .ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
 from .ops.attention import attention_mismatch, attention_ref
 from .ops.bias_concat import bias_concat_mismatch, bias_concat_ref
+from .ops.bias_split_gelu import bias_split_gelu_mismatch, bias_split_gelu_ref
 from .ops.group_norm import group_norm_mismatch, group_norm_ref
 from .ops.rotary_embedding import rotary_embedding_mismatch, rotary_embedding_ref
 from .ops.softmax import softmax_ref
@@ -54,6 +55,8 @@ class KernelSpec:
             return "rotary_embedding"
         if self.group.startswith("bias_concat"):
             return "bias_concat"
+        if self.group.startswith("bias_split_gelu"):
+            return "bias_split_gelu"
         return "nchw" if self.group.startswith("GroupNormNCHW") else "nhwc"
 
 
@@ -89,7 +92,7 @@ def case_with(spec: KernelSpec, env: dict, seed: int = 0) -> Case:
     rng = np.random.default_rng([seed, spec.index])
     return {"softmax": _softmax, "nhwc": _group_norm, "nchw": _nchw, "attention": _attention,
             "ada_layer_norm": _ada_layer_norm, "rotary_embedding": _rotary_embedding,
-            "bias_concat": _bias_concat}[spec.family](spec, env, rng)
+            "bias_concat": _bias_concat, "bias_split_gelu": _bias_split_gelu}[spec.family](spec, env, rng)
 
 
 def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, ...]:
@@ -100,7 +103,8 @@ def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, .
 def _problems(spec: KernelSpec) -> Iterator[dict]:
     return {"softmax": _softmax_problems, "nhwc": _group_norm_problems, "nchw": _nchw_problems,
             "attention": _attention_problems, "ada_layer_norm": _ada_layer_norm_problems,
-            "rotary_embedding": _rotary_embedding_problems, "bias_concat": _bias_concat_problems}[spec.family](spec)
+            "rotary_embedding": _rotary_embedding_problems, "bias_concat": _bias_concat_problems,
+            "bias_split_gelu": _bias_split_gelu_problems}[spec.family](spec)
 
 
 # ---- softmax: rows past the block, a partial vector, several pieces of a streamed row ----------------
@@ -330,3 +334,21 @@ def _bias_concat(spec: KernelSpec, env: dict, rng) -> Case:
                 {"out": ((rows, c), dtype)}, {"batch": rows, "n_cols": c, "seq_a": SEQ_A, "seq_b": SEQ_B},
                 lambda got: bias_concat_mismatch(got["out"].reshape(3, SEQ_A + SEQ_B, c), ref, dtype),
                 {"rows": rows, "n_cols": c})
+
+
+# ---- bias split GELU: partial row and column blocks, the halves' boundary inside a block's reach ----------------
+def _bias_split_gelu_problems(spec: KernelSpec) -> Iterator[dict]:
+    block, rows = spec.constants["BLOCK_C"], spec.constants["BLOCK_R"]
+    for half in (block + 16, block - 16, block // 2 + 8, 40, 1280):
+        yield {"batch": 2 * rows + 3, "n_cols": half}
+
+
+def _bias_split_gelu(spec: KernelSpec, env: dict, rng) -> Case:
+    """Rows of 2 * half values (a Linear's output, gate half past the value half) and their bias."""
+    dtype, rows, half = spec.dtype, env["batch"], env["n_cols"]
+    x = rng.standard_normal((rows, 2 * half)).astype(np.float32)
+    bias = rng.standard_normal(2 * half).astype(np.float32)
+    ref = bias_split_gelu_ref(quantize(x, dtype), quantize(bias, dtype))
+    return Case(env, {"in": (x, dtype), "bias": (bias, dtype)}, {"out": ((rows, half), dtype)},
+                {"batch": rows, "n_cols": half}, lambda got: bias_split_gelu_mismatch(got["out"], ref, dtype),
+                {"rows": rows, "n_cols": half})

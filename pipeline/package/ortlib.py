@@ -29,6 +29,7 @@ from tritonforge.runtime.expressions import parse_expr
 from tritonforge.runtime.ops import ada_layer_norm as ada_op
 from tritonforge.runtime.ops import attention as attention_op
 from tritonforge.runtime.ops import bias_concat as bias_concat_op
+from tritonforge.runtime.ops import bias_split_gelu as bias_split_gelu_op
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import rotary_embedding as rotary_op
 from tritonforge.runtime.ops import softmax as softmax_op
@@ -41,7 +42,7 @@ from tritonforge.atomic import write_bytes
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
 SOURCES = ("ops.cc", "group_norm.cc", "softmax.cc", "attention.cc", "ada_layer_norm.cc", "rotary_embedding.cc",
-           "bias_concat.cc", "linear.cc", "launch.cc")
+           "bias_concat.cc", "bias_split_gelu.cc", "linear.cc", "launch.cc")
 EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")
 DTYPES = ("fp16", "fp32", "bf16")
 NCHW_ROLES = {"in", "out", "nchw_scale", "nchw_bias", "ws", "hw", "c_per_group", "eps"}
@@ -51,7 +52,8 @@ PROBLEM_FIELDS = {"n", "hw", "c", "groups", "c_per_group", "silu", "batch", "n_c
 ARG_TYPES = {"i32": "T_I32", "i64": "T_I64", "i1": "T_I1", "fp32": "T_FP32", "u32": "T_U32", "u64": "T_U64"}
 OPS = {"nhwc": "OP_GROUP_NORM_NHWC", "nchw": "OP_GROUP_NORM_NCHW", "softmax": "OP_SOFTMAX",
        "log_softmax": "OP_LOG_SOFTMAX", "attention": "OP_ATTENTION", "ada_layer_norm": "OP_ADA_LAYER_NORM",
-       "rotary_embedding": "OP_ROTARY_EMBEDDING", "bias_concat": "OP_BIAS_CONCAT"}
+       "rotary_embedding": "OP_ROTARY_EMBEDDING", "bias_concat": "OP_BIAS_CONCAT",
+       "bias_split_gelu": "OP_BIAS_SPLIT_GELU"}
 
 
 def roles() -> list[str]:
@@ -92,6 +94,9 @@ def op_of(group: str, contract: dict | None) -> tuple[str, str, int] | None:
     m = bias_concat_op.GROUP.fullmatch(group)
     if m and params <= bias_concat_op.ROLES and problem <= bias_concat_op.PROBLEM:
         return "bias_concat", m.group("dtype"), 0
+    m = bias_split_gelu_op.GROUP.fullmatch(group)
+    if m and params <= bias_split_gelu_op.ROLES and problem <= bias_split_gelu_op.PROBLEM:
+        return "bias_split_gelu", m.group("dtype"), 0
     return None
 
 

@@ -1,6 +1,7 @@
 """benchmarks/linear_epilogue_bench.py's graphs: each form of a UNet block's Linear and what follows it computes the
 block (float64 maths of its own here), so the bench times like against like; the CPU EP runs every form but ORT's
-BiasSplitGelu (CUDA only), whose graph is checked to be the op as the rewrite writes it."""
+BiasSplitGelu (CUDA only), whose graph is checked to be the op as the rewrite writes it (the library's runs on its CPU
+op)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ def _expected(op: str, x: np.ndarray, r: np.ndarray, w: dict) -> np.ndarray:
 @pytest.mark.parametrize("dtype,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
 @pytest.mark.parametrize("op,form", [("skip_layer_norm", "export"), ("skip_layer_norm", "skip_layer_norm"),
                                      ("bias_split_gelu", "decomposed"), ("bias_split_gelu", "onnx_gelu"),
-                                     ("skip_layer_norm", "matmul"), ("bias_split_gelu", "matmul")])
-def test_each_form_computes_the_block(op, form, dtype, tol):
+                                     ("bias_split_gelu", "tritonforge"), ("skip_layer_norm", "matmul"),
+                                     ("bias_split_gelu", "matmul")])
+def test_each_form_computes_the_block(request, op, form, dtype, tol):
     w = _weights(op)
     model = bench.model(op, form, ITEMS, TOKENS, C, dtype, 2, w)
     onnx.checker.check_model(model)
@@ -49,7 +51,10 @@ def test_each_form_computes_the_block(op, form, dtype, tol):
     feeds = {"x0": x, "x1": x}
     if op == "skip_layer_norm" and form != "matmul":
         feeds |= {"x0r": r, "x1r": r}
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    if form in bench.LIBRARY_FORMS:
+        so.register_custom_ops_library(str(request.getfixturevalue("ort_library")))
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
     host = {k: v.astype(np_type).astype(np.float64) for k, v in w.items()}  # as the model holds them
     x64, r64 = x.astype(np.float64), r.astype(np.float64)

@@ -41,7 +41,29 @@ def test_the_rewrites_epilogue_tables_are_what_their_choice_scripts_derive(name)
     choice = importlib.import_module(f"benchmarks.{name}_choice")
     measured = importlib.import_module(f"tritonforge.runtime.ortlib.rewrite.{name}_measured")
     assert choice.TABLE.read_text() == choice.module_text(choice.speedups())
-    assert measured.SPEEDUP == choice.speedups() and measured.SPEEDUP, name
+    tables = choice.speedups()
+    if name == "bias_split_gelu":  # ORT's node and the library's, each of its own rows
+        assert measured.LIBRARY == tables["LIBRARY"]
+        tables = tables["SPEEDUP"]
+    assert measured.SPEEDUP == tables and measured.SPEEDUP, name
+
+
+def test_the_geglu_table_holds_orts_node_and_the_librarys_each_from_its_own_rows(tmp_path):
+    from benchmarks import bias_split_gelu_choice as choice
+    from benchmarks.results import write_rows
+
+    path = tmp_path / "r.csv"
+    write_rows("bias_split_gelu", "GPU", [{"provider": p, "shape": "sd15_unet 8192x320", "dtype": "fp16",
+                                           "metric": "us", "unit": "us", "value": str(us)}
+                                          for p, us in (("decomposed", 60), ("onnx_gelu", 66), ("bias_split_gelu", 30),
+                                                        ("tritonforge", 20))], path)
+    tables = choice.speedups(path, "GPU")
+    assert tables == {"SPEEDUP": {"fp16": {"decomposed": 2.0, "onnx_gelu": 2.2}},
+                      "LIBRARY": {"fp16": {"decomposed": 3.0, "onnx_gelu": 3.3}}}
+    scope: dict = {}
+    exec(choice.module_text(tables, "GPU"), scope)  # the module the rewrite imports
+    assert scope["SPEEDUP"] == tables["SPEEDUP"] and scope["LIBRARY"] == tables["LIBRARY"] and scope["DEVICE"] == "GPU"
+    assert choice.speedups(path, "other GPU") == {}
 
 
 def test_a_fused_ops_speed_up_is_the_geometric_mean_of_its_newest_rows_per_dtype_and_form(tmp_path):

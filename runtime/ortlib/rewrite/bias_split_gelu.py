@@ -13,19 +13,23 @@ output y in one pass. Forms:
 - OnnxGeglu (dynamo): Split of X into two halves on the last axis and ONNX `Gelu` (exact) of the second.
 
 X = `Add(y, b)` of a constant b of one value per channel, read by nothing but the split (and the Shape nodes
-TorchScript computes the halves' bounds from). ORT's kernel takes rank-3 X of width 2560, 5120 or 10240, the
-UNets' GEGLU widths (320, 640 and 1280 channels); it has CUDA kernels only, so a rewrite on a machine whose
-onnxruntime has no CUDA EP leaves the GEGLUs and says so. Where it goes is the measured choice
-(bias_split_gelu_measured.py, from the committed rows by benchmarks/bias_split_gelu_choice.py).
+TorchScript computes the halves' bounds from). Two nodes compute it: ORT's, whose kernel takes rank-3 X of width
+2560, 5120 or 10240, the UNets' GEGLU widths (320, 640 and 1280 channels), in float and float16, and has CUDA
+kernels only (a rewrite on a machine whose onnxruntime has no CUDA EP cannot write it); and the library's
+`tritonforge.BiasSplitGelu`, the same interface for any even width and every float type
+(kernels/bias_split_gelu_triton.py). Where it goes is the measured choice (bias_split_gelu_measured.py, from the
+committed rows by benchmarks/bias_split_gelu_choice.py): of the two, the one whose speed-up over the export's
+form is the larger, at least 1; neither, and the GEGLU stays with the reasons for both.
 """
 
 from __future__ import annotations
 
 import math
 
-from .bias_split_gelu_measured import DEVICE, SPEEDUP
+from .. import DOMAIN
+from .bias_split_gelu_measured import DEVICE, LIBRARY, SPEEDUP
 from .graph import MS, attrs, is_op, other_operand
-from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op, times_const
+from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form, measured_ort_op, times_const
 
 WIDTHS = (2560, 5120, 10240)  # what ORT's CUDA kernel is instantiated for
 
@@ -100,19 +104,39 @@ class _Geglu:
         inside = {id(n) for n in gelu_nodes}
         if g.only_reader(a) is not mul or v in g.outputs or any(id(n) not in inside for n in g.consumers.get(v, [])):
             raise Left("a half of the GEGLU is read elsewhere too")
-        dims = g.dims(x)
-        if len(dims) != 3 or dims[-1] not in WIDTHS:
-            raise Left(f"ORT's BiasSplitGelu takes (batch, tokens, width) of width {', '.join(map(str, WIDTHS))}; "
-                       f"X is {dims}")
         bias = bias_add(g, x, g.consumers.get(x, [])) if _feeds_only(g, x, split) else None
         if bias is None:
             raise Left("X is not a Linear's output plus a bias of one value per channel read by the split alone")
         y, b_name, b, add = bias
-        dtype = measured_ort_op(r, x, SPEEDUP, DEVICE, "BiasSplitGelu", self.form, " (it has CUDA kernels only)")
+        dtype, domain = self._fastest(r, x)
         name = r.node_name((anchor.name or mul.output[0]).rsplit("/", 1)[0] + "/BiasSplitGelu")
         node = helper.make_node("BiasSplitGelu", [y, bias_input(r, b_name, b)], [mul.output[0]], name=name,
-                                domain=MS)
+                                domain=domain)
         return Match([add, *split, *gelu_nodes, mul], node, self.source, dtype=dtype)
+
+    def _fastest(self, r: Rewriter, x: str) -> tuple[str, str]:
+        """(X's dtype, the domain of the node that measured the larger speed-up over this form, at least 1): ORT's or
+        the library's; Left naming why each was passed over when neither."""
+        found, why = [], []
+        dims = r.graph.dims(x)
+        try:
+            if len(dims) != 3 or dims[-1] not in WIDTHS:
+                raise Left(f"ORT's BiasSplitGelu takes (batch, tokens, width) of width "
+                           f"{', '.join(map(str, WIDTHS))}; X is {dims}")
+            dtype = measured_ort_op(r, x, SPEEDUP, DEVICE, "BiasSplitGelu", self.form, " (it has CUDA kernels only)")
+            found.append((SPEEDUP[dtype][self.form], MS, dtype))
+        except Left as left:
+            why.append(str(left))
+        try:
+            r.check_served("BiasSplitGelu", r.dtype(x), ("fp16", "fp32", "bf16"))
+            dtype = measured_form(r, x, LIBRARY, DEVICE, "the library's BiasSplitGelu", self.form)
+            found.append((LIBRARY[dtype][self.form], DOMAIN, dtype))
+        except Left as left:
+            why.append(str(left))
+        if not found:
+            raise Left("; ".join(why))
+        _, domain, dtype = max(found)
+        return dtype, domain
 
 
 class ErfGegluDecomposed(_Geglu):

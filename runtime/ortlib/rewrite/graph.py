@@ -346,6 +346,8 @@ def _stand_in(node, graph: Graph, probe_inputs: list) -> list | None:
         return [helper.make_node("Concat", list(node.input[:2]), [node.output[0]], axis=1)]
     if key == ("tritonforge", "Linear"):  # X by W: the bias and the GELU change no dim
         return [helper.make_node("MatMul", list(node.input[:2]), [node.output[0]])]
+    if node.op_type == "BiasSplitGelu":  # half X's last dim: kept, its output's dims unknown (as ORT's own)
+        return None
     if key in _SAME_AS_X or node.domain == "tritonforge":
         return [helper.make_node("Identity", [node.input[0]], [o]) for o in node.output if o]
     if key == (MS, "NhwcConv") and len(node.input) >= 2:

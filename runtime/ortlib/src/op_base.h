@@ -1,7 +1,7 @@
 // What every op family of tritonforge's custom-op library shares: the element helpers, the kernel base
 // (node name, attributes, device memory, bad input as an ORT status that names op and node) and the op
 // declaration base. Each family is one file (group_norm.cc, softmax.cc, attention.cc, ada_layer_norm.cc,
-// rotary_embedding.cc, bias_concat.cc, linear.cc) that
+// rotary_embedding.cc, bias_concat.cc, bias_split_gelu.cc, linear.cc) that
 // hands its ops to ops.cc, which registers them in the domain "tritonforge".
 #pragma once
 #define ORT_API_MANUAL_INIT
@@ -248,6 +248,7 @@ std::vector<OrtCustomOp*> attention_ops(bool cuda);
 std::vector<OrtCustomOp*> ada_layer_norm_ops(bool cuda);
 std::vector<OrtCustomOp*> rotary_embedding_ops(bool cuda);
 std::vector<OrtCustomOp*> bias_concat_ops(bool cuda);
+std::vector<OrtCustomOp*> bias_split_gelu_ops(bool cuda);
 std::vector<OrtCustomOp*> linear_ops(bool cuda);
 
 }  // namespace tf

@@ -1,8 +1,9 @@
 // tritonforge's custom ops for ONNX Runtime, in the domain "tritonforge": registration (RegisterCustomOps)
 // of every op family (group_norm.cc, softmax.cc, attention.cc, ada_layer_norm.cc, rotary_embedding.cc,
-// bias_concat.cc, linear.cc), each op twice: for the CUDA EP, where it launches the build's Triton kernels on the session's
-// stream (launch.cc), and for the CPU EP, in plain C++, so the same graph runs in CPU sessions and tests. Also what
-// the library holds (TritonforgeInfo) and the kernels it chose (TritonforgeChoices).
+// bias_concat.cc, bias_split_gelu.cc, linear.cc), each op twice: for the CUDA EP, where it launches the build's
+// Triton kernels on the session's stream (launch.cc), and for the CPU EP, in plain C++, so the same graph runs in
+// CPU sessions and tests. Also what the library holds (TritonforgeInfo) and the kernels it chose
+// (TritonforgeChoices).
 #include <atomic>
 #include <cstdio>
 
@@ -93,12 +94,12 @@ std::string info_json() {
   for (int g = 0; g < tf::kGroupCount; ++g) out += std::string(g ? ", " : "") + "\"" + tf::kGroups[g].name + "\"";
   // the dtypes each op's CUDA kernels serve (the CPU ops serve fp16, fp32 and bf16)
   const char* ops[] = {"GroupNorm", "SkipGroupNorm", "GroupNormalization", "Softmax", "LogSoftmax",
-                       "MultiHeadAttention", "AdaLayerNorm", "RotaryEmbedding", "BiasConcat"};
+                       "MultiHeadAttention", "AdaLayerNorm", "RotaryEmbedding", "BiasConcat", "BiasSplitGelu"};
   const int kinds[] = {tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NCHW, tf::OP_SOFTMAX,
                        tf::OP_LOG_SOFTMAX, tf::OP_ATTENTION, tf::OP_ADA_LAYER_NORM, tf::OP_ROTARY_EMBEDDING,
-                       tf::OP_BIAS_CONCAT};
+                       tf::OP_BIAS_CONCAT, tf::OP_BIAS_SPLIT_GELU};
   out += "], \"cuda\": {";
-  for (int o = 0; o < 9; ++o) {
+  for (int o = 0; o < static_cast<int>(sizeof kinds / sizeof kinds[0]); ++o) {
     out += std::string(o ? ", " : "") + "\"" + ops[o] + "\": [";
     std::string seen;
     for (int g = 0; g < tf::kGroupCount; ++g) {
@@ -160,7 +161,8 @@ OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtA
       Ort::CustomOpDomain d{tf::kDomain};
       for (int cuda = 0; cuda < 2; ++cuda) {
         for (auto* family : {tf::group_norm_ops, tf::softmax_ops, tf::attention_ops, tf::ada_layer_norm_ops,
-                             tf::rotary_embedding_ops, tf::bias_concat_ops, tf::linear_ops}) {
+                             tf::rotary_embedding_ops, tf::bias_concat_ops, tf::bias_split_gelu_ops,
+                             tf::linear_ops}) {
           for (OrtCustomOp* op : family(cuda != 0)) {
             op->version = version;
             d.Add(op);

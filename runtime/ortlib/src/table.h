@@ -24,7 +24,7 @@ enum Role : int {
 enum ArgType : int { T_PTR, T_I32, T_I64, T_I1, T_FP32, T_U32, T_U64 };
 
 enum OpKind : int { OP_GROUP_NORM_NHWC, OP_GROUP_NORM_NCHW, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_ATTENTION, OP_ADA_LAYER_NORM,
-                   OP_ROTARY_EMBEDDING, OP_BIAS_CONCAT };
+                   OP_ROTARY_EMBEDDING, OP_BIAS_CONCAT, OP_BIAS_SPLIT_GELU };
 
 struct Param {
   int role, type, offset, divisibility;

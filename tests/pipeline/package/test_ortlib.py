@@ -109,7 +109,7 @@ def test_every_role_a_served_contract_uses_is_one_the_library_knows(built):
             assert set(entry["contract"]["params"]) <= known, group
     kinds = {op_of(g, e.get("contract"))[0] for g, e in doc["groups"].items() if op_of(g, e.get("contract"))}
     assert kinds == {"nhwc", "nchw", "softmax", "log_softmax", "attention", "ada_layer_norm", "rotary_embedding",
-                     "bias_concat"}
+                     "bias_concat", "bias_split_gelu"}
 
 
 def test_a_rocm_build_or_a_missing_build_is_refused(built, tmp_path):

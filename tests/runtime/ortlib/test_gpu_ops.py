@@ -514,6 +514,37 @@ def test_bias_concat_matches_float64(ort_cuda, library, dtype, items, image, tex
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("shape, graph", [
+    ((2, 4096, 2560), True),  # SD 1.5's first level, in ORT's CUDA graph
+    ((2, 1024, 10240), False),  # SDXL's lowest level
+    ((3, 7, 90), False),  # a half width of no vector: rows 2-byte aligned
+])
+def test_bias_split_gelu_matches_float64(ort_cuda, library, dtype, shape, graph):
+    """fp32 in, ORT's Cast to the dtype, the library's BiasSplitGelu, Cast back; against float64 of the rounded
+    inputs."""
+    from onnx import TensorProto, helper
+    from tritonforge.runtime.ops.bias_split_gelu import bias_split_gelu_mismatch, bias_split_gelu_ref
+    from tritonforge.runtime.reference import quantize
+
+    t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT, "bf16": TensorProto.BFLOAT16}[dtype]
+    nodes = [*(helper.make_node("Cast", [v], [v + "t"], to=t) for v in "xb"),
+             helper.make_node("BiasSplitGelu", ["xt", "bt"], ["yt"], domain="tritonforge"),
+             helper.make_node("Cast", ["yt"], ["y"], to=TensorProto.FLOAT)]
+    half = [*shape[:-1], shape[-1] // 2]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape)),
+           helper.make_tensor_value_info("b", TensorProto.FLOAT, [shape[-1]])]
+    sess = session(ort_cuda, library, nodes, ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, half)],
+                   graph=graph)
+    rng = np.random.default_rng(shape[-1])
+    x = rng.standard_normal(shape).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, shape[-1]).astype(np.float32)
+    got = run_bound(ort_cuda, sess, {"x": x, "b": b}, {"y": (half, np.float32)})
+    ref = bias_split_gelu_ref(quantize(x, dtype), quantize(b, dtype))
+    why = bias_split_gelu_mismatch(got["y"], ref, dtype)
+    assert why is None, why
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
 @pytest.mark.parametrize("lead, k, n, activation, graph", [
     ((2, 4096), 1536, 6144, "gelu_tanh", True),  # SD3's MLP up, in ORT's CUDA graph
     ((2, 333), 1536, 1536, "none", False),  # SD3's text-stream projection

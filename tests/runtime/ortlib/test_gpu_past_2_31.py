@@ -247,6 +247,31 @@ def test_bias_concat_past_2_31_elements_is_right_and_leaves_the_context_usable(c
     assert_context_usable(ort_cuda, library)
 
 
+def test_bias_split_gelu_past_2_31_elements_is_right_and_leaves_the_context_usable(cuda, ort_cuda, library):
+    """A GEGLU over 850,000 tokens x 2 x 1280 in fp16 (the input 2.18e9 elements, the output 1.09e9): rows past
+    2^31 / 2560 come out right, and a second session runs after it."""
+    skip_unless_memory(cuda, 2 * 3 * 850_000 * 1280, "BiasSplitGelu past 2^31 elements")
+    from onnx import helper
+    from tritonforge.runtime.ops.bias_split_gelu import bias_split_gelu_mismatch, bias_split_gelu_ref
+
+    shape, width = (1, 850_000, 2560), 2560
+    x = wide(shape, 991, 14)
+    b = np.random.default_rng(15).uniform(-0.5, 0.5, width).astype(np.float16)
+    node = helper.make_node("BiasSplitGelu", ["x", "b"], ["y"], domain="tritonforge")
+    half = [1, shape[1], width // 2]
+    s = session(ort_cuda, library, node, [vi("x", "fp16", list(shape)), vi("b", "fp16", [width])],
+                [vi("y", "fp16", half)])
+    y = run_bound(ort_cuda, s, {"x": x, "b": b}, {"y": (half, np.float16)})["y"]
+    del s
+    cut = 2 ** 31 // width
+    rows = np.array([0, 1, cut - 1, cut, cut + 1, shape[1] - 1])
+    ref = bias_split_gelu_ref(x[:, rows].astype(np.float64), b.astype(np.float64))
+    why = bias_split_gelu_mismatch(y[:, rows], ref, "fp16")
+    assert why is None, why
+    del x, y
+    assert_context_usable(ort_cuda, library)
+
+
 def test_linear_past_2_31_elements_is_right_and_leaves_the_context_usable(cuda, ort_cuda, library):
     """A Linear of 2.2 million tokens x 64 to 1024 channels in fp16 (the output 2.25e9 elements): rows past
     2^31 / 1024 come out right, with the GELU; and a second session runs after it."""

@@ -229,6 +229,7 @@ def test_the_library_says_what_it_was_built_from(ort_library, built):
     assert {"fp16", "fp32"} <= set(got["cuda"]["GroupNormalization"])
     assert {"fp16", "fp32"} <= set(got["cuda"]["Softmax"])
     assert set(got["cuda"]["RotaryEmbedding"]) == set(got["cuda"]["BiasConcat"]) == {"fp16", "fp32", "bf16"}
+    assert set(got["cuda"]["BiasSplitGelu"]) == {"fp16", "fp32", "bf16"}
     assert set(got["cuda"]["Linear"]) == {"fp16", "fp32", "bf16"}  # cuBLASLt's, opened at run time
     assert ortlib.choices(ort_library) == []  # nothing has run on a GPU here
 
@@ -394,6 +395,32 @@ def test_bias_concat_refuses_bad_inputs_naming_the_node_and_input(ort_library):
     assert "input bias_b has shape (8); expected (16)" in msg
     msg = run_error(ort_library, node, ins, {"a": z(12, 16), "b": z(2, 3, 16), "ba": z(16), "bb": z(16)})
     assert "input A has shape (12, 16); expected (items, tokens, channels)" in msg
+
+
+# ---- BiasSplitGelu -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_bias_split_gelu_matches_float64(ort_library, dtype):
+    """A UNet's GEGLU in small: 2 items of 5 tokens, 2 x 24 channels to 24, the output's shape from the kernel."""
+    from tritonforge.runtime.ops.bias_split_gelu import bias_split_gelu_ref
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 5, 48)).astype(T[dtype][1])
+    b = rng.standard_normal(48).astype(T[dtype][1])
+    node = helper.make_node("BiasSplitGelu", ["x", "b"], ["y"], domain="tritonforge", name="ff.geglu")
+    s = session(ort_library, [node], [vi(n, dtype, None) for n in "xb"], [vi("y", dtype, None)])
+    (y,) = s.run(None, {"x": x, "b": b})
+    assert y.shape == (2, 5, 24) and y.dtype == x.dtype
+    close(y, bias_split_gelu_ref(x.astype(np.float64), b.astype(np.float64)), dtype)
+
+
+def test_bias_split_gelu_refuses_bad_inputs_naming_the_node_and_input(ort_library):
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    node = helper.make_node("BiasSplitGelu", ["x", "b"], ["y"], domain="tritonforge", name="ff.geglu")
+    ins = [vi(n, "fp32", None) for n in "xb"]
+    msg = run_error(ort_library, node, ins, {"x": z(2, 5, 47), "b": z(47)})
+    assert "tritonforge.BiasSplitGelu node 'ff.geglu'" in msg and "an even last dim" in msg
+    msg = run_error(ort_library, node, ins, {"x": z(2, 5, 48), "b": z(24)})
+    assert "input bias has shape (24); expected (48), X's last dim" in msg
 
 
 # ---- Linear ----------------------------------------------------------------------------------------------

@@ -132,6 +132,44 @@ def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, mo
     assert any(said in why for why in report.left), report.left
 
 
+def _run_lib(model, lib):
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(str(lib))
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(2).standard_normal((1, S, C)).astype(np.float32)
+    return sess.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("form,width", [("decomposed", 2 * 96), ("onnx_gelu", D)])
+def test_where_the_librarys_node_measured_faster_it_takes_the_geglu_at_any_width(ort_library, measured,
+                                                                                runs_anywhere, monkeypatch, form,
+                                                                                width):
+    """A width ORT's kernel has no instance for, and one it has where the library's measured the larger speed-up."""
+    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", {"decomposed": 3.0, "onnx_gelu": 3.0})
+    model = _model(form, width=width)
+    want = _run_lib(model, ort_library)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"BiasSplitGelu": 1}, report.lines()
+    node = next(n for n in model.graph.node if n.op_type == "BiasSplitGelu")
+    assert node.domain == "tritonforge" and list(node.input) == ["mm", "b"] and list(node.output) == ["y"]
+    np.testing.assert_allclose(_run_lib(model, ort_library), want, rtol=1e-5, atol=1e-5)
+
+
+def test_where_orts_node_measured_the_larger_speedup_it_stays_orts(ort_library, measured, runs_anywhere,
+                                                                  monkeypatch):
+    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", {"onnx_gelu": 1.2})
+    model = _model("onnx_gelu")
+    rewrite(model, ort_library)
+    assert [n.domain for n in model.graph.node if n.op_type == "BiasSplitGelu"] == ["com.microsoft"]
+
+
+def test_neither_node_says_why_for_both(ort_library, measured, runs_anywhere):
+    report = rewrite(_model("decomposed", width=2 * 96), ort_library)
+    said = [why for why in report.left if "of width 2560, 5120, 10240" in why]
+    assert len(said) == 1 and "the library's BiasSplitGelu was not measured against the export's decomposed form" \
+        in said[0], report.left
+
+
 def test_halves_in_the_other_order_or_a_half_read_twice_are_not_a_geglu(ort_library, measured, runs_anywhere):
     model = _model("onnx_gelu")
     split = next(n for n in model.graph.node if n.op_type == "Split")

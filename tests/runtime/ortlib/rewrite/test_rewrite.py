@@ -16,6 +16,7 @@ from tritonforge.runtime.ortlib.rewrite import (  # noqa: E402
     RewriteError,
     ada_layer_norm_measured,
     bias_concat_measured,
+    bias_split_gelu_measured,
     gelu_measured,
     linear_measured,
     rewrite,
@@ -329,18 +330,22 @@ def test_each_unet_blocks_norms_become_a_skip_layer_norm_or_the_librarys_node_an
         ort_library, tmp_path, monkeypatch, linears_kept, name):
     """Where SkipLayerNormalization and the library's affine norm measured faster in the export's dtype: every norm
     after a Linear and its residual in every transformer block, as either exporter writes it (TorchScript's Div by
-    1 included), goes to SkipLayerNormalization, and each block's first norm (no residual before it) to
-    AdaLayerNorm."""
+    1 included), goes to SkipLayerNormalization, each block's first norm (no residual before it) to AdaLayerNorm,
+    and where the library's BiasSplitGelu measured faster each GEGLU to it (at the tiny models' widths, which ORT's
+    has no kernel for)."""
     dtype = name.split(".")[-2]
     monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, dtype, {"export": 1.5})
     monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, dtype, {"affine": 1.5})
+    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, dtype, {"decomposed": 2.0, "onnx_gelu": 2.0})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     before = _ops(src)
     report = rewrite_file(src, dst, ort_library, layout="nchw")
     firsts = before[("", "LayerNormalization")] - UNET_SKIP_NORMS
     assert report.rewritten["SkipLayerNormalization"] == UNET_SKIP_NORMS, report.lines()
     assert firsts > 0 and report.rewritten["AdaLayerNorm"] == firsts, report.lines()
+    assert report.rewritten["BiasSplitGelu"] == UNET_GEGLUS, report.lines()
     after = _ops(dst)
+    assert after[("tritonforge", "BiasSplitGelu")] == UNET_GEGLUS and not after[("", "Erf")] and not after[("", "Gelu")]
     assert after[("com.microsoft", "SkipLayerNormalization")] == UNET_SKIP_NORMS
     assert after[("tritonforge", "AdaLayerNorm")] == firsts and not after[("", "LayerNormalization")]
     # each took its residual Add and its Linear's bias Add: the MatMuls stay
