@@ -4,32 +4,32 @@
     report = rewrite_file("vae_decoder.onnx", "vae_decoder.tf.onnx")
     print("\n".join(report.lines()))
 
-The forms it recognises are declared in patterns.py, one matcher each: GroupNorm as torch.onnx writes it
-(Reshape -> InstanceNormalization -> Reshape -> Mul -> Add, TorchScript and dynamo exporters), ONNX
-GroupNormalization 18 and 21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, each with a following SiLU
-fused in where the form allows, and last-axis Softmax / LogSoftmax at row lengths where the library's
-kernel measured faster than ORT's own (softmax_measured.py, derived from the committed measurements by
-benchmarks/softmax_choice.py: ORT's kernel wins on attention over 77 text tokens or ViT's 197, and on
-fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain threshold instead, 0 takes every row), a Linear's
-GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py), and a diffusion transformer's modulated
-LayerNorm, with the gated residual before it, to the library's AdaLayerNorm (ada_layer_norm.py), a UNet block's
-Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization (skip_layer_norm.py), any other LayerNorm of
-a constant affine to AdaLayerNorm too (its affine the modulation, ada_layer_norm.py), and a UNet's GEGLU, the
-bias folded in, to ORT's BiasSplitGelu (bias_split_gelu.py), and Flux's rotary embedding of queries and keys
-to the library's RotaryEmbedding (rotary_embedding.py), each where it measured faster; last, in a pass of its own
-after those (which take some Linears' biases into their nodes), every other Linear's MatMul and bias Add, with the
-GELU-tanh after it, to the library's Linear (linear.py: one cuBLASLt call, the epilogue fused), where that measured
-faster. First, a Concat of Slices
-that give back one tensor is read as that tensor (rejoin.py: Flux's single blocks, between each two), and a
-Shape of a Linear's output reads its MatMul (shapes.py: the dynamic TorchScript export's head splits). Types and shapes
-come from graph.py (ONNX's inference carried past ORT's contrib ops). A
-node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
-so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches
-and Loop and Scan bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims
-(dynamic batch, resolution) are kept symbolic. Models of any size are read and written with their external data
-(files.py). A model that passes onnx.checker still does after; node names and outputs are kept, nodes only
-the replaced ones read are dropped, and the domain is added to the model's opsets. `rewrite_file` writes
-only a model that onnxruntime loads with the library registered (loads.py).
+The forms it recognises are declared in patterns.py, one matcher each: GroupNorm as torch.onnx writes it (Reshape ->
+InstanceNormalization -> Reshape -> Mul -> Add, TorchScript and dynamo exporters), ONNX GroupNormalization 18 and
+21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, each with a following SiLU fused in where the form allows, and
+last-axis Softmax / LogSoftmax at row lengths where the library's kernel measured faster than ORT's own
+(softmax_measured.py, derived from the committed measurements by benchmarks/softmax_choice.py: ORT's kernel wins on
+attention over 77 text tokens or ViT's 197, and on fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain
+threshold instead, 0 takes every row), a Linear's GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py),
+and a diffusion transformer's modulated LayerNorm, with the gated residual before it, to the library's AdaLayerNorm
+(ada_layer_norm.py), a UNet block's Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization
+(skip_layer_norm.py), any other LayerNorm of a constant affine to AdaLayerNorm too (its affine the modulation,
+ada_layer_norm.py), and a UNet's GEGLU, the bias folded in, to ORT's BiasSplitGelu or the library's
+(bias_split_gelu.py), and Flux's rotary embedding of queries and keys to the library's RotaryEmbedding
+(rotary_embedding.py), each where it measured faster, and a bfloat16 Einsum that only permutes axes (the DiTs'
+unpatchify) as the Transpose it is, which onnxruntime takes (einsum.py); last, in a pass of its own after those
+(which take some Linears' biases into their nodes), every other Linear's MatMul and bias Add, with the GELU-tanh
+after it, to the library's Linear (linear.py: one cuBLASLt call, the epilogue fused), where that measured faster.
+First, a Concat of Slices that give back one tensor is read as that tensor (rejoin.py: Flux's single blocks, between
+each two), and a Shape of a Linear's output reads its MatMul (shapes.py: the dynamic TorchScript export's head
+splits). Types and shapes come from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is
+almost one of these forms but not quite is left as it is, and the report names it and says why; so is one whose
+dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches and Loop and Scan
+bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims (dynamic batch,
+resolution) are kept symbolic. Models of any size are read and written with their external data (files.py). A model
+that passes onnx.checker still does after; node names and outputs are kept, nodes only the replaced ones read are
+dropped, and the domain is added to the model's opsets. `rewrite_file` writes only a model that onnxruntime loads
+with the library registered (loads.py).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from ..errors import TritonforgeError
 from .ada_layer_norm import ADA_LAYER_NORM, AFFINE_LAYER_NORM
 from .attention import ATTENTION
 from .bias_split_gelu import BIAS_SPLIT_GELU
+from .einsum import EINSUM
 from .files import ModelFileError, read, tensors, write
 from .gelu import GELU
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
@@ -83,9 +84,10 @@ class Report:
         for op, n in sorted(self.rewritten.items()):
             forms = ", ".join(f"{k} {src}" for (o, src), k in sorted(self.sources.items()) if o == op)
             to = [(d, k) for (o, d), k in sorted(self.targets.items()) if o == op] or [(DOMAIN, n)]
-            where = " and ".join(f"{d}.{op}" if len(to) == 1 else f"{k} {d}.{op}" for d, k in to)
+            named = [(f"{d}.{op}" if d else f"ONNX {op}", k) for d, k in to]
+            where = " and ".join(name if len(to) == 1 else f"{k} {name}" for name, k in named)
             why = ("; ORT's own where it measured faster (rewrite/*_measured.py)"
-                   if any(d != DOMAIN for d, _ in to) else "")
+                   if any(d not in (DOMAIN, "") for d, _ in to) else "")
             out.append(f"{op}: {n} node(s) -> {where} (from {forms}{why})")
         if self.fused_silu:
             out.append(f"SiLU fused into {self.fused_silu} GroupNormalization node(s)")
@@ -164,7 +166,7 @@ def _matchers(late: bool) -> dict:
     by_anchor = {}
     # attention before softmax: a Softmax is an attention's first
     for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *AFFINE_LAYER_NORM, *BIAS_SPLIT_GELU,
-              *ROTARY_EMBEDDING, *LINEAR):
+              *ROTARY_EMBEDDING, *EINSUM, *LINEAR):
         if getattr(p, "late", False) == late:
             for anchor in p.anchors:
                 by_anchor.setdefault(anchor, []).append(p)

@@ -225,7 +225,7 @@ class AffineLayerNorm:
         scale, shift = (r.typed((v - d).astype(kind), f"{ln.name or x}_{what}")
                         for v, d, what in zip(values, (1, 0), ("scale", "shift")))
         node = helper.make_node("AdaLayerNorm", [x, scale, shift], [ln.output[0]],
-                                name=r.node_name(ln.name or ln.output[0]), domain=DOMAIN,
+                                name=ln.name or r.node_name(ln.output[0]), domain=DOMAIN,  # in its place
                                 epsilon=float(attrs(ln).get("epsilon", 1e-5)))
         return Match([ln], node, self.source, dtype=dtype)
 

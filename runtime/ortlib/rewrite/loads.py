@@ -3,14 +3,13 @@ library registered (parse, graph resolution with every op's type and shape infer
 a model onnxruntime refuses is never written. Graph optimizations are left off: they change nothing a
 load can refuse, and cost time and memory on models of gigabytes.
 
-A model with ops the CPU EP has no kernel for (ORT's optimizer's NhwcConv, bfloat16 MatMuls) resolves and
-then stops at the first such node: a load for a GPU session, said so, where that node is the export's own.
-A node the rewrite wrote must run somewhere: the library's ops run on the CPU EP in every dtype, so a
-missing kernel of the library's domain is a refusal; ORT's own ops the rewrite writes
-(com.microsoft.MultiHeadAttention, FastGelu, SkipLayerNormalization, BiasSplitGelu) are checked one by one, on
-the CPU EP, or on an EP of the installed onnxruntime whose kernels ORT_KERNELS lists. Where onnxruntime refuses
-the export itself, the error says so. Without onnxruntime nothing is written unless the caller asks for an
-unchecked write."""
+A model with ops the CPU EP has no kernel for (ORT's optimizer's NhwcConv, bfloat16 MatMuls) resolves and then stops
+at the first such node: a load for a GPU session, said so, where that node is the export's own. A node the rewrite
+wrote must run somewhere: the library's ops run on the CPU EP in every dtype, so a missing kernel of the library's
+domain is a refusal; ORT's own ops the rewrite writes (com.microsoft.MultiHeadAttention, FastGelu,
+SkipLayerNormalization, BiasSplitGelu; a bfloat16 Transpose) are checked one by one, on the CPU EP, or on an EP of
+the installed onnxruntime whose kernels ORT_KERNELS lists. Where onnxruntime refuses the export itself, the error
+says so. Without onnxruntime nothing is written unless the caller asks for an unchecked write."""
 
 from __future__ import annotations
 
@@ -25,12 +24,14 @@ from .graph import MS
 # The dtypes ORT's GPU EPs serve for the ops of its own that the rewrite writes (as onnxruntime-gpu 1.31 runs them
 # on an H200; BiasSplitGelu and SkipLayerNormalization register float and float16 CUDA kernels only).
 _FLOATS = {"fp32", "fp16", "bf16"}
-ORT_KERNELS = {(MS, "MultiHeadAttention"): {"CUDAExecutionProvider": _FLOATS},
+ORT_KERNELS = {("", "Transpose"): {"CUDAExecutionProvider": _FLOATS},
+               (MS, "MultiHeadAttention"): {"CUDAExecutionProvider": _FLOATS},
                (MS, "FastGelu"): {"CUDAExecutionProvider": _FLOATS},
                (MS, "BiasSplitGelu"): {"CUDAExecutionProvider": {"fp32", "fp16"}},
                (MS, "SkipLayerNormalization"): {"CUDAExecutionProvider": {"fp32", "fp16"}}}
 # A one-node model of each op for the CPU EP's probe: its inputs' shapes, its attributes and its output's shape.
-_PROBES = {(MS, "MultiHeadAttention"): ({"q": [1, 2, 8], "k": [1, 2, 8], "v": [1, 2, 8]}, {"num_heads": 1}, [1, 2, 8]),
+_PROBES = {("", "Transpose"): ({"x": [1, 2, 8]}, {"perm": [0, 2, 1]}, [1, 8, 2]),
+           (MS, "MultiHeadAttention"): ({"q": [1, 2, 8], "k": [1, 2, 8], "v": [1, 2, 8]}, {"num_heads": 1}, [1, 2, 8]),
            (MS, "FastGelu"): ({"x": [1, 2, 8], "bias": [8]}, {}, [1, 2, 8]),
            (MS, "BiasSplitGelu"): ({"x": [1, 2, 2560], "bias": [2560]}, {}, [1, 2, 1280]),
            (MS, "SkipLayerNormalization"): ({"x": [1, 2, 8], "skip": [1, 2, 8], "gamma": [8], "beta": [8],
@@ -115,8 +116,8 @@ def _cpu_kernel(ort, domain: str, op: str, dtype: str) -> bool:
     x = [helper.make_tensor_value_info(n, elem, s) for n, s in shapes.items()]
     g = helper.make_graph([helper.make_node(op, list(shapes), ["y"], domain=domain, **kwargs)], "probe", x,
                           [helper.make_tensor_value_info("y", elem, out)])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)],
-                              ir_version=8)
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(g, opset_imports=opsets, ir_version=8)
     so = ort.SessionOptions()
     so.log_severity_level = 4
     try:

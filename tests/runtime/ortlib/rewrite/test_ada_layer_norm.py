@@ -160,6 +160,7 @@ def test_a_norm_of_a_constant_affine_becomes_the_node_with_the_affine_as_its_mod
     report = rewrite(model, ort_library)
     assert report.rewritten == {"AdaLayerNorm": 2}, report.lines()
     assert [n.op_type for n in model.graph.node] == ["AdaLayerNorm", "AdaLayerNorm"]
+    assert [n.name for n in model.graph.node] == ["norm1", "norm2"]  # each in its norm's place
     scale = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == model.graph.node[0].input[1]))
     np.testing.assert_array_equal(scale, w - 1)  # exact: the weights lie within [0.5, 2]
     for got, exp in zip(_run_x(model, x, ort_library), want):
