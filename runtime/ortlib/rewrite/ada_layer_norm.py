@@ -220,7 +220,7 @@ class AffineLayerNorm:
         except Left as why:  # one line for all a model's norms, not one per node
             r.notes[str(why)] += 1
             return None
-        kind = _NUMPY[dtype]
+        kind = _numpy_type(dtype)
         values = [np.broadcast_to(v.astype(np.float64).reshape(-1), (c,)) for v in (weight, bias)]
         scale, shift = (r.typed((v - d).astype(kind), f"{ln.name or x}_{what}")
                         for v, d, what in zip(values, (1, 0), ("scale", "shift")))
@@ -230,13 +230,13 @@ class AffineLayerNorm:
         return Match([ln], node, self.source, dtype=dtype)
 
 
-def _bfloat16():
-    import ml_dtypes  # onnx's own dependency: its bfloat16 tensors are these arrays
+def _numpy_type(dtype: str):
+    """numpy's type of `dtype` (bfloat16: ml_dtypes', what onnx's bfloat16 tensors are; onnx brings it)."""
+    if dtype == "bf16":
+        import ml_dtypes
 
-    return ml_dtypes.bfloat16
-
-
-_NUMPY = {"fp32": np.float32, "fp16": np.float16, "bf16": _bfloat16()}
+        return ml_dtypes.bfloat16
+    return {"fp32": np.float32, "fp16": np.float16}[dtype]
 
 ADA_LAYER_NORM = (ModulatedLayerNorm(),)
 AFFINE_LAYER_NORM = (AffineLayerNorm(),)  # tried after SkipLayerNormalization's: a norm it takes stays its
