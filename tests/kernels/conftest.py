@@ -45,3 +45,23 @@ def ptx(kernel, arch: str = "sm_90") -> str:
     sig, constexprs, attrs = triton_signature(kernel)
     src = ASTSource(fn=kernel.func, signature=sig, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=parse_target(arch).to_triton(), options=dict(kernel.options)).asm["ptx"]
+
+
+def global_accesses(table, name: str) -> set[str]:
+    """The kinds of global load and store in kernel `name`'s sm_90 PTX: one element (`ld.global.b16`) or a
+    vector (`ld.global.v4.b32`)."""
+    import re
+
+    return set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx(next(k for k in table.kernels if k.name == name))))
+
+
+def matched_in_interpreter(table) -> list:
+    """The kernels numerics_check picks from `table` (a few per group), once each has matched float64 in Triton's
+    interpreter (asserted: none skipped, none off)."""
+    from tritonforge.pipeline.builds.numerics_check import run_specs, select
+
+    kernels, skipped = select(table)
+    assert not skipped, skipped
+    result = run_specs(kernels)
+    assert result["passed"] and not [c for c in result["checked"] if c["error"]], result["checked"]
+    return kernels

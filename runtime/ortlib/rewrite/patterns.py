@@ -72,11 +72,7 @@ class Rewriter:
                        f"{', '.join(sorted(served)) or 'nothing'}")
 
     def fp32(self, values: np.ndarray, base: str) -> str:
-        from onnx import numpy_helper
-
-        name = self.graph.unique(base)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float32), name))
-        return name
+        return self.typed(np.asarray(values, dtype=np.float32), base)
 
     def typed(self, values: np.ndarray, base: str) -> str:
         """An initializer of `values` in their own element type (float16, bfloat16: X's, for a node that reads them
