@@ -31,13 +31,11 @@ def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, 
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:
-    return choice_table.form_table_text([
-        '"""The library\'s AdaLayerNorm against the export\'s LayerNormalization and modulation nodes per form '
-        "(written by",
+    return choice_table.form_table_text(choice_table.docstring(
+        "The library's AdaLayerNorm against the export's LayerNormalization and modulation nodes per form (written by "
         "benchmarks/ada_layer_norm_choice.py from benchmarks/results/results.csv; do not edit): the geometric mean "
-        "over",
-        f"the measured shapes of the export's time over the library's, {device}, onnxruntime-gpu's CUDA EP. The",
-        'rewrite writes AdaLayerNorm for a form and dtype whose speed-up is at least 1."""'], table, device)
+        f"over the measured shapes of the export's time over the library's, {device}, onnxruntime-gpu's CUDA EP. The "
+        "rewrite writes AdaLayerNorm for a form and dtype whose speed-up is at least 1."), table, device)
 
 
 def main(argv=None) -> int:

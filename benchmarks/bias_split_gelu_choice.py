@@ -23,7 +23,7 @@ from benchmarks import choice_table  # noqa: E402
 from benchmarks.results import RESULTS  # noqa: E402
 
 TABLE = ROOT / "runtime" / "ortlib" / "rewrite" / "bias_split_gelu_measured.py"
-DEVICE = "NVIDIA H200"
+DEVICE = "NVIDIA H100 80GB HBM3"
 FORMS = ("decomposed", "onnx_gelu")
 
 
@@ -36,13 +36,11 @@ def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, 
 
 
 def module_text(tables: dict[str, dict[str, dict[str, float]]], device: str = DEVICE) -> str:
-    text = choice_table.form_table_text([
-        '"""ORT\'s BiasSplitGelu (SPEEDUP) and the library\'s (LIBRARY) against the export\'s GEGLU nodes per form '
-        "(written by",
-        "benchmarks/bias_split_gelu_choice.py from benchmarks/results/results.csv; do not edit): the geometric mean "
-        "over the",
-        f"measured shapes of the export's time over the fused node's, {device}, onnxruntime-gpu's CUDA EP. The rewrite",
-        'writes the faster of the two for a form and dtype whose speed-up is at least 1."""'],
+    text = choice_table.form_table_text(choice_table.docstring(
+        "ORT's BiasSplitGelu (SPEEDUP) and the library's (LIBRARY) against the export's GEGLU nodes per form (written "
+        "by benchmarks/bias_split_gelu_choice.py from benchmarks/results/results.csv; do not edit): the geometric "
+        f"mean over the measured shapes of the export's time over the fused node's, {device}, onnxruntime-gpu's CUDA "
+        "EP. The rewrite writes the faster of the two for a form and dtype whose speed-up is at least 1."),
         tables["SPEEDUP"], device)
     rows = "".join(f'    "{dtype}": {by!r},\n' for dtype, by in tables["LIBRARY"].items())
     return text + "LIBRARY = {\n" + rows + "}\n"

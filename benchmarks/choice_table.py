@@ -7,6 +7,7 @@ import argparse
 import csv
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 from benchmarks.results import RESULTS
@@ -83,6 +84,12 @@ def geomeans(ratios: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, f
     """{dtype: {key: [ratio, ...]}} -> {dtype: {key: geometric mean, 3 decimals}}, sorted."""
     return {dt: {k: round(math.exp(sum(map(math.log, v)) / len(v)), 3) for k, v in sorted(by.items())}
             for dt, by in sorted(ratios.items())}
+
+
+def docstring(text: str) -> list[str]:
+    """`text` as a generated module's docstring: its lines, quotes included, wrapped to the project's 120 columns
+    whatever the device's name adds."""
+    return textwrap.wrap(f'"""{text}"""', width=120, break_on_hyphens=False)
 
 
 def form_table_text(doc: list[str], table: dict[str, dict[str, float]], device: str) -> str:

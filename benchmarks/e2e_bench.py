@@ -83,6 +83,7 @@ class Result:
     layout_kernels: dict = field(default_factory=dict)  # session -> {layout-conversion kernel: ms per run}
     kernels: dict = field(default_factory=dict)  # session -> {other kind: {its costliest kernels: ms per run}}
     error: str = ""  # what stopped the measurement
+    export_error: str = ""  # why onnxruntime refuses the export as it is (then checked against eager torch)
     recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
     compile_diff: float = float("nan")  # torch.compile's output against the export's (--torch-compile)
@@ -93,7 +94,7 @@ class Result:
     def speedup(self) -> float:
         if self.recorded_speedup is not None:
             return self.recorded_speedup
-        return self.ms["ort"] / self.ms["tritonforge"]
+        return self.ms["ort"] / self.ms["tritonforge"] if "ort" in self.ms else float("nan")
 
     @property
     def same_settings_speedup(self) -> float | None:
@@ -223,17 +224,17 @@ def _onnx_elem(onnx_type: str) -> int:
 
 
 class Compiled:
-    """The module the export was made from under torch.compile(mode="reduce-overhead"), on the same feeds
-    (channels-last where it convolves): `run()` is one timed step, as Bound's."""
+    """The module the export was made from under torch.compile(mode="reduce-overhead") (or eager, `compiled`
+    False), on the same feeds (channels-last where it convolves): `run()` is one timed step, as Bound's."""
 
-    def __init__(self, module, names: list, example: tuple, feeds: dict, channels_last: bool):
+    def __init__(self, module, names: list, example: tuple, feeds: dict, channels_last: bool, compiled: bool = True):
         import torch
 
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         self.module = module.to(memory_format=fmt) if channels_last else module
         self.inputs = [torch.from_numpy(feeds[n]).to(device=x.device, dtype=x.dtype) for n, x in zip(names, example)]
         self.inputs = [x.contiguous(memory_format=fmt) if channels_last and x.dim() == 4 else x for x in self.inputs]
-        self.step = torch.compile(self.module, mode="reduce-overhead")
+        self.step = torch.compile(self.module, mode="reduce-overhead") if compiled else self.module
         self.last = None
 
     def run(self) -> float:
@@ -303,17 +304,26 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
     inputs `free` sizes (random_inputs); fills and returns `result`. `best`: the export and the rewrite under
     ortlib.session's settings too (a CUDA graph where every shape is fixed), the rewrite under them only.
     `torch_step`: (module, input names, example inputs, channels-last) the export was made from, timed under
-    torch.compile on the same feeds once its output matches the export's."""
+    torch.compile on the same feeds once its output matches the export's. An export onnxruntime refuses (SD3's
+    bfloat16 Einsum) is checked against that module run eagerly instead, and timed against torch.compile alone."""
     out, report = rewritten or rewrite(path, library, log, layout)
     result.rewritten = sum(report.rewritten.values())
     result.left = list(report.left)
     try:
-        base = _session(path, provider, None)
-        feeds = random_inputs(base, free=free)
-        sessions = {"ort": Bound(base, feeds, provider)}
+        try:
+            base = _session(path, provider, None)
+        except Exception as exc:
+            if torch_step is None:
+                raise
+            result.export_error = _first_line(str(exc))
+            log(f"  the export does not load ({result.export_error}): checked against eager torch")
+            base = None
+        probe = base or _session(out, provider, library)
+        feeds = random_inputs(probe, free=free)
+        sessions = {"ort": Bound(base, feeds, provider)} if base else {}
         if best:
-            graph = provider == "cuda" and _fixed(base)
-            for name, model in (("ort_best", path), ("tritonforge", out)):
+            graph = provider == "cuda" and _fixed(probe)
+            for name, model in (("ort_best", path), ("tritonforge", out))[0 if base else 1:]:
                 sess = _best_session(model, provider, library, graph)
                 result.settings[name] = sess.tritonforge_settings
                 sessions[name] = Bound(sess, feeds, provider)
@@ -325,6 +335,10 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
         return result
     if torch_step is not None:
         sessions["torch_compile"] = Compiled(*torch_step[:3], feeds, torch_step[3])
+    reference = sessions.get("ort")
+    if reference is None:
+        reference = Compiled(*torch_step[:3], feeds, torch_step[3], compiled=False)
+        reference.run()
     for k, b in list(sessions.items()):  # warm-up: cuDNN's algorithm search, the library's first-use timing,
         t = time.perf_counter()          # torch.compile's compile and its graphs' recording
         try:
@@ -338,12 +352,12 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
             del sessions[k]
         if k == "torch_compile":
             log(f"  torch.compile and warm-up {time.perf_counter() - t:.1f} s")
-    result.diff = rel_diff(sessions["ort"].output(), sessions["tritonforge"].output())
+    result.diff = rel_diff(reference.output(), sessions["tritonforge"].output())
     if not result.ok:
         log(f"  outputs differ: {result.diff:.3g} > {TOL.get(dtype)} ({dtype}); not timed")
         return result
     if "torch_compile" in sessions:
-        result.compile_diff = rel_diff(sessions["ort"].output(), sessions["torch_compile"].output())
+        result.compile_diff = rel_diff(reference.output(), sessions["torch_compile"].output())
         if not result.compile_diff <= TOL.get(dtype, 5e-3):
             result.compile_error = f"its output differs from the export's: {result.compile_diff:.3g}"
             log(f"  torch.compile not timed: {result.compile_error}")
@@ -364,7 +378,7 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
             result.breakdown[k], named = kernel_breakdown(b)
             result.layout_kernels[k] = named.pop("layout conversion", {})
             result.kernels[k] = named
-    del sessions, base
+    del sessions, base, reference
     return result
 
 
@@ -377,11 +391,12 @@ def record(results: list[Result], device: str, path) -> None:
         left = "; ".join(r.left)
         rows.append({**common, "provider": "rewrite", "metric": "max_rel_diff", "unit": "", "value": f"{r.diff:.3g}",
                      "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")
+                     + (f" | export refused: {r.export_error}" if r.export_error else "")
                      + (f" | not run: {r.error}" if r.error else "")})
         for k, ms in r.ms.items():
             rows.append({**common, "provider": k, "metric": "ms", "unit": "ms", "value": f"{ms:.3f}",
                          "extra": settings_said(r.settings.get(k))})
-        if r.ms:
+        if "ort" in r.ms and "tritonforge" in r.ms:
             rows.append({**common, "provider": "tritonforge", "metric": "speedup", "unit": "x",
                          "value": f"{r.speedup:.3f}"})
         if r.same_settings_speedup is not None:
@@ -421,13 +436,17 @@ def table(results: list[Result]) -> list[str]:
         same, vs = r.same_settings_speedup, r.vs_compile
         best = f"{ms['ort_best']:.2f}" if "ort_best" in ms else "-"
         compiled = f"{ms['torch_compile']:.2f}" if "torch_compile" in ms else "not timed" if r.compile_error else "-"
-        lines.append(f"| {r.model} | {_device_cell(r)} | {r.exporter} | {r.dtype} | "
-                     f"{ms.get('ort', float('nan')):.2f} | "
-                     f"{ms.get('tritonforge', float('nan')):.2f} | "
-                     f"{f'{r.speedup:.2f}x' if ms else 'not run' if r.error else 'not timed'} | "
+        exported = f"{ms['ort']:.2f}" if "ort" in ms else "refused" if r.export_error else "nan"
+        speedup = f"{r.speedup:.2f}x" if "ort" in ms else "-" if r.export_error else \
+            "not run" if r.error else "not timed"
+        lines.append(f"| {r.model} | {_device_cell(r)} | {r.exporter} | {r.dtype} | {exported} | "
+                     f"{ms.get('tritonforge', float('nan')):.2f} | {speedup} | "
                      f"{best} | {f'{same:.2f}x' if same is not None else '-'} | {compiled} | "
                      f"{f'{vs:.2f}x' if vs is not None else '-'} | {r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
     for r in results:
+        if r.export_error:
+            lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: onnxruntime refuses the export "
+                         f"({_first_line(r.export_error)}); the rewrite is checked against the module in eager torch")
         if r.error and not r.ms:
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: not run: {_first_line(r.error)}")
     for r in results:
@@ -489,6 +508,7 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 counts = re.match(r"(\d+) nodes rewritten, (\d+) left", row["extra"])
                 r.rewritten, r.left = int(counts.group(1)), [""] * int(counts.group(2))
                 r.error = row["extra"].partition(" | not run: ")[2]
+                r.export_error = row["extra"].partition(" | export refused: ")[2].partition(" | not run: ")[0]
             elif row["metric"].startswith("gpu_ms:"):
                 r.breakdown.setdefault(row["provider"], {})[row["metric"][7:]] = float(row["value"])
                 # "<kernel> <ms>; ..." (older rows of other kinds may hold a note instead: not kernels)

@@ -144,3 +144,18 @@ def test_a_run_that_did_not_happen_says_why_in_the_report(tmp_path):
     assert "| sd3_medium | test GPU | torchscript+best | bf16 | nan | nan | not run |" in lines[2]
     assert ("- sd3_medium/torchscript+best bf16 on test GPU: not run: rewrite: x.onnx: not written: onnxruntime "
             "refuses the export itself") in lines
+
+
+def test_an_export_onnxruntime_refuses_is_timed_rewritten_against_torch_compile_alone(tmp_path):
+    r = e2e_bench.Result("sd3_medium", "dynamo23+best", "bf16", ms={"tritonforge": 2.0, "torch_compile": 3.0},
+                         diff=0.004, compile_diff=0.003, rewritten=12,
+                         export_error="[ONNXRuntimeError] : 10 : INVALID_GRAPH : Type 'tensor(bfloat16)' of Einsum")
+    e2e_bench.record([r], "test GPU", tmp_path / "r.csv")
+    (back,) = e2e_bench.from_rows(tmp_path / "r.csv")
+    assert back.export_error == r.export_error and not back.error and back.ok
+    lines = e2e_bench.table([back])
+    assert lines[2].startswith("| sd3_medium | test GPU | dynamo23+best | bf16 | refused | 2.00 | - | - | - | 3.00 "
+                               "| 1.50x | 12 | 0 |")
+    assert ("- sd3_medium/dynamo23+best bf16 on test GPU: onnxruntime refuses the export ([ONNXRuntimeError] : 10 : "
+            "INVALID_GRAPH : Type 'tensor(bfloat16)' of Einsum); the rewrite is checked against the module in eager "
+            "torch") in lines

@@ -1,7 +1,7 @@
 """The library's AdaLayerNorm against the export's LayerNormalization and modulation nodes per form (written by
-benchmarks/ada_layer_norm_choice.py from benchmarks/results/results.csv; do not edit): the geometric mean over
-the measured shapes of the export's time over the library's, NVIDIA H200, onnxruntime-gpu's CUDA EP. The
-rewrite writes AdaLayerNorm for a form and dtype whose speed-up is at least 1."""
+benchmarks/ada_layer_norm_choice.py from benchmarks/results/results.csv; do not edit): the geometric mean over the
+measured shapes of the export's time over the library's, NVIDIA H200, onnxruntime-gpu's CUDA EP. The rewrite writes
+AdaLayerNorm for a form and dtype whose speed-up is at least 1."""
 
 DEVICE = "NVIDIA H200"
 SPEEDUP = {
