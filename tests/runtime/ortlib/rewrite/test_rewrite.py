@@ -294,9 +294,13 @@ def test_every_group_norm_and_attention_of_an_export_is_rewritten_and_it_compute
     skips = blocks if skip_layer_norm_measured.SPEEDUP.get(name.split(".")[-2]) else 0
     # the library's BiasSplitGelu serves every width where rows measured it; ORT's none of this one's
     library_gegl = gegl if bias_split_gelu_measured.LIBRARY.get(name.split(".")[-2]) else 0
+    # each block's first norm (no residual before it) where the affine form measured faster
+    firsts = before[("", "LayerNormalization")] - blocks \
+        if ada_layer_norm_measured.SPEEDUP.get(name.split(".")[-2], {}).get("affine") else 0
     assert report.rewritten == {"GroupNormalization": norms, "MultiHeadAttention": attentions,
                                 **({"SkipLayerNormalization": skips} if skips else {}),
-                                **({"BiasSplitGelu": library_gegl} if library_gegl else {})}, report.lines()
+                                **({"BiasSplitGelu": library_gegl} if library_gegl else {}),
+                                **({"AdaLayerNorm": firsts} if firsts else {})}, report.lines()
     # what stays says why: the GEGLUs (their widths), and the norms where no rows measured the fused one
     unmeasured = [w for w in report.left if "SkipLayerNormalization was not measured" in w]
     narrow = [w for w in report.left if "BiasSplitGelu takes (batch, tokens, width) of width 2560" in w]
