@@ -21,12 +21,20 @@ def run(argv, description: str, table_path: Path, device: str, speedups, module_
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--device", default=device)
     ap.add_argument("--check", action="store_true", help="compare with the committed table instead of writing it")
+    ap.add_argument("--allow-drop", action="store_true",
+                    help="write the table even where it loses a dtype the committed one has (that dtype then keeps "
+                         "ORT's nodes)")
     args = ap.parse_args(argv)
     table = speedups(args.results, args.device)
     if not table:
         raise SystemExit(f"error: {args.results} has no {what} rows for {args.device}")
     text = module_text(table, args.device)
-    name = table_path.relative_to(ROOT)
+    name = table_path.relative_to(ROOT) if table_path.is_relative_to(ROOT) else table_path
+    lost = [] if args.check or args.allow_drop or not table_path.exists() else dropped(table_path.read_text(), text)
+    if lost:  # another device's rows with fewer dtypes: every model of that dtype would lose the fused node
+        print(f"error: {name} would lose {', '.join(lost)}: {args.results} has no such {what} rows for "
+              f"{args.device} (--allow-drop writes it anyway)", file=sys.stderr)
+        return 1
     if args.check:
         if table_path.read_text() != text:
             print(f"{name} differs from what {args.results} gives: run python benchmarks/{Path(sys.argv[0]).name}",
@@ -40,6 +48,17 @@ def run(argv, description: str, table_path: Path, device: str, speedups, module_
     for line in summary(table):
         print(line)
     return 0
+
+
+def dropped(old: str, new: str) -> list[str]:
+    """The dtypes a table module's text `old` holds in SPEEDUP (and LIBRARY) that `new` does not, as "SPEEDUP fp32"."""
+    def dtypes(text: str) -> dict[str, set]:
+        scope: dict = {}
+        exec(text, scope)  # a module this package wrote: DEVICE and its dicts
+        return {k: set(scope[k]) for k in ("SPEEDUP", "LIBRARY") if isinstance(scope.get(k), dict)}
+
+    was, now = dtypes(old), dtypes(new)
+    return [f"{k} {dt}" for k, keys in was.items() for dt in sorted(keys - now.get(k, set()))]
 
 
 def newest_rows(path: Path, device: str, benchmark: str, metric: str = "us") -> dict[tuple, dict]:

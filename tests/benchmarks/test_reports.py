@@ -201,3 +201,25 @@ def test_the_linear_per_op_table_is_the_rows():
         epilogue, model, mkn = re.fullmatch(r"(.+), (.+) (\d+x\d+x\d+)", label).groups()
         got = rows[f"{names[epilogue]} {models[model]} {mkn}"]
         assert cells == [f"{got[p]:.1f}" for p in ("export", "tritonforge", "torch", "matmul")], line
+
+
+def test_a_choice_table_that_would_lose_a_dtype_is_not_written_unless_allowed(tmp_path, capsys):
+    from benchmarks import ada_layer_norm_choice as choice
+    from benchmarks import choice_table
+    from benchmarks.results import write_rows
+
+    path, table = tmp_path / "r.csv", tmp_path / "ada_layer_norm_measured.py"
+    write_rows("ada_layer_norm", "GPU", [{"provider": p, "shape": "plain sd3_medium 8192x1536", "dtype": "fp16",
+                                          "metric": "us", "unit": "us", "value": str(us)}
+                                         for p, us in (("export", 30), ("tritonforge", 10))], path)
+    committed = choice.module_text({"fp16": {"plain": 2.0}, "fp32": {"plain": 2.0}}, "other GPU")
+    table.write_text(committed)
+    argv = ["--results", str(path), "--device", "GPU"]
+    run = lambda extra: choice_table.run(argv + extra, "", table, "GPU", choice.speedups,  # noqa: E731
+                                         choice.module_text, "ada_layer_norm", choice_table.form_summary)
+    assert run([]) == 1 and table.read_text() == committed
+    assert "would lose SPEEDUP fp32" in capsys.readouterr().err
+    assert run(["--allow-drop"]) == 0
+    scope: dict = {}
+    exec(table.read_text(), scope)
+    assert scope["SPEEDUP"] == {"fp16": {"plain": 3.0}} and scope["DEVICE"] == "GPU"
