@@ -359,7 +359,8 @@ def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, war
     if "torch_compile" in sessions:
         result.compile_diff = rel_diff(reference.output(), sessions["torch_compile"].output())
         if not result.compile_diff <= TOL.get(dtype, 5e-3):
-            result.compile_error = f"its output differs from the export's: {result.compile_diff:.3g}"
+            result.compile_error = f"its output differs from the {'export' if base else 'eager module'}'s: " \
+                                   f"{result.compile_diff:.3g}"
             log(f"  torch.compile not timed: {result.compile_error}")
             del sessions["torch_compile"]
     ort = {k: b for k, b in sessions.items() if k != "torch_compile"}
