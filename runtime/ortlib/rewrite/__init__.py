@@ -14,22 +14,22 @@ threshold instead, 0 takes every row), a Linear's GELU-tanh to ORT's own FastGel
 and a diffusion transformer's modulated LayerNorm, with the gated residual before it, to the library's AdaLayerNorm
 (ada_layer_norm.py), a UNet block's Linear bias, residual Add and LayerNorm to ORT's SkipLayerNormalization
 (skip_layer_norm.py), any other LayerNorm of a constant affine to AdaLayerNorm too (its affine the modulation,
-ada_layer_norm.py), and a UNet's GEGLU, the bias folded in, to ORT's BiasSplitGelu or the library's
-(bias_split_gelu.py), and Flux's rotary embedding of queries and keys to the library's RotaryEmbedding
-(rotary_embedding.py), each where it measured faster, and a bfloat16 Einsum that only permutes axes (the DiTs'
-unpatchify) as the Transpose it is, which onnxruntime takes (einsum.py); last, in a pass of its own after those
-(which take some Linears' biases into their nodes), every other Linear's MatMul and bias Add, with the GELU-tanh
-after it, to the library's Linear (linear.py: one cuBLASLt call, the epilogue fused), where that measured faster.
-First, a Concat of Slices that give back one tensor is read as that tensor (rejoin.py: Flux's single blocks, between
-each two), and a Shape of a Linear's output reads its MatMul (shapes.py: the dynamic TorchScript export's head
-splits). Types and shapes come from graph.py (ONNX's inference carried past ORT's contrib ops). A node that is
-almost one of these forms but not quite is left as it is, and the report names it and says why; so is one whose
-dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches and Loop and Scan
-bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims (dynamic batch,
-resolution) are kept symbolic. Models of any size are read and written with their external data (files.py). A model
-that passes onnx.checker still does after; node names and outputs are kept, nodes only the replaced ones read are
-dropped, and the domain is added to the model's opsets. `rewrite_file` writes only a model that onnxruntime loads
-with the library registered (loads.py).
+ada_layer_norm.py), and a UNet's GEGLU, the bias folded in, to ORT's BiasSplitGelu or the library's (ORT's
+optimizer's own BiasSplitGelu too: bias_split_gelu.py), and Flux's rotary embedding of queries and keys to the
+library's RotaryEmbedding (rotary_embedding.py), each where it measured faster, and a bfloat16 Einsum that only
+permutes axes (the DiTs' unpatchify) as the Transpose it is, which onnxruntime takes (einsum.py); last, in a pass of
+its own after those (which take some Linears' biases into their nodes), every other Linear's MatMul and bias Add,
+with the GELU-tanh after it, to the library's Linear (linear.py: one cuBLASLt call, the epilogue fused), where that
+measured faster. First, a Concat of Slices that give back one tensor is read as that tensor (rejoin.py: Flux's
+single blocks, between each two), and a Shape of a Linear's output reads its MatMul (shapes.py: the dynamic
+TorchScript export's head splits). Types and shapes come from graph.py (ONNX's inference carried past ORT's contrib
+ops). A node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
+so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches and
+Loop and Scan bodies as in the main graph, and a value a subgraph reads is never removed. Symbolic dims (dynamic
+batch, resolution) are kept symbolic. Models of any size are read and written with their external data (files.py). A
+model that passes onnx.checker still does after; node names and outputs are kept, nodes only the replaced ones read
+are dropped, and the domain is added to the model's opsets. `rewrite_file` writes only a model that onnxruntime
+loads with the library registered (loads.py).
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ kernels only (a rewrite on a machine whose onnxruntime has no CUDA EP cannot wri
 (kernels/bias_split_gelu_triton.py). Where it goes is the measured choice (bias_split_gelu_measured.py, from the
 committed rows by benchmarks/bias_split_gelu_choice.py): of the two, the one whose speed-up over the export's
 form is the larger, at least 1; neither, and the GEGLU stays with the reasons for both.
+
+OrtBiasSplitGelu takes ORT's own node where a model already has it (ORT's Stable Diffusion optimizer writes it) and
+the library's measured faster than ORT's in that dtype: on every form both were measured against, the library's
+speed-up over it divided by ORT's. The same inputs and output; the node then also runs on the CPU EP, which has no
+kernel for ORT's.
 """
 
 from __future__ import annotations
@@ -189,4 +194,29 @@ class OnnxGeglu(_Geglu):
         return self._write(r, node, node.input[0], node.output[0], [node])
 
 
-BIAS_SPLIT_GELU = (ErfGegluDecomposed(), OnnxGeglu())
+class OrtBiasSplitGelu:
+    """ORT's com.microsoft.BiasSplitGelu as the library's, where that measured faster (see the module's text)."""
+
+    anchors = {(MS, "BiasSplitGelu")}
+    source = "ORT's BiasSplitGelu"
+
+    def match(self, r: Rewriter, node):
+        from onnx import helper
+
+        dtype = r.dtype(node.input[0])
+        if dtype is None:
+            raise Left("X's element type is not known")
+        r.check_served("BiasSplitGelu", dtype, ("fp16", "fp32", "bf16"))
+        ours, orts = LIBRARY.get(dtype, {}), SPEEDUP.get(dtype, {})
+        ratios = [ours[f] / orts[f] for f in ours if f in orts]
+        if not ratios:
+            raise Left(f"the library's BiasSplitGelu and ORT's were not both measured in {dtype} on {DEVICE}: ORT's "
+                       "node kept")
+        if min(ratios) < 1:
+            raise Left(f"ORT's BiasSplitGelu measured faster than the library's in {dtype} ({min(ratios):.2f}x, "
+                       f"{DEVICE})")
+        new = helper.make_node("BiasSplitGelu", list(node.input), list(node.output), name=node.name, domain=DOMAIN)
+        return Match([node], new, self.source, note=f"the library's measured {min(ratios):.2f}x ORT's", dtype=dtype)
+
+
+BIAS_SPLIT_GELU = (ErfGegluDecomposed(), OnnxGeglu(), OrtBiasSplitGelu())

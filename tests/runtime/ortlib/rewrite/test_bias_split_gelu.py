@@ -198,3 +198,44 @@ def test_the_rewritten_geglu_runs_on_the_cuda_ep_as_the_export_does(ort_cuda, li
                                      providers=[("CUDAExecutionProvider", {"use_tf32": "0"})])
     x = np.random.default_rng(1).standard_normal((1, S, C)).astype(np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+
+
+def _ort_node_model(width: int = D):
+    """x (1, S, C) -> MatMul W -> ORT's own BiasSplitGelu with b, as ORT's Stable Diffusion optimizer writes it."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal((C, width)) / 3).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.uniform(-1, 1, width).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["mm"]),
+             helper.make_node("BiasSplitGelu", ["mm", "b"], ["y"], name="geglu", domain="com.microsoft")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, S, C])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, S, width // 2])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=9)
+
+
+def test_orts_own_node_becomes_the_librarys_where_that_measured_faster_and_computes_its_definition(
+        ort_library, measured, monkeypatch):
+    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", {"decomposed": 3.0, "onnx_gelu": 3.0})
+    model = _ort_node_model()
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"BiasSplitGelu": 1}, report.lines()
+    assert any("the library's measured 1.50x ORT's" in line for line in report.lines()), report.lines()
+    (node,) = [n for n in model.graph.node if n.op_type == "BiasSplitGelu"]
+    assert node.domain == "tritonforge" and node.name == "geglu" and list(node.input) == ["mm", "b"]
+    # ORT's node has no CPU kernel; the library's runs there, and computes the op's definition
+    x = np.random.default_rng(2).standard_normal((1, S, C)).astype(np.float32)
+    w, b = (numpy_helper.to_array(t) for t in model.graph.initializer)
+    np.testing.assert_allclose(_run_lib(model, ort_library), _bias_split_gelu(x.astype(np.float64) @ w, b),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("library", [{"onnx_gelu": 1.2}, {}])
+def test_orts_own_node_stays_where_it_measured_faster_or_the_two_were_not_both_measured(ort_library, measured,
+                                                                                      monkeypatch, library):
+    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", library)
+    model = _ort_node_model()
+    report = rewrite(model, ort_library)
+    assert not report.rewritten and [n.domain for n in model.graph.node][1:] == ["com.microsoft"]
+    said = "ORT's BiasSplitGelu measured faster than the library's in fp32 (0.80x" if library else \
+        "the library's BiasSplitGelu and ORT's were not both measured in fp32"
+    assert any(said in why for why in report.left), report.left
