@@ -86,6 +86,21 @@ def fused_speedups(path: Path, device: str, benchmark: str, fused: str, forms) -
     return geomeans(ratios)
 
 
+def per_dtype(device: str, speedups_of) -> dict:
+    """{dtype: its entry} of `speedups_of(one device)` for each of the comma-separated `device`s in turn: a dtype
+    takes the first device's that has rows of it (a newer GPU's rows, and an older one's for the dtypes it lacks)."""
+    table: dict = {}
+    for one in device.split(","):
+        for dtype, entry in speedups_of(one.strip()).items():
+            table.setdefault(dtype, entry)
+    return dict(sorted(table.items()))
+
+
+def device_said(device: str) -> str:
+    """A comma-separated device list as a table's text says it: "A, else B"."""
+    return ", else ".join(d.strip() for d in device.split(","))
+
+
 def labelled_speedups(path: Path, device: str, benchmark: str) -> dict[str, dict[str, float]]:
     """{dtype: {form: geometric mean over shapes of the `export` provider's us / the `tritonforge` provider's us}} of a
     benchmark whose shape labels start with the form (`<form> <model> <dims>`)."""

@@ -223,3 +223,19 @@ def test_a_choice_table_that_would_lose_a_dtype_is_not_written_unless_allowed(tm
     scope: dict = {}
     exec(table.read_text(), scope)
     assert scope["SPEEDUP"] == {"fp16": {"plain": 3.0}} and scope["DEVICE"] == "GPU"
+
+
+def test_a_dtype_one_device_has_no_rows_of_comes_from_the_next_device_listed(tmp_path):
+    from benchmarks import ada_layer_norm_choice as choice
+    from benchmarks.results import write_rows
+
+    path = tmp_path / "r.csv"
+    for device, dtype, export in (("new GPU", "fp16", 40), ("old GPU", "fp16", 20), ("old GPU", "fp32", 30)):
+        write_rows("ada_layer_norm", device, [{"provider": p, "shape": "plain sd3_medium 8192x1536", "dtype": dtype,
+                                              "metric": "us", "unit": "us", "value": str(us)}
+                                             for p, us in (("export", export), ("tritonforge", 10))], path)
+    table = choice.speedups(path, "new GPU,old GPU")
+    assert table == {"fp16": {"plain": 4.0}, "fp32": {"plain": 3.0}}
+    scope: dict = {}
+    exec(choice.module_text(table, "new GPU,old GPU"), scope)
+    assert scope["DEVICE"] == "new GPU, else old GPU" and scope["SPEEDUP"] == table
