@@ -37,6 +37,7 @@ from .graph import MS, attrs, is_op, other_operand
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form, measured_ort_op, times_const
 
 WIDTHS = (2560, 5120, 10240)  # what ORT's CUDA kernel is instantiated for
+LIBRARY_TYPES = ("fp16", "fp32", "bf16")  # the library's op: every float type
 
 
 def _last_axis(axis, rank: int) -> bool:
@@ -133,7 +134,7 @@ class _Geglu:
         except Left as left:
             why.append(str(left))
         try:
-            r.check_served("BiasSplitGelu", r.dtype(x), ("fp16", "fp32", "bf16"))
+            r.check_served("BiasSplitGelu", r.dtype(x), LIBRARY_TYPES)
             dtype = measured_form(r, x, LIBRARY, DEVICE, "the library's BiasSplitGelu", self.form)
             found.append((LIBRARY[dtype][self.form], DOMAIN, dtype))
         except Left as left:
@@ -206,7 +207,7 @@ class OrtBiasSplitGelu:
         dtype = r.dtype(node.input[0])
         if dtype is None:
             raise Left("X's element type is not known")
-        r.check_served("BiasSplitGelu", dtype, ("fp16", "fp32", "bf16"))
+        r.check_served("BiasSplitGelu", dtype, LIBRARY_TYPES)
         ours, orts = LIBRARY.get(dtype, {}), SPEEDUP.get(dtype, {})
         ratios = [ours[f] / orts[f] for f in ours if f in orts]
         if not ratios:
