@@ -3,11 +3,12 @@
     python benchmarks/rotary_embedding_choice.py          # writes runtime/ortlib/rewrite/rotary_embedding_measured.py
     python benchmarks/rotary_embedding_choice.py --check  # exit 1 when the committed table is not what the rows give
 
-The rows are rotary_embedding_bench.py's (benchmark `rotary_embedding`, shape `<model> <items>x<tokens>x<heads>x<d>`,
-metric `us`): the export's nodes (`decomposed`) against the library's node (`tritonforge`) in onnxruntime-gpu's
-CUDA EP, on one device (the newest row of each shape and provider). Per dtype, the library's speed-up is the
+The rows are rotary_embedding_bench.py's (benchmark `rotary_embedding`, shape `[<form> ]<model> <dims>`, metric
+`us`): the export's nodes (`decomposed`) against the library's node (`tritonforge`) in onnxruntime-gpu's CUDA EP,
+on one device (the newest row of each shape and provider). Per dtype and form (`decomposed`, the rotation alone,
+where the label names none; `rms` and `rms_joined` with the q/k norms before it), the library's speed-up is the
 geometric mean over the measured shapes of the export's time over the library's; the rewrite writes
-RotaryEmbedding where it is at least 1 (runtime/ortlib/rewrite/rotary_embedding.py).
+RotaryEmbedding in that form where it is at least 1 (runtime/ortlib/rewrite/rotary_embedding.py).
 """
 
 from __future__ import annotations
@@ -25,9 +26,19 @@ TABLE = ROOT / "runtime" / "ortlib" / "rewrite" / "rotary_embedding_measured.py"
 DEVICE = "NVIDIA H100 80GB HBM3"  # the device its rows were measured on
 
 
+NORM_FORMS = ("rms", "rms_joined")  # a label's first word; without one the form is the rotation alone
+
+
 def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, float]]:
-    """{dtype: {"decomposed": geometric mean over shapes of the export's us / the library's us}}."""
-    return choice_table.fused_speedups(path, device, "rotary_embedding", "tritonforge", ("decomposed",))
+    """{dtype: {form: geometric mean over shapes of the export's us / the library's us}}."""
+    newest = choice_table.newest_rows(path, device, "rotary_embedding")
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for (shape, dtype, provider), row in newest.items():
+        ours = newest.get((shape, dtype, "tritonforge"))
+        if provider == "decomposed" and ours is not None:
+            form = shape.split()[0] if shape.split()[0] in NORM_FORMS else "decomposed"
+            ratios.setdefault(dtype, {}).setdefault(form, []).append(float(row["value"]) / float(ours["value"]))
+    return choice_table.geomeans(ratios)
 
 
 def module_text(table: dict[str, dict[str, float]], device: str = DEVICE) -> str:

@@ -17,6 +17,14 @@ Kernels with D16 take rows whose n_cols is a multiple of 16 (head_dim 64 and 128
 every row starts 16-byte aligned and loads and stores move whole vectors, and each pair is split from x in
 registers rather than loaded a second time. The others take any even n_cols; the library times both on first
 use of a shape.
+
+Flux normalizes each query and key head (RMSNorm over head_dim, its own weight per stream) before it turns it,
+and in its double blocks joins the text's and the image's heads on the sequence axis between the two: three
+passes (ORT's norm kernel per stream, a concat, the rotation), each reading and writing every head. Groups
+`rotary_embedding_rms_<dtype>` do all of it in one: a row of the output comes from stream a or b (the join, as
+kernels/bias_concat_triton.py does it, rows_per_token rows per token), is scaled by rsqrt(mean(x^2) + eps) and
+its stream's gamma (fp32), then turned. One stream is seq_b = 0. The whole row is one tile (n_cols <= BLOCK_D),
+its pairs split in registers.
 """
 
 import triton
@@ -51,6 +59,42 @@ def rotary_embedding_kernel(out_ptr, x_ptr, cos_ptr, sin_ptr, n_rows, n_cols, po
     tl.store(out_ptr + at, (x * cos + rot * sin).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+# (BLOCK_D, BLOCK_R, num_warps, D16): head widths only (the norm holds a row in one tile)
+RMS_CONFIGS = [(64, 64, 4, 0), (128, 32, 4, 0), (256, 16, 4, 0), (64, 64, 4, 1), (128, 32, 4, 1), (128, 16, 2, 1),
+               (256, 16, 4, 1)]
+
+
+@triton.jit
+def rotary_embedding_rms_kernel(out_ptr, a_ptr, b_ptr, gamma_a_ptr, gamma_b_ptr, cos_ptr, sin_ptr, n_rows, n_cols,
+                                seq_a, seq_b, rows_per_token, positions, rows_per_position, eps,
+                                BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, D16: tl.constexpr):
+    # D16 changes nothing here: the signature's n_cols % 16 == 0 is what lets every access be a whole vector
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.arange(0, BLOCK_D)
+    live = rows < n_rows
+    in_cols = (cols < n_cols)[None, :]
+    token, lane = rows // rows_per_token, rows % rows_per_token
+    item, s = token // (seq_a + seq_b), token % (seq_a + seq_b)
+    first = s < seq_a
+    row_a = (item * seq_a + s) * rows_per_token + lane
+    row_b = (item * seq_b + s - seq_a) * rows_per_token + lane
+    a = tl.load(a_ptr + row_a[:, None] * n_cols + cols[None, :], mask=(live & first)[:, None] & in_cols, other=0.0)
+    b = tl.load(b_ptr + row_b[:, None] * n_cols + cols[None, :], mask=(live & ~first)[:, None] & in_cols, other=0.0)
+    x = tl.where(first[:, None], a.to(tl.float32), b.to(tl.float32))
+    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    gamma_a = tl.load(gamma_a_ptr + cols, mask=cols < n_cols, other=0.0)
+    gamma_b = tl.load(gamma_b_ptr + cols, mask=cols < n_cols, other=0.0)
+    x = x * inv[:, None] * tl.where(first[:, None], gamma_a[None, :], gamma_b[None, :])
+    even, odd = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_D // 2, 2)))
+    rot = tl.reshape(tl.join(-odd, even), (BLOCK_R, BLOCK_D))
+    mask = live[:, None] & in_cols
+    at_pos = ((rows // rows_per_position) % positions)[:, None] * n_cols + cols[None, :]
+    cos = tl.load(cos_ptr + at_pos, mask=mask, other=0.0)
+    sin = tl.load(sin_ptr + at_pos, mask=mask, other=0.0)
+    tl.store(out_ptr + rows[:, None] * n_cols + cols[None, :], (x * cos + rot * sin).to(out_ptr.dtype.element_ty),
+             mask=mask)
+
+
 def get_function_table():
     table = []
     for dtype in DTYPES:
@@ -63,6 +107,16 @@ def get_function_table():
                 "sig": f"*{dtype}:16,*{dtype}:16,*fp32:16,*fp32:16,i64,i32{':16' if d16 else ''},i64,i64",
                 "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d, "D16": d16}},
             })
+        group = f"rotary_embedding_rms_{dtype}"
+        for block_d, block_r, warps, d16 in RMS_CONFIGS:
+            table.append({
+                "name": f"{group}_d{block_d}_r{block_r}_w{warps}" + ("_d16" if d16 else ""),
+                "group": group,
+                "func": rotary_embedding_rms_kernel,
+                "sig": f"*{dtype}:16,*{dtype}:16,*{dtype}:16,*fp32:16,*fp32:16,*fp32:16,*fp32:16,i64,"
+                       f"i32{':16' if d16 else ''},i64,i64,i64,i64,i64,fp32",
+                "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d, "D16": d16}},
+            })
     return table
 
 
@@ -73,4 +127,12 @@ def get_launch_contracts():
                              "D16 == 0 or n_cols % 16 == 0"],
                 "doc": "BLOCK_R rows per program; batch = rows of n_cols (even), row r takes cos and sin row "
                        "(r // rows_per_position) % positions"}
-    return {f"rotary_embedding_{dtype}": contract for dtype in DTYPES}
+    rms = {"params": ["out", "in", "in_b", "gamma", "gamma_b", "cos", "sin", "batch", "n_cols", "seq_a", "seq_b",
+                      "rows_per_token", "positions", "rows_per_position", "eps"],
+           "grid": ["cdiv(batch, BLOCK_R)", "1", "1"],
+           "requires": ["n_cols <= BLOCK_D", "BLOCK_D <= 64 or BLOCK_D < 2 * n_cols", "D16 == 0 or n_cols % 16 == 0"],
+           "doc": "batch = the output's rows; token t = r // rows_per_token of item t // (seq_a + seq_b) comes from in "
+                  "(its first seq_a tokens) or in_b, RMS-normalized with that stream's gamma, then turned by cos and "
+                  "sin row (r // rows_per_position) % positions"}
+    return {**{f"rotary_embedding_{dtype}": contract for dtype in DTYPES},
+            **{f"rotary_embedding_rms_{dtype}": rms for dtype in DTYPES}}

@@ -17,12 +17,13 @@ import numpy as np
 
 from .expressions import evaluate
 from .ops import ada_layer_norm as ada_op
+from .ops import rotary_embedding as rotary_op
 from .ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
 from .ops.attention import attention_mismatch, attention_ref
 from .ops.bias_concat import bias_concat_mismatch, bias_concat_ref
 from .ops.bias_split_gelu import bias_split_gelu_mismatch, bias_split_gelu_ref
 from .ops.group_norm import group_norm_mismatch, group_norm_ref
-from .ops.rotary_embedding import rotary_embedding_mismatch, rotary_embedding_ref
+from .ops.rotary_embedding import rms_norm_ref, rotary_embedding_mismatch, rotary_embedding_ref
 from .ops.softmax import softmax_ref
 from .reference import mismatch, quantize
 
@@ -290,25 +291,62 @@ def _ada_layer_norm(spec: KernelSpec, env: dict, rng) -> Case:
 # ---- rotary embedding: rows past the block, a partial row, heads sharing a position ------------------
 def _rotary_embedding_problems(spec: KernelSpec) -> Iterator[dict]:
     block, rows = spec.constants["BLOCK_D"], spec.constants["BLOCK_R"]
+    if _rotary_rms(spec):  # whole rows in a tile: the row a block's or under, items of SEQ_A + SEQ_B tokens of 3 heads
+        for n_cols in (block // 2 + 16 if spec.constants.get("D16") else block - 6, block, block // 2 + 10, 24, 128):
+            yield {"batch": 3 * (SEQ_A + SEQ_B) * (rows // (SEQ_A + SEQ_B) + 1), "n_cols": n_cols}
+        return
     # a partial row first: for D16 kernels one of whole 16-element pieces
     for n_cols in (block // 2 + 16 if spec.constants.get("D16") else block - 6, block, block // 2 + 10, 24, 88, 128,
                    3072):
         yield {"batch": 2 * 3 * (rows + 1), "n_cols": n_cols}
 
 
+def _rotary_rms(spec: KernelSpec) -> bool:
+    return rotary_op.form_of(rotary_op.GROUP.fullmatch(spec.group)) == rotary_op.RMS
+
+
 def _rotary_embedding(spec: KernelSpec, env: dict, rng) -> Case:
     """(2, S, 3, D) heads of batch rows, S positions of cos and sin shared by each position's 3 heads."""
+    if _rotary_rms(spec):
+        return _rotary_embedding_rms(spec, env, rng)
     dtype, rows, d = spec.dtype, env["batch"], env["n_cols"]
     heads, s = 3, env["batch"] // 6
     x = rng.standard_normal((rows, d)).astype(np.float32)
-    angle = rng.uniform(-np.pi, np.pi, (s, d // 2)).repeat(2, axis=1)
-    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    cos, sin = _angles(rng, s, d)
     ref = rotary_embedding_ref(quantize(x, dtype).reshape(2, s, heads, d), cos[None, :, None, :].astype(np.float64),
                                sin[None, :, None, :].astype(np.float64))
     return Case(env, {"in": (x, dtype), "cos": (cos, "fp32"), "sin": (sin, "fp32")}, {"out": ((rows, d), dtype)},
                 {"batch": rows, "n_cols": d, "positions": s, "rows_per_position": heads},
                 lambda got: rotary_embedding_mismatch(got["out"].reshape(2, s, heads, d), ref, dtype),
                 {"rows": rows, "n_cols": d})
+
+
+def _angles(rng, s: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin (s, d) of one angle per pair, fp32."""
+    angle = rng.uniform(-np.pi, np.pi, (s, d // 2)).repeat(2, axis=1)
+    return np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+
+
+def _rotary_embedding_rms(spec: KernelSpec, env: dict, rng) -> Case:
+    """Items of 3 heads a token: SEQ_A tokens of stream a joined to SEQ_B of stream b (even kernels of the group),
+    or all from a; each row RMS-normalized with its stream's gamma, then turned by its token's cos and sin."""
+    dtype, rows, d, heads, eps = spec.dtype, env["batch"], env["n_cols"], 3, 1e-6
+    seq_a, seq_b = (SEQ_A, SEQ_B) if spec.index % 2 == 0 else (SEQ_A + SEQ_B, 0)
+    items, seq = rows // (heads * (seq_a + seq_b)), seq_a + seq_b
+    a, b = (rng.standard_normal((items, n, heads, d)).astype(np.float32) * 3 for n in (seq_a, max(seq_b, 1)))
+    gamma_a, gamma_b = (rng.uniform(0.5, 1.5, d).astype(np.float32) for _ in range(2))
+    cos, sin = _angles(rng, seq, d)
+    q = lambda v: quantize(v, dtype)  # noqa: E731
+    x = np.concatenate([rms_norm_ref(q(a), gamma_a.astype(np.float64), eps),
+                        rms_norm_ref(q(b), gamma_b.astype(np.float64), eps)[:, :seq_b]], axis=1)
+    ref = rotary_embedding_ref(x, cos[None, :, None, :].astype(np.float64), sin[None, :, None, :].astype(np.float64))
+    return Case(env, {"in": (a.reshape(-1, d), dtype), "in_b": (b.reshape(-1, d), dtype), "gamma": (gamma_a, "fp32"),
+                      "gamma_b": (gamma_b, "fp32"), "cos": (cos, "fp32"), "sin": (sin, "fp32")},
+                {"out": ((rows, d), dtype)},
+                {"batch": rows, "n_cols": d, "seq_a": seq_a, "seq_b": seq_b, "rows_per_token": heads,
+                 "positions": seq, "rows_per_position": heads, "eps": eps},
+                lambda got: rotary_embedding_mismatch(got["out"].reshape(items, seq, heads, d), ref, dtype),
+                {"rows": rows, "n_cols": d, "streams": 2 if seq_b else 1})
 
 
 # ---- bias concat: a stream boundary inside a tile, partial column blocks -----------------------------

@@ -90,7 +90,7 @@ def op_of(group: str, contract: dict | None) -> tuple[str, str, int] | None:
         return "ada_layer_norm", m.group("dtype"), ada_op.form_of(m)
     m = rotary_op.GROUP.fullmatch(group)
     if m and params <= rotary_op.ROLES and problem <= rotary_op.PROBLEM:
-        return "rotary_embedding", m.group("dtype"), 0
+        return "rotary_embedding", m.group("dtype"), rotary_op.form_of(m)
     m = bias_concat_op.GROUP.fullmatch(group)
     if m and params <= bias_concat_op.ROLES and problem <= bias_concat_op.PROBLEM:
         return "bias_concat", m.group("dtype"), 0

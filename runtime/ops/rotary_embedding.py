@@ -1,6 +1,7 @@
 """Rotary position embedding on interleaved pairs, `y = x * cos + rot(x) * sin` with rot taking (x[2i], x[2i+1])
-to (-x[2i+1], x[2i]): the roles and problem variables its kernels' contracts speak of
-(kernels/rotary_embedding_triton.py), and the float64 reference its checks compare with."""
+to (-x[2i+1], x[2i]), in its `rms` form after an RMSNorm of each row (and the join of two streams): the roles and
+problem variables its kernels' contracts speak of (kernels/rotary_embedding_triton.py), and the float64
+reference its checks compare with."""
 
 from __future__ import annotations
 
@@ -10,9 +11,21 @@ import numpy as np
 
 from ..reference import mismatch
 
-GROUP = re.compile(r"rotary_embedding(_[A-Za-z0-9]+)*_(?P<dtype>fp16|fp32|bf16)")
-ROLES = {"out", "in", "cos", "sin", "batch", "n_cols", "positions", "rows_per_position"}
+GROUP = re.compile(r"rotary_embedding(?P<rms>_rms)?(_[A-Za-z0-9]+)*_(?P<dtype>fp16|fp32|bf16)")
+ROLES = {"out", "in", "cos", "sin", "batch", "n_cols", "positions", "rows_per_position", "in_b", "gamma", "gamma_b",
+         "seq_a", "seq_b", "rows_per_token", "eps"}
 PROBLEM = {"batch", "n_cols"}
+PLAIN, RMS = 0, 1  # the form a group serves (the library's variant number)
+
+
+def form_of(m: re.Match) -> int:
+    """The form of a group GROUP matched."""
+    return RMS if m.group("rms") else PLAIN
+
+
+def rms_norm_ref(x64: np.ndarray, gamma64: np.ndarray, eps: float) -> np.ndarray:
+    """float64 x / sqrt(mean(x^2) + eps) * gamma over the last axis."""
+    return x64 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps) * gamma64
 
 
 def rotate_pairs(x: np.ndarray) -> np.ndarray:

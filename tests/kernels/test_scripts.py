@@ -28,7 +28,7 @@ def test_scripts_import_only_helpers(root):
 
 def test_one_family_per_script(root):
     """The groups of a script differ only in op, dtype and the op's flag (SiLU, causal, gated, gated with the branch's
-    bias), and, for a fallback, in being the fallback."""
+    bias, the rotation's q/k norm), and, for a fallback, in being the fallback."""
     for path in discover_scripts(root / "kernels"):
         table = load_table([path])
         families = set()
@@ -37,7 +37,7 @@ def test_one_family_per_script(root):
             for dt in ("_fp32", "_fp16", "_bf16", "_fp64"):
                 family = family.removesuffix(dt)
             family = family.replace("_Silu", "").replace("_Pass", "").replace("_causal", "")
-            family = family.replace("_gated_bias", "").replace("_gated", "")
+            family = family.replace("_gated_bias", "").replace("_gated", "").replace("_rms", "")
             if not table.contracts[group] or not table.contracts[group].get("fallback"):
                 families.add(family)
         assert len(families) == 1, (path.name, sorted(families))

@@ -14,12 +14,20 @@ writes the Cast back's output, where the export casts there and back) and cos an
 broadcast against x (the op checks the broadcast when it runs). Pairs in flat order are the same pairs
 whatever shape the Reshapes give between, so only the pair axis and the shape back are checked.
 
+Flux normalizes its queries and keys first: opset 23's RMSNormalization over head_dim (the dynamo exporter's), and
+in its double blocks one per stream, joined by a Concat on the token axis before the rotation. Where x, read by
+the rotation alone, is such a norm (form `rms`) or such a join of two (form `rms_joined`), the node takes them too:
+X (and X_b), gamma (and gamma_b) as fp32, epsilon and the join's axis; the norm's output is then never written.
+
 Where it goes is the measured choice (rotary_embedding_measured.py, derived from the committed rows by
-benchmarks/rotary_embedding_choice.py): a dtype whose library node did not measure faster than the export's
-nodes keeps them, and the report says why.
+benchmarks/rotary_embedding_choice.py), per form: a dtype whose library node did not measure faster than the
+export's nodes keeps them (a norm the node may not take stays ORT's, and the rotation alone is taken where that
+measured faster), and the report says why.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .. import DOMAIN
 from .graph import FLOAT_TYPES, attrs, is_op, other_operand
@@ -84,11 +92,46 @@ def _through_cast(g, value: str, to: int | None = None) -> tuple[str, list]:
     return value, []
 
 
-def choose(r: Rewriter, x: str) -> str:
+def choose(r: Rewriter, x: str, form: str = "decomposed") -> str:
     """X's dtype when the library serves it and its RotaryEmbedding measured faster than the export's nodes."""
     if r.dtype(x) is not None:
         r.check_served("RotaryEmbedding", r.dtype(x), ("fp16", "fp32", "bf16"))
-    return measured_form(r, x, SPEEDUP, DEVICE, "the library's RotaryEmbedding", "decomposed")
+    return measured_form(r, x, SPEEDUP, DEVICE, "the library's RotaryEmbedding", form)
+
+
+def _rms(g, value: str) -> tuple[str, np.ndarray, float, object] | None:
+    """(x, gamma (d) float64, epsilon, the node) where `value` is RMSNormalization(x, gamma) over the last axis with a
+    constant gamma."""
+    node = g.producer.get(value)
+    if not is_op(node, "RMSNormalization") or len(node.input) < 2:
+        return None
+    a, dims = attrs(node), g.dims(value)
+    d = dims[-1] if dims else None
+    if a.get("axis", -1) not in (-1, len(dims or []) - 1) or a.get("stash_type", 1) != 1 or not isinstance(d, int):
+        return None
+    gamma = g.const(node.input[1])
+    if gamma is None or gamma.size not in (1, d) or gamma.ndim > 1 and gamma.shape[-1] != gamma.size:
+        return None
+    return node.input[0], np.broadcast_to(gamma.astype(np.float64).reshape(-1), (d,)), float(a.get("epsilon", 1e-5)), \
+        node
+
+
+def _normalized(g, x: str):
+    """(form, [(x, gamma)] per stream, epsilon, the join's axis, nodes) where `x` is one RMSNormalization (`rms`) or
+    the Concat of two with one epsilon on an axis before the last (`rms_joined`); None otherwise."""
+    one = _rms(g, x)
+    if one:
+        return "rms", [one[:2]], one[2], 1, [one[3]]
+    concat = g.producer.get(x)
+    rank = len(g.dims(x) or []) or None
+    if not is_op(concat, "Concat") or len(concat.input) != 2 or rank is None:
+        return None
+    axis = attrs(concat).get("axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    a, b = (_rms(g, v) if g.only_reader(v) is concat else None for v in concat.input)
+    if not a or not b or a[2] != b[2] or not 0 <= axis < rank - 1:
+        return None
+    return "rms_joined", [a[:2], b[:2]], a[2], axis, [a[3], b[3], concat]
 
 
 class InterleavedRotary:
@@ -170,7 +213,22 @@ class InterleavedRotary:
             removed += [*x_cast, back_cast]
         else:
             inputs = [x_f]
-        dtype = choose(r, inputs[0])
+        norm, note, form, extra = _normalized(g, inputs[0]), "", "decomposed", {}
+        inside = {id(n) for n in removed}
+        if norm and (inputs[0] in g.outputs or any(id(c) not in inside for c in g.consumers.get(inputs[0], []))):
+            norm, note = None, f"the q/k norm stays ORT's: its output '{inputs[0]}' is read elsewhere too"
+        if norm and len(norm[1]) > 1 and g.elem(norm[1][0][0]) != g.elem(norm[1][1][0]):
+            norm, note = None, "the q/k norm stays ORT's: its two streams' element types differ"
+        if norm:
+            try:
+                choose(r, inputs[0], norm[0])
+                form, streams, eps, axis, norm_nodes = norm
+                removed += norm_nodes
+                inputs = [streams[0][0]]
+                extra = {"epsilon": eps, **({"axis": axis} if len(streams) > 1 else {})}
+            except Left as why:  # the rotation alone may still have measured faster than the export's
+                note = f"the q/k RMSNormalization stays ORT's: {why}"
+        dtype = choose(r, inputs[0], form)
         before = []
         for name in (cos, sin):
             if g.elem(name) == _FLOAT:
@@ -181,9 +239,15 @@ class InterleavedRotary:
             cast = g.unique(f"{name}_tf_fp32")
             before.append(helper.make_node("Cast", [name], [cast], name=r.node_name(f"{name}/CastFp32"), to=_FLOAT))
             inputs.append(cast)
+        if form != "decomposed":
+            for i, (x_i, gamma) in enumerate(streams):
+                inputs += [x_i] if i else []
+                inputs.append(r.fp32(gamma, f"{x_i}_tf_gamma"))
         node = helper.make_node("RotaryEmbedding", inputs, [out], name=r.node_name(
-            (neg.name or out).rsplit("/", 1)[0] + "/RotaryEmbedding"), domain=DOMAIN)
-        return Match(removed, node, self.source, before=before, dtype=dtype)
+            (neg.name or out).rsplit("/", 1)[0] + "/RotaryEmbedding"), domain=DOMAIN, **extra)
+        source = {"decomposed": self.source, "rms": f"{self.source} with its RMSNormalization",
+                  "rms_joined": f"{self.source} with two streams' RMSNormalizations and their Concat"}[form]
+        return Match(removed, node, source, before=before, dtype=dtype, note=note)
 
 
 ROTARY_EMBEDDING = (InterleavedRotary(),)

@@ -466,6 +466,61 @@ def test_rotary_embedding_matches_float64(ort_cuda, library, dtype, shape, cos_s
     assert why is None, why
 
 
+def _rotary_rms_session(ort, lib, dtype, a_shape, b_shape, cos_shape):
+    """RotaryEmbedding with the q/k norm: X (and X_b joined on axis 1 where b_shape is given), gammas fp32."""
+    from onnx import TensorProto, helper
+
+    t = {"fp16": TensorProto.FLOAT16, "fp32": TensorProto.FLOAT}[dtype]
+    names = ["x", "cos", "sin", "gamma", *(["xb", "gamma_b"] if b_shape else [])]
+    node = helper.make_node("RotaryEmbedding", names, ["y"], domain="tritonforge", epsilon=1e-6,
+                            **({"axis": 1} if b_shape else {}))
+    shapes = {"x": a_shape, "xb": b_shape, "cos": cos_shape, "sin": cos_shape, "gamma": [a_shape[-1]],
+              "gamma_b": [a_shape[-1]]}
+    ins = [helper.make_tensor_value_info(n, t if n in ("x", "xb") else TensorProto.FLOAT, list(shapes[n]))
+           for n in names]
+    return session(ort, lib, node, ins, [helper.make_tensor_value_info("y", t, None)])
+
+
+def rotary_rms_case(dtype, a_shape, b_shape, seed):
+    """Feeds of the q/k-norm rotation (X_b where b_shape is given; cos and sin one row per joined token) and the
+    float64 output."""
+    from tritonforge.runtime.ops.rotary_embedding import rms_norm_ref, rotary_embedding_ref
+    from tritonforge.runtime.reference import quantize
+
+    rng = np.random.default_rng(seed)
+    d, tokens = a_shape[-1], a_shape[1] + (b_shape[1] if b_shape else 0)
+    feeds = {"x": (rng.standard_normal(a_shape) * 4).astype(NP[dtype]),
+             "gamma": rng.uniform(0.5, 1.5, d).astype(np.float32)}
+    if b_shape:
+        feeds.update(xb=rng.standard_normal(b_shape).astype(NP[dtype]), gamma_b=rng.uniform(0.5, 1.5, d).astype(
+            np.float32))
+    angle = rng.uniform(-np.pi, np.pi, (1, tokens, 1, d))
+    feeds.update(cos=np.cos(angle).astype(np.float32), sin=np.sin(angle).astype(np.float32))
+    x = rms_norm_ref(quantize(feeds["x"].astype(np.float32), dtype), feeds["gamma"].astype(np.float64), 1e-6)
+    if b_shape:
+        x = np.concatenate([x, rms_norm_ref(quantize(feeds["xb"].astype(np.float32), dtype),
+                                            feeds["gamma_b"].astype(np.float64), 1e-6)], axis=1)
+    return feeds, rotary_embedding_ref(x, feeds["cos"].astype(np.float64), feeds["sin"].astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((1, 512, 24, 128), (1, 4096, 24, 128)),  # Flux's double block at 1024^2: text then image heads
+    ((1, 4608, 24, 128), None),  # its single blocks: both, normed with one gamma
+    ((2, 7, 3, 88), (2, 5, 3, 88)),  # a head dim that fills no block, a join inside a tile
+    ((2, 13, 3, 64), None),
+])
+def test_rotary_embedding_with_its_q_k_norm_matches_float64(ort_cuda, library, dtype, a_shape, b_shape):
+    from tritonforge.runtime.ops.rotary_embedding import rotary_embedding_mismatch
+
+    feeds, ref = rotary_rms_case(dtype, a_shape, b_shape, a_shape[1])
+    cos_shape = feeds["cos"].shape
+    got = run_bound(ort_cuda, _rotary_rms_session(ort_cuda, library, dtype, a_shape, b_shape, cos_shape), feeds,
+                    {"y": (list(ref.shape), NP[dtype])})
+    why = rotary_embedding_mismatch(got["y"], ref, dtype)
+    assert why is None, why
+
+
 @pytest.mark.parametrize("gated", [1, 2])
 def test_ada_layer_norm_clips_the_gated_sum(ort_cuda, library, gated):
     """Flux's fp16 single block stream, its sum clipped (bounds that cut here, as fp16's range cuts a sum past it)."""

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from ..conftest import skip_unless_memory
-from .test_gpu_ops import _ada_session, _bias_concat_session, _rotary_session, run_bound, session, vi
+from .test_gpu_ops import (
+    _ada_session,
+    _bias_concat_session,
+    _rotary_rms_session,
+    _rotary_session,
+    run_bound,
+    session,
+    vi,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("one_at_a_time")]
 
@@ -222,6 +230,35 @@ def test_rotary_embedding_past_2_31_elements_is_right_and_leaves_the_context_usa
     why = rotary_embedding_mismatch(y[:, tokens], ref, "fp16")
     assert why is None, why
     del x, y
+    assert_context_usable(ort_cuda, library)
+
+
+def test_rotary_embedding_with_its_joined_q_k_norms_past_2_31_elements_is_right(cuda, ort_cuda, library):
+    """Flux's double-block join over 50,000 text and 650,000 image tokens of 24 x 128 heads in fp16 (the image
+    stream and the output past 2^31 elements): rows past 2^31 / 128 of the output and of X_b come out right, and a
+    second session runs after it."""
+    skip_unless_memory(cuda, 2 * 2 * 700_000 * 24 * 128, "RotaryEmbedding with its norms past 2^31 elements")
+    from tritonforge.runtime.ops.rotary_embedding import rms_norm_ref, rotary_embedding_mismatch, rotary_embedding_ref
+
+    text, image, heads, d = 50_000, 650_000, 24, 128
+    a, b = wide((1, text, heads, d), 997, 10), wide((1, image, heads, d), 991, 11)
+    rng = np.random.default_rng(12)
+    ga, gb = (rng.uniform(0.5, 1.5, d).astype(np.float32) for _ in range(2))
+    angle = rng.uniform(-np.pi, np.pi, (1, text + image, 1, d))
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    y = run_bound(ort_cuda, _rotary_rms_session(ort_cuda, library, "fp16", a.shape, b.shape, cos.shape),
+                  {"x": a, "xb": b, "gamma": ga, "gamma_b": gb, "cos": cos, "sin": sin},
+                  {"y": ([1, text + image, heads, d], np.float16)})["y"]
+    past = 2 ** 31 // (heads * d)
+    tokens = np.array([0, text - 1, text, past - 1, past, past + 1, text + image - 1])
+    first = tokens < text
+    x = np.where(first[None, :, None, None],
+                 rms_norm_ref(a[:, np.minimum(tokens, text - 1)].astype(np.float64), ga, 1e-6),
+                 rms_norm_ref(b[:, np.maximum(tokens - text, 0)].astype(np.float64), gb, 1e-6))
+    ref = rotary_embedding_ref(x, cos[:, tokens].astype(np.float64), sin[:, tokens].astype(np.float64))
+    why = rotary_embedding_mismatch(y[:, tokens], ref, "fp16")
+    assert why is None, why
+    del a, b, y
     assert_context_usable(ort_cuda, library)
 
 

@@ -366,6 +366,63 @@ def test_rotary_embedding_refuses_bad_inputs_naming_the_node_and_input(ort_libra
         run_error(ort_library, node, half, {})
 
 
+def _rotary_rms(lib, dtype, joined, name="rope_qk", axis=1):
+    names = ["x", "cos", "sin", "gamma", *(["xb", "gamma_b"] if joined else [])]
+    node = helper.make_node("RotaryEmbedding", names, ["y"], domain="tritonforge", name=name, epsilon=1e-6,
+                            **({"axis": axis} if joined else {}))
+    return session(lib, [node], [vi(n, dtype if n in ("x", "xb") else "fp32", None) for n in names],
+                   [vi("y", dtype, None)])
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("joined", [False, True])
+def test_rotary_embedding_with_its_q_k_norm_matches_float64(ort_library, dtype, joined):
+    """Flux's q/k norm before the rotation: (B, S, H, D) heads RMS-normalized over D with gamma; joined, 5 text
+    tokens with gamma then 7 image tokens with gamma_b on the token axis, as its double blocks do."""
+    from tritonforge.runtime.ops.rotary_embedding import rms_norm_ref, rotary_embedding_ref
+
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((2, 5, 3, 16)) * 4).astype(T[dtype][1])
+    b = rng.standard_normal((2, 7, 3, 16)).astype(T[dtype][1])
+    ga, gb = (rng.uniform(0.5, 1.5, 16).astype(np.float32) for _ in range(2))
+    tokens = 12 if joined else 5
+    angle = rng.uniform(-np.pi, np.pi, (1, tokens, 1, 16))
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    feeds = {"x": a, "cos": cos, "sin": sin, "gamma": ga, **({"xb": b, "gamma_b": gb} if joined else {})}
+    (y,) = _rotary_rms(ort_library, dtype, joined).run(None, feeds)
+    x = rms_norm_ref(a.astype(np.float64), ga, 1e-6)
+    if joined:
+        x = np.concatenate([x, rms_norm_ref(b.astype(np.float64), gb, 1e-6)], axis=1)
+    assert y.dtype == a.dtype and y.shape == (2, tokens, 3, 16)
+    close(y, rotary_embedding_ref(x, cos.astype(np.float64), sin.astype(np.float64)), dtype)
+
+
+def test_rotary_embedding_with_its_q_k_norm_refuses_bad_inputs_naming_the_node_and_input(ort_library):
+    z = lambda *shape: np.ones(shape, np.float32)  # noqa: E731
+    feeds = {"x": z(2, 5, 3, 16), "cos": z(1, 12, 1, 16), "sin": z(1, 12, 1, 16), "gamma": z(16), "xb": z(2, 7, 3, 16),
+             "gamma_b": z(16)}
+    s = _rotary_rms(ort_library, "fp32", True)
+    for bad, why in (({"gamma": z(8)}, "input gamma has shape (8); expected (16) (X's last dim)"),
+                     ({"xb": z(2, 7, 4, 16)}, "input X_b has shape (2, 7, 4, 16); expected X's (2, 5, 3, 16) but on "
+                                              "axis 1"),
+                     ({"cos": z(1, 5, 1, 16), "sin": z(1, 5, 1, 16)},  # cos of X's tokens, not the join's
+                      "cos has shape (1, 5, 1, 16) against the join of X and X_b's (2, 12, 3, 16)")):
+        with pytest.raises(Exception) as err:
+            s.run(None, {**feeds, **bad})
+        assert "tritonforge.RotaryEmbedding node 'rope_qk'" in str(err.value) and why in str(err.value), err.value
+    with pytest.raises(Exception, match="attribute axis 3 is not an axis of X"):
+        _rotary_rms(ort_library, "fp32", True, name="r2", axis=3).run(None, feeds)
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "", "xb"], ["y"], domain="tritonforge", name="r3")
+    msg = run_error(ort_library, node, [vi(n, "fp32", None) for n in ("x", "cos", "sin", "xb")],
+                    {k: feeds[k] for k in ("x", "cos", "sin", "xb")})
+    assert "'r3'" in msg and "inputs X_b and gamma_b join a second stream to the norm's: they need gamma" in msg
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "gamma", "xb"], ["y"], domain="tritonforge",
+                            name="r4", axis=1)
+    msg = run_error(ort_library, node, [vi(n, "fp32", None) for n in ("x", "cos", "sin", "gamma", "xb")],
+                    {k: feeds[k] for k in ("x", "cos", "sin", "gamma", "xb")})
+    assert "'r4'" in msg and "inputs X_b and gamma_b come together: one is missing" in msg
+
+
 # ---- BiasConcat ---------------------------------------------------------------------------------------
 def _bias_concat(lib, dtype, name="join"):
     node = helper.make_node("BiasConcat", ["a", "b", "ba", "bb"], ["y"], domain="tritonforge", name=name)

@@ -511,6 +511,42 @@ def test_fluxs_rotary_embeddings_become_one_node_each_where_that_measured_faster
         assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
 
 
+@pytest.mark.parametrize("name", [c for c in DITS if c.startswith("flux_")])
+def test_fluxs_q_k_norms_and_their_join_go_into_the_rotation_where_that_measured_faster(ort_library, tmp_path,
+                                                                                      monkeypatch, name):
+    """With the norm forms measured faster: at opset 23 (the ONNX RMSNormalization) each single block's q and k norm
+    and each double block's two streams' norms with their Concat go into the rotation's node, whose gammas are fp32;
+    at opset 18 (the norm decomposed) the rotation alone is taken. The numbers are the export's."""
+    dtype = name.split(".")[-2]
+    monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, dtype, {"decomposed": 2.0, "rms": 2.0, "rms_joined": 2.0})
+    src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
+    report = rewrite_file(src, dst, ort_library)
+    before, after = _ops(src), _ops(dst)
+    opset23 = ".dynamo23." in name
+    # Flux's single blocks (2 here) norm and turn q and k; its double block (1) joins text and image first
+    joined, single = (2, 4) if opset23 else (0, 0)
+    source = "rotary embedding on interleaved pairs"
+    assert report.rewritten["RotaryEmbedding"] == DIT_ROTARIES["flux_dev"], report.lines()
+    assert report.sources[("RotaryEmbedding", f"{source} with its RMSNormalization")] == single, report.lines()
+    assert report.sources[("RotaryEmbedding", f"{source} with two streams' RMSNormalizations and their Concat")] == \
+        joined, report.lines()
+    assert after[("", "RMSNormalization")] == before[("", "RMSNormalization")] - single - 2 * joined
+    assert after[("", "Concat")] <= before[("", "Concat")] - joined
+    m = onnx.load(str(dst), load_external_data=False)
+    inits = {t.name: t for t in m.graph.initializer}
+    for n in (n for n in m.graph.node if n.op_type == "RotaryEmbedding" and len(n.input) > 3):
+        gammas = [n.input[3], *n.input[5:]]
+        assert len(n.input) in (4, 6) and all(inits[g].data_type == TensorProto.FLOAT for g in gammas)
+        assert {a.name for a in n.attribute} == ({"epsilon", "axis"} if len(n.input) == 6 else {"epsilon"})
+    if ".bf16." in name:  # the CPU EP has no bfloat16 MatMul
+        return
+    ours, theirs = session(dst, ort_library), session(src)
+    for batch, grid in DIT_SIZES["flux_dev"] if ".dynamic." in name else ((2, 4),):
+        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
+        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
+        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+
+
 @pytest.mark.parametrize("name", [c for c in DITS if c.startswith("sd3_") and ".bf16." not in c])
 def test_the_joint_attentions_stream_biases_go_into_the_join_where_that_measured_faster(ort_library, tmp_path,
                                                                                      monkeypatch, linears_kept, name):
