@@ -63,7 +63,7 @@ def model(items: int, tokens: int, heads: int, d: int, dtype: str, nodes: int, f
         if fused:
             extra = ["gamma", v("xb"), "gamma_b"] if text else ["gamma"] if norm else []
             body.append(helper.make_node("RotaryEmbedding", [x, "cos", "sin", *extra], [y], domain="tritonforge",
-                                         **({"epsilon": EPS, "axis": 1} if norm else {})))
+                                         **({"epsilon": EPS} if norm else {}), **({"axis": 1} if text else {})))
             continue
         if norm:
             body.append(helper.make_node("RMSNormalization", [x, "gamma"], [v("n")], axis=-1, epsilon=EPS))

@@ -77,3 +77,70 @@ def test_the_rewrites_table_is_what_the_rows_give():
     assert rotary_embedding_measured.SPEEDUP == choice.speedups()
     assert set(choice.speedups()) == {"fp16", "bf16"} and all(
         by["decomposed"] >= 1 for by in choice.speedups().values())
+
+
+@pytest.mark.parametrize("form", ["rms", "rms_joined"])
+def test_the_norm_forms_graphs_compute_the_norm_then_the_rotation(ort_library, form):
+    """rms: x normalized with gamma, then turned; rms_joined: 2 text tokens with gamma joined to 3 image tokens with
+    gamma_b, then turned. The export's graph (ORT's RMSNormalization, opset 23) and the library's node agree with
+    float64."""
+    from tritonforge.runtime.ops.rotary_embedding import rms_norm_ref
+
+    text = 2 if form == "rms_joined" else 0
+    x = np.random.default_rng(4).standard_normal((ITEMS, TOKENS, HEADS, D)).astype(np.float16)
+    cos, sin = bench.angles(TOKENS, D, np.random.default_rng(5))
+    g = [bench.gamma(D, seed).astype(np.float64) for seed in (1, 2)]
+    x64 = x.astype(np.float64)
+    norm = lambda a, gamma: rms_norm_ref(a, gamma, bench.EPS)  # noqa: E731
+    normed = np.concatenate([norm(x64[:, :text], g[0]), norm(x64[:, text:], g[1])], axis=1) if text else norm(x64, g[0])
+    want = _expected(normed, cos.astype(np.float64), sin.astype(np.float64))
+    feeds = {"cos": cos, "sin": sin, **({"x0": x[:, :text], "xb0": x[:, text:]} if text else {"x0": x})}
+    for fused in (False, True):
+        model = bench.model(ITEMS, TOKENS, HEADS, D, "fp16", 1, fused, form, text)
+        onnx.checker.check_model(model)
+        so = ort.SessionOptions()
+        so.register_custom_ops_library(str(ort_library))
+        (y,) = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+        assert y.dtype == np.float16 and y.shape == x.shape
+        np.testing.assert_allclose(y.astype(np.float64), want, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("form", ["rms", "rms_joined"])
+def test_the_norm_forms_export_graph_is_what_the_rewrite_turns_into_the_librarys(ort_library, monkeypatch, form):
+    from onnx import numpy_helper
+    from tritonforge.runtime.ortlib.rewrite import rewrite, rotary_embedding_measured
+
+    monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, "fp16", {"decomposed": 2.0, form: 2.0})
+    text = 2 if form == "rms_joined" else 0
+    model = bench.model(ITEMS, TOKENS, HEADS, D, "fp16", 2, False, form, text)
+    report = rewrite(model, ort_library)
+    assert report.rewritten == {"RotaryEmbedding": 2} and not report.left, report.lines()
+    fused = bench.model(ITEMS, TOKENS, HEADS, D, "fp16", 2, True, form, text)
+    values = lambda m: {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}  # noqa: E731
+    got, want = values(model), values(fused)
+    for ours, theirs in zip(model.graph.node, fused.graph.node, strict=True):
+        assert (ours.op_type, ours.input[:3], ours.output) == (theirs.op_type, theirs.input[:3], theirs.output)
+        assert ours.input[4:5] == theirs.input[4:5]  # X_b
+        assert all(np.array_equal(got[a], want[b]) and got[a].dtype == np.float32
+                   for a, b in zip(ours.input[3::2], theirs.input[3::2], strict=True))  # the gammas, fp32
+        assert {a.name: onnx.helper.get_attribute_value(a) for a in ours.attribute} == \
+            {a.name: onnx.helper.get_attribute_value(a) for a in theirs.attribute}
+
+
+def test_the_forms_shapes_and_labels():
+    shapes = bench.shapes(bench.FORMS)("flux_dev")
+    assert [bench.label("flux_dev", s) for s in shapes] == [
+        "flux_dev 1x4608x24x128", "rms flux_dev 1x4608x24x128", "rms_joined flux_dev 1x512+4096x24x128"]
+    assert bench.main(["--forms", "rms,twirl", "--model", "flux_dev"]) == 2
+
+
+def test_each_forms_speedup_comes_from_its_own_rows(tmp_path):
+    from benchmarks.results import write_rows
+
+    path = tmp_path / "results.csv"
+    for shape, export, ours in (("flux_dev 1x8x2x4", 30.0, 10.0), ("rms flux_dev 1x8x2x4", 40.0, 20.0),
+                                ("rms_joined flux_dev 1x3+5x2x4", 50.0, 60.0)):
+        write_rows("rotary_embedding", "GPU X", [
+            {"provider": p, "shape": shape, "dtype": "fp16", "metric": "us", "unit": "us", "value": str(v), "extra": ""}
+            for p, v in (("decomposed", export), ("tritonforge", ours), ("torch", 1.0))], path)
+    assert choice.speedups(path, "GPU X") == {"fp16": {"decomposed": 3.0, "rms": 2.0, "rms_joined": 0.833}}
