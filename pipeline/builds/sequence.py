@@ -58,9 +58,9 @@ def compile_targets(settings: Settings, targets, out: Path, platform: str, profi
                     ) -> tuple[str, BuildReport]:
     """Compile where `runner` says (auto: docker when an engine answers); returns (runner used, report).
     `progress()` is entered around a local compile and yields its event callback (the image logs lines)."""
+    used = choose_runner(runner, log)  # a bad runner is refused before anything starts
     if platform == "cuda":
         toolchain.warm(settings.host)  # the library's C++ runtime builds while the kernels compile
-    used = choose_runner(runner, log)
     if used == "local":
         with progress() as events:
             return used, compile_here(settings, targets, out, profile, jobs, allow_unpinned_triton, events)

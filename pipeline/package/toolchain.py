@@ -63,13 +63,16 @@ def warm(host: str = "x86_64") -> None:
         return
 
     def run():
-        with tempfile.TemporaryDirectory(prefix="tf-zig-warm-") as tmp:
-            src = Path(tmp) / "warm.cc"
-            src.write_text('#include <sstream>\n#include <stdexcept>\nextern "C" int tf_warm(int v) { '
-                           "std::ostringstream o; o << v; try { throw std::runtime_error(o.str()); } "
-                           "catch (const std::exception& e) { return (int)e.what()[0]; } }\n")
-            subprocess.run([*cmd, "-shared", "-fPIC", "-O2", str(src), "-o", str(Path(tmp) / "warm.so")],
-                           capture_output=True)
+        try:
+            with tempfile.TemporaryDirectory(prefix="tf-zig-warm-") as tmp:
+                src = Path(tmp) / "warm.cc"
+                src.write_text('#include <sstream>\n#include <stdexcept>\nextern "C" int tf_warm(int v) { '
+                               "std::ostringstream o; o << v; try { throw std::runtime_error(o.str()); } "
+                               "catch (const std::exception& e) { return (int)e.what()[0]; } }\n")
+                subprocess.run([*cmd, "-shared", "-fPIC", "-O2", str(src), "-o", str(Path(tmp) / "warm.so")],
+                               capture_output=True)
+        except Exception:  # noqa: BLE001 - best effort: a command that ends early (a bad argument) may cut it short
+            pass
 
     _warming = threading.Thread(target=run, name="zig-warm", daemon=True)
     _warming.start()
