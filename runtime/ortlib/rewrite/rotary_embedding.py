@@ -35,6 +35,9 @@ from .patterns import Left, Match, Rewriter, measured_form
 from .rotary_embedding_measured import DEVICE, SPEEDUP
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
+# The widest head the norm forms' kernels take: they hold a row in one tile (kernels/rotary_embedding_triton.py's
+# RMS_CONFIGS); a wider head keeps ORT's norm
+NORM_MAX_D = 256
 
 
 def _ints(g, node, name: str, index: int) -> list[int] | None:
@@ -107,7 +110,8 @@ def _rms(g, value: str) -> tuple[str, np.ndarray, float, object] | None:
         return None
     a, dims = attrs(node), g.dims(value)
     d = dims[-1] if dims else None
-    if a.get("axis", -1) not in (-1, len(dims or []) - 1) or a.get("stash_type", 1) != 1 or not isinstance(d, int):
+    if a.get("axis", -1) not in (-1, len(dims or []) - 1) or a.get("stash_type", 1) != 1 or not isinstance(d, int) \
+            or d > NORM_MAX_D:
         return None
     gamma = g.const(node.input[1])
     if gamma is None or gamma.size not in (1, d) or gamma.ndim > 1 and gamma.shape[-1] != gamma.size:
