@@ -17,11 +17,12 @@ and a diffusion transformer's modulated LayerNorm, with the gated residual befor
 ada_layer_norm.py), and a UNet's GEGLU, the bias folded in, to ORT's BiasSplitGelu or the library's (ORT's
 optimizer's own BiasSplitGelu too: bias_split_gelu.py), and Flux's rotary embedding of queries and keys to the
 library's RotaryEmbedding (rotary_embedding.py), each where it measured faster, and a bfloat16 Einsum that only
-permutes axes (the DiTs' unpatchify) as the Transpose it is, which onnxruntime takes (einsum.py); last, in a pass of
-its own after those (which take some Linears' biases into their nodes), every other Linear's MatMul and bias Add,
-with the GELU-tanh after it, to the library's Linear (linear.py: one cuBLASLt call, the epilogue fused), where that
-measured faster. First, a Concat of Slices that give back one tensor is read as that tensor (rejoin.py: Flux's
-single blocks, between each two), and a Shape of a Linear's output reads its MatMul (shapes.py: the dynamic
+permutes axes (the DiTs' unpatchify) as the Transpose it is, which onnxruntime takes (einsum.py), and a bfloat16
+patch-embedding Conv (kernel = stride) as the MatMul it is, which onnxruntime's CUDA EP runs (patch_conv.py); last,
+in a pass of its own after those (which take some Linears' biases into their nodes), every other Linear's MatMul and
+bias Add, with the GELU-tanh after it, to the library's Linear (linear.py: one cuBLASLt call, the epilogue fused),
+where that measured faster. First, a Concat of Slices that give back one tensor is read as that tensor (rejoin.py:
+Flux's single blocks, between each two), and a Shape of a Linear's output reads its MatMul (shapes.py: the dynamic
 TorchScript export's head splits). Types and shapes come from graph.py (ONNX's inference carried past ORT's contrib
 ops). A node that is almost one of these forms but not quite is left as it is, and the report names it and says why;
 so is one whose dtype the library (`library=`) has no CUDA kernel for. The forms are found inside If branches and
@@ -51,6 +52,7 @@ from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraph
 from .layout import channels_last
 from .linear import LINEAR
 from .loads import check_loads
+from .patch_conv import PATCH_CONV
 from .patterns import PATTERNS, Left, Rewriter
 from .rejoin import rejoin
 from .rotary_embedding import ROTARY_EMBEDDING
@@ -166,7 +168,7 @@ def _matchers(late: bool) -> dict:
     by_anchor = {}
     # attention before softmax: a Softmax is an attention's first
     for p in (*ATTENTION, *PATTERNS, *GELU, *ADA_LAYER_NORM, *SKIP_LAYER_NORM, *AFFINE_LAYER_NORM, *BIAS_SPLIT_GELU,
-              *ROTARY_EMBEDDING, *EINSUM, *LINEAR):
+              *ROTARY_EMBEDDING, *EINSUM, *PATCH_CONV, *LINEAR):
         if getattr(p, "late", False) == late:
             for anchor in p.anchors:
                 by_anchor.setdefault(anchor, []).append(p)
