@@ -29,7 +29,8 @@ TYPES = ("bf16",)  # where ORT's CUDA EP has no Conv
 
 
 class PatchConv:
-    """Conv(x, W, b) with kernel_shape == strides, no padding, dilation 1, one group (see the module's text)."""
+    """Conv(x, W, b) with kernel_shape == strides (a patch, not 1x1), no padding, dilation 1, one group (see the
+    module's text)."""
 
     anchors = {("", "Conv")}
     source = "Conv whose kernel is its stride (a patch embedding; bfloat16, which ORT's CUDA Conv does not take)"
@@ -47,8 +48,8 @@ class PatchConv:
             return None
         a = attrs(conv)
         kernel = [int(k) for k in a.get("kernel_shape", w.shape[2:])]
-        if kernel != list(w.shape[2:]) or [int(s) for s in a.get("strides", [1, 1])] != kernel:
-            return None  # a convolution that overlaps or skips pixels: not a patch embedding
+        if kernel != list(w.shape[2:]) or [int(s) for s in a.get("strides", [1, 1])] != kernel or kernel == [1, 1]:
+            return None  # a convolution that overlaps or skips pixels, or a pointwise one: not a patch embedding
         if any(a.get("pads", [0] * 4)) or any(d != 1 for d in a.get("dilations", [1, 1])) or \
                 a.get("group", 1) != 1 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID", "NOTSET", "VALID"):
             raise Left("the patch Conv pads, dilates or groups: not a patch embedding")

@@ -83,9 +83,13 @@ def test_a_patch_conv_it_cannot_take_is_left_with_the_reason(ort_library, in_flo
     assert not report.rewritten and report.left == [f"Conv node 'pos_embed/proj': {why}"]
 
 
-@pytest.mark.parametrize("case", [{"kernel": (3, 3), "strides": (1, 1)}, {}])
-def test_an_overlapping_conv_or_a_float_one_is_not_the_matchers_business(ort_library, case):
-    report = rewrite(_model(**case), ort_library)  # TYPES as shipped: bfloat16 only
+@pytest.mark.parametrize("case, types", [({"kernel": (3, 3), "strides": (1, 1)}, ("bf16", "fp32")),
+                                         ({"kernel": (1, 1)}, ("bf16", "fp32")),  # pointwise: no patches
+                                         ({}, patch_conv.TYPES)])  # float, as shipped: bfloat16 only
+def test_an_overlapping_or_pointwise_conv_or_a_float_one_is_not_the_matchers_business(ort_library, monkeypatch, case,
+                                                                                     types):
+    monkeypatch.setattr(patch_conv, "TYPES", types)
+    report = rewrite(_model(**case), ort_library)
     assert not report.rewritten and not report.left
 
 
