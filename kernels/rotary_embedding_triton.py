@@ -95,28 +95,25 @@ def rotary_embedding_rms_kernel(out_ptr, a_ptr, b_ptr, gamma_a_ptr, gamma_b_ptr,
              mask=mask)
 
 
+# each kernel's signature: x's type `dt`, and `d16` ":16" where n_cols is a multiple of 16
+SIGS = {rotary_embedding_kernel: "*{dt}:16,*{dt}:16,*fp32:16,*fp32:16,i64,i32{d16},i64,i64",
+        rotary_embedding_rms_kernel: "*{dt}:16,*{dt}:16,*{dt}:16,*fp32:16,*fp32:16,*fp32:16,*fp32:16,i64,i32{d16},i64,"
+                                     "i64,i64,i64,i64,fp32"}
+
+
 def get_function_table():
     table = []
     for dtype in DTYPES:
-        group = f"rotary_embedding_{dtype}"
-        for block_d, block_r, warps, d16 in CONFIGS:
-            table.append({
-                "name": f"{group}_d{block_d}_r{block_r}_w{warps}" + ("_d16" if d16 else ""),
-                "group": group,
-                "func": rotary_embedding_kernel,
-                "sig": f"*{dtype}:16,*{dtype}:16,*fp32:16,*fp32:16,i64,i32{':16' if d16 else ''},i64,i64",
-                "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d, "D16": d16}},
-            })
-        group = f"rotary_embedding_rms_{dtype}"
-        for block_d, block_r, warps, d16 in RMS_CONFIGS:
-            table.append({
-                "name": f"{group}_d{block_d}_r{block_r}_w{warps}" + ("_d16" if d16 else ""),
-                "group": group,
-                "func": rotary_embedding_rms_kernel,
-                "sig": f"*{dtype}:16,*{dtype}:16,*{dtype}:16,*fp32:16,*fp32:16,*fp32:16,*fp32:16,i64,"
-                       f"i32{':16' if d16 else ''},i64,i64,i64,i64,i64,fp32",
-                "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d, "D16": d16}},
-            })
+        for group, func, configs in ((f"rotary_embedding_{dtype}", rotary_embedding_kernel, CONFIGS),
+                                     (f"rotary_embedding_rms_{dtype}", rotary_embedding_rms_kernel, RMS_CONFIGS)):
+            for block_d, block_r, warps, d16 in configs:
+                table.append({
+                    "name": f"{group}_d{block_d}_r{block_r}_w{warps}" + ("_d16" if d16 else ""),
+                    "group": group,
+                    "func": func,
+                    "sig": SIGS[func].format(dt=dtype, d16=":16" if d16 else ""),
+                    "kwargs": {"num_warps": warps, "constants": {"BLOCK_R": block_r, "BLOCK_D": block_d, "D16": d16}},
+                })
     return table
 
 

@@ -398,6 +398,17 @@ def _dit_feeds(sess, seed=0, batch=2, grid=4) -> dict:
     return out
 
 
+def _computes_the_export(src, dst, lib, name: str) -> None:
+    """The rewrite `dst` (the library's CPU ops) gives the export `src`'s numbers, at each size a dynamic export
+    serves (DIT_SIZES), else at batch 2 and a 4 x 4 grid."""
+    ours, theirs = session(dst, lib), session(src)
+    model, dtype = name.split("_tiny")[0], name.split(".")[-2]
+    for batch, grid in DIT_SIZES[model] if ".dynamic." in name else ((2, 4),):
+        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
+        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
+        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+
+
 @pytest.mark.parametrize("name", DITS)
 def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_computes_the_same(ort_library, tmp_path,
                                                                                             name):
@@ -450,11 +461,7 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
         if "CUDAExecutionProvider" not in ort.get_available_providers():  # nor a bfloat16 MultiHeadAttention
             assert after[("tritonforge", "MultiHeadAttention")] == attentions and report.notes, report.lines()
         return
-    ours, theirs = session(dst, ort_library), session(src)
-    for batch, grid in DIT_SIZES[name.split("_tiny")[0]] if ".dynamic." in name else ((2, 4),):
-        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
-        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
-        assert got.shape == want.shape and _rel(want, got) < TOL[name.split(".")[-2]], (batch, grid)
+    _computes_the_export(src, dst, ort_library, name)
 
 
 @pytest.mark.parametrize("name", [c for c in DITS if ".bf16." not in c])
@@ -473,11 +480,7 @@ def test_a_gated_linears_bias_goes_into_the_norm_after_it_where_that_measured_fa
     made_by = {o: n.op_type for n in m.graph.node for o in n.output}
     biased = [n for n in m.graph.node if n.op_type == "AdaLayerNorm" and len(n.input) == 6]
     assert all(made_by[n.input[3]] == "MatMul" for n in biased)  # the Linear's MatMul stays
-    ours, theirs = session(dst, ort_library), session(src)
-    for batch, grid in DIT_SIZES[model] if ".dynamic." in name else ((2, 4),):
-        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
-        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
-        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+    _computes_the_export(src, dst, ort_library, name)
 
 
 @pytest.mark.parametrize("name", [c for c in DITS if c.startswith("flux_")])
@@ -504,11 +507,7 @@ def test_fluxs_rotary_embeddings_become_one_node_each_where_that_measured_faster
         assert types["hidden_states"] == {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
     if ".bf16." in name:  # the CPU EP has no bfloat16 MatMul
         return
-    ours, theirs = session(dst, ort_library), session(src)
-    for batch, grid in DIT_SIZES["flux_dev"] if ".dynamic." in name else ((2, 4),):
-        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
-        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
-        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+    _computes_the_export(src, dst, ort_library, name)
 
 
 @pytest.mark.parametrize("name", [c for c in DITS if c.startswith("flux_")])
@@ -540,11 +539,7 @@ def test_fluxs_q_k_norms_and_their_join_go_into_the_rotation_where_that_measured
         assert {a.name for a in n.attribute} == ({"epsilon", "axis"} if len(n.input) == 6 else {"epsilon"})
     if ".bf16." in name:  # the CPU EP has no bfloat16 MatMul
         return
-    ours, theirs = session(dst, ort_library), session(src)
-    for batch, grid in DIT_SIZES["flux_dev"] if ".dynamic." in name else ((2, 4),):
-        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
-        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
-        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+    _computes_the_export(src, dst, ort_library, name)
 
 
 @pytest.mark.parametrize("name", [c for c in DITS if c.startswith("sd3_") and ".bf16." not in c])
@@ -574,11 +569,7 @@ def test_the_joint_attentions_stream_biases_go_into_the_join_where_that_measured
     for n in (n for n in m.graph.node if n.op_type == "BiasConcat"):
         a, b, y = (view.dims(v) for v in (n.input[0], n.input[1], n.output[0]))
         assert y[2] == a[2] and (None in (a[1], b[1]) or y[1] == a[1] + b[1]), (a, b, y)
-    ours, theirs = session(dst, ort_library), session(src)
-    for batch, grid in DIT_SIZES[model] if ".dynamic." in name else ((2, 4),):
-        feeds = _dit_feeds(theirs, batch + grid, batch, grid)
-        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
-        assert got.shape == want.shape and _rel(want, got) < TOL[dtype], (batch, grid)
+    _computes_the_export(src, dst, ort_library, name)
 
 
 def test_orts_optimized_export_is_rewritten_whole(ort_library, tmp_path):
