@@ -22,7 +22,7 @@ from benchmarks import choice_table  # noqa: E402
 from benchmarks.results import RESULTS  # noqa: E402
 
 TABLE = ROOT / "runtime" / "ortlib" / "rewrite" / "bias_concat_measured.py"
-DEVICE = "NVIDIA H200"
+DEVICE = "NVIDIA H100 80GB HBM3"
 
 
 def speedups(path: Path = RESULTS, device: str = DEVICE) -> dict[str, dict[str, float]]:

@@ -47,7 +47,7 @@ def test_a_model_without_a_joint_attention_is_refused_by_name(capsys):
 
 
 def test_the_rewrites_table_is_what_the_rows_give():
-    """Empty until rows are measured: the Concat and the bias Adds stay for every dtype."""
+    """From the rows: a dtype without them keeps the Concat and the bias Adds."""
     from tritonforge.runtime.ortlib.rewrite import bias_concat_measured
 
     assert choice.TABLE.read_text() == choice.module_text(choice.speedups())

@@ -216,7 +216,7 @@ def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: di
                     near = []
                 break
             taken.update((index[id(n)], m) for n in m.remove)
-            r.taken.update(id(n) for n in m.remove)
+            r.taken.update(id(n) for n in (*m.remove, *m.claims))
             report.rewritten[m.node.op_type] += 1
             report.sources[(m.node.op_type, m.source)] += 1
             report.targets[(m.node.op_type, m.node.domain)] += 1

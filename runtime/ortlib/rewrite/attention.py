@@ -175,8 +175,9 @@ class Heads:
     """Query, key or value as the attention reads it: `heads` heads of `dim`, over `seq` positions (None when
     symbolic); `bhsd`, the (B, H, S, d) value (None where the graph has the heads only otherwise); `tokens`, a
     token-major value holding them, (B, S, H*d) or (B, S, H, d) by `rank` (None where the graph has none);
-    `made`, the new nodes that make `tokens` (a Concat of streams); `note`, why the streams' biases stayed nodes of
-    their own."""
+    `made`, the new nodes that make `tokens` (a Concat of streams); `absorbed`, the graph's nodes whose work they do
+    (the streams' bias Adds: the match claims them, so no later fusion takes them too); `note`, why the streams'
+    biases stayed nodes of their own."""
     heads: int
     dim: int
     seq: object = None
@@ -184,6 +185,7 @@ class Heads:
     tokens: str | None = None
     rank: int = 0
     made: list = field(default_factory=list)
+    absorbed: list = field(default_factory=list)
     note: str = ""
 
 
@@ -207,13 +209,20 @@ def _split(g, reshape, what: str) -> tuple[str, int, int]:
 
 
 def _from_tokens(r: Rewriter, x: str, what: str) -> Heads | None:
-    """The heads of (B, S, H, d) value `x`: a head-splitting Reshape's projection, or `x` itself."""
+    """The heads of (B, S, H, d) value `x`: a head-splitting Reshape's projection, streams' projections that a
+    Concat on the sequence axis joins (Flux's joint attention's value), or `x` itself."""
     g = r.graph
+    node = g.producer.get(x)
     try:
-        proj, heads, d = _split(g, g.producer.get(x), what)
+        proj, heads, d = _split(g, node, what)
         return Heads(heads, d, (g.dims(proj) or [None] * 3)[1], tokens=proj, rank=3)
     except Left:
         pass
+    if is_op(node, "Concat") and attrs(node).get("axis") in (1, -3) and len(node.input) > 1 and \
+            len(g.consumers.get(x, [])) == 1:
+        parts = [_from_tokens(r, i, what) for i in node.input]
+        if all(p is not None and p.rank == 3 for p in parts) and len({(p.heads, p.dim) for p in parts}) == 1:
+            return _join(r, x, node, parts)
     dims = g.dims(x)
     if dims is None or len(dims) != 4 or not isinstance(dims[2], int) or not isinstance(dims[3], int):
         return None
@@ -222,43 +231,47 @@ def _from_tokens(r: Rewriter, x: str, what: str) -> Heads | None:
 
 def _token_major(r: Rewriter, value: str, what: str) -> Heads | None:
     """The (B, H, S, d) heads `value` as token-major memory the graph has (module docstring), or None."""
-    g = r.graph
-    node = g.producer.get(value)
+    node = r.graph.producer.get(value)
     if _perm(node) == [0, 2, 1, 3]:
         return _from_tokens(r, node.input[0], what)
     if is_op(node, "Concat") and attrs(node).get("axis") in (2, -2) and len(node.input) > 1:
         parts = [_token_major(r, i, what) for i in node.input]
         if any(p is None for p in parts) or len({(p.rank, p.heads, p.dim) for p in parts}) != 1:
             return None
-        from onnx import helper
-
-        # the streams joined on their sequence axis while token-major: the same copy the Concat made (with the
-        # streams' Linear biases added on the way, where that measured faster)
-        out, name = g.unique(f"{value}_tokens"), r.node_name(f"{node.name or value}_tokens")
-        concat, note = _bias_concat(r, parts, out, name)
-        if concat is None:
-            concat = helper.make_node("Concat", [p.tokens for p in parts], [out], axis=1, name=name)
-        seqs = [p.seq for p in parts]
-        return Heads(parts[0].heads, parts[0].dim, None if None in seqs else sum(seqs), tokens=out,
-                     rank=parts[0].rank, made=[n for p in parts for n in p.made] + [concat], note=note)
+        return _join(r, value, node, parts)
     return None
 
 
+def _join(r: Rewriter, value: str, node, parts: list) -> Heads:
+    """The streams' heads `parts` joined on their sequence axis while token-major: the same copy the export's
+    Concat `node` (of `value`) made, with the streams' Linear biases added on the way where that measured faster."""
+    from onnx import helper
+
+    out, name = r.graph.unique(f"{value}_tokens"), r.node_name(f"{node.name or value}_tokens")
+    concat, note, absorbed = _bias_concat(r, parts, out, name)
+    if concat is None:
+        concat = helper.make_node("Concat", [p.tokens for p in parts], [out], axis=1, name=name)
+    seqs = [p.seq for p in parts]
+    return Heads(parts[0].heads, parts[0].dim, None if None in seqs else sum(seqs), tokens=out,
+                 rank=parts[0].rank, made=[n for p in parts for n in p.made] + [concat],
+                 absorbed=[n for p in parts for n in p.absorbed] + absorbed, note=note)
+
+
 def _bias_concat(r: Rewriter, parts: list, out: str, name: str):
-    """(the library's BiasConcat of two streams' projections, a note saying so) where each is a Linear's MatMul +
-    bias that only its head split reads and that op measured faster than the export's bias Adds and Concat; else
-    (None, why the biases stay, "" where there are none to take)."""
+    """(the library's BiasConcat of two streams' projections, a note saying so, the bias Adds it takes) where each
+    is a Linear's MatMul + bias that only its head split reads and that op measured faster than the export's bias
+    Adds and Concat; else (None, why the biases stay, "" where there are none to take; [])."""
     from onnx import helper
 
     g = r.graph
     if len(parts) != 2 or any(p.rank != 3 or p.made for p in parts):
-        return None, ""
+        return None, "", []
     found = []
     for p in parts:
         reader = g.only_reader(p.tokens)
         biased = bias_add(g, p.tokens, [reader]) if is_op(reader, "Reshape") else None
         if biased is None or g.elem(biased[1]) != g.elem(p.tokens):
-            return None, ""
+            return None, "", []
         found.append(biased)
     try:
         dtype = r.dtype(parts[0].tokens)
@@ -267,10 +280,10 @@ def _bias_concat(r: Rewriter, parts: list, out: str, name: str):
         measured_form(r, parts[0].tokens, BIAS_CONCAT_SPEEDUP, BIAS_CONCAT_DEVICE, "the library's BiasConcat",
                       "joined")
     except Left as why:
-        return None, f"the streams' Linear biases stay nodes of their own: {why}"
+        return None, f"the streams' Linear biases stay nodes of their own: {why}", []
     ins = [found[0][0], found[1][0], *(bias_input(r, b_name, b) for _, b_name, b, _ in found)]
     return (helper.make_node("BiasConcat", ins, [out], name=name, domain=DOMAIN),
-            "the streams' Linear biases added as they are joined (tritonforge.BiasConcat)")
+            "the streams' Linear biases added as they are joined (tritonforge.BiasConcat)", [f[3] for f in found])
 
 
 def _heads(r: Rewriter, value: str, what: str) -> Heads:
@@ -386,7 +399,8 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
         after.append(_reshape(r, written, [0, 0, q.heads, q.dim], tokens_out))
     new = _node(r, where, name, ins, written if after else tokens_out, q, k, scale, causal, removed=removed)
     note = "; ".join(dict.fromkeys(n for n in (note, q.note, k.note, v.note) if n))  # the joins' too
-    return Match([*removed, *tail], new, source, note=note, before=before, after=after, dtype=dtype)
+    return Match([*removed, *tail], new, source, note=note, before=before, after=after, dtype=dtype,
+                 claims=[n for h in (q, k, v) for n in h.absorbed])
 
 
 class DecomposedAttention:

@@ -37,6 +37,9 @@ class Match:
     before: list = field(default_factory=list)  # new nodes `node` reads, placed just before it
     after: list = field(default_factory=list)  # new nodes that read `node`, placed just after it
     dtype: str | None = None  # the element type `node` runs in (where its inputs are new values)
+    # graph nodes whose work the new nodes do without replacing them (a join's bias Adds): no later match takes
+    # them, and they go where nothing reads them any more
+    claims: list = field(default_factory=list)
 
 
 class Rewriter:

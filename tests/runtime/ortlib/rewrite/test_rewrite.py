@@ -515,9 +515,12 @@ def test_fluxs_q_k_norms_and_their_join_go_into_the_rotation_where_that_measured
                                                                                       monkeypatch, name):
     """With the norm forms measured faster: at opset 23 (the ONNX RMSNormalization) each single block's q and k norm
     and each double block's two streams' norms with their Concat go into the rotation's node, whose gammas are fp32;
-    at opset 18 (the norm decomposed) the rotation alone is taken. The numbers are the export's."""
+    at opset 18 (the norm decomposed) the rotation alone is taken. With BiasConcat measured faster too, each double
+    block's value heads, which Flux joins as (B, S, H, d), are the two streams' MatMuls joined with their biases
+    (the Linears measured faster leave those MatMuls to the join). The numbers are the export's."""
     dtype = name.split(".")[-2]
     monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, dtype, {"decomposed": 2.0, "rms": 2.0, "rms_joined": 2.0})
+    monkeypatch.setitem(bias_concat_measured.SPEEDUP, dtype, {"joined": 2.0})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     report = rewrite_file(src, dst, ort_library)
     before, after = _ops(src), _ops(dst)
@@ -537,6 +540,9 @@ def test_fluxs_q_k_norms_and_their_join_go_into_the_rotation_where_that_measured
         gammas = [n.input[3], *n.input[5:]]
         assert len(n.input) in (4, 6) and all(inits[g].data_type == TensorProto.FLOAT for g in gammas)
         assert {a.name for a in n.attribute} == ({"epsilon", "axis"} if len(n.input) == 6 else {"epsilon"})
+    made_by = {o: n.op_type for n in m.graph.node for o in n.output}
+    joins = [n for n in m.graph.node if n.op_type == "BiasConcat"]
+    assert len(joins) == 1 and all(made_by[i] == "MatMul" for i in joins[0].input[:2]), report.lines()
     if ".bf16." in name:  # the CPU EP has no bfloat16 MatMul
         return
     _computes_the_export(src, dst, ort_library, name)
@@ -544,12 +550,12 @@ def test_fluxs_q_k_norms_and_their_join_go_into_the_rotation_where_that_measured
 
 @pytest.mark.parametrize("name", [c for c in DITS if c.startswith("sd3_") and ".bf16." not in c])
 def test_the_joint_attentions_stream_biases_go_into_the_join_where_that_measured_faster(ort_library, tmp_path,
-                                                                                     monkeypatch, linears_kept, name):
+                                                                                     monkeypatch, name):
     """With the library's BiasConcat measured faster: each joint attention's query, key and value are the two
     streams' MatMuls joined with their biases, as either exporter writes them and after ORT's optimizer; the bias
-    Adds go, and the numbers are the export's (the dynamic TorchScript export's key Shape reads the MatMul). (SD3.5's
-    joint attention reads its normed query and key heads as (B, H, S, d): its value heads are read so too, and no
-    join is written.)"""
+    Adds go, the Linears measured faster (fp16) leave those MatMuls to the join, and the numbers are the export's
+    (the dynamic TorchScript export's key Shape reads the MatMul). (SD3.5's joint attention reads its normed query
+    and key heads as (B, H, S, d): its value heads are read so too, and no join is written.)"""
     model, dtype = name.split("_tiny")[0], name.split(".")[-2]
     monkeypatch.setitem(bias_concat_measured.SPEEDUP, dtype, {"joined": 2.0})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
