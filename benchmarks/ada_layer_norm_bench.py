@@ -142,8 +142,9 @@ def model(form: str, items: int, tokens: int, c: int, dtype: str, nodes: int, fu
     return ort_own._model(body, inputs, outputs, inits, domains)
 
 
-def measure(own, ours, form: str, items: int, tokens: int, c: int, dtype: str) -> dict[str, tuple[float, str]]:
-    """{provider: (us per norm, timing mode)} of one shape and form, the library's output checked first."""
+def measure(own, ours, exact, form: str, items: int, tokens: int, c: int, dtype: str) -> dict[str, tuple[float, str]]:
+    """{provider: (us per norm, timing mode)} of one shape and form, the library's output checked first (in
+    `exact`, the library's session with float MatMuls off TF32)."""
     import torch
 
     from benchmarks.gpu_common import torch_graph_ms
@@ -174,7 +175,8 @@ def measure(own, ours, form: str, items: int, tokens: int, c: int, dtype: str) -
     lin = (branch.double() @ w.double()).to(tt) if linear else branch  # the MatMul's output, rounded as stored
     ref, _ = ada_layer_norm_ref(host(x), host(s)[:, 0], host(t)[:, 0], EPS, host(lin) if gated else None,
                                 host(g)[:, 0] if gated else None, host(bias) if linear else None)
-    _, out, _ = ours.run(model(form, items, tokens, c, dtype, 1, True), feeds(1), runs=1, graph=False)
+    # the branch's float MatMul exact for the check (the CUDA EP runs it on TF32 by default, for both sides)
+    _, out, _ = exact.run(model(form, items, tokens, c, dtype, 1, True), feeds(1), runs=1, graph=False)
     why = ada_layer_norm_mismatch(np.asarray(out["y0"]), ref, dtype)
     if why:
         raise AssertionError(f"AdaLayerNorm {form} {dtype} {items}x{tokens}x{c} against float64: {why}")
@@ -210,6 +212,7 @@ def main(argv=None) -> int:
 
     library = ortlib.library_path(args.library)
     own, ours = ort_own.OrtRival(), ort_own.OrtRival(custom_ops=str(library))
+    exact = ort_own.OrtRival(custom_ops=str(library), tf32=False)
     device = torch.cuda.get_device_name(0)
     seen = set()
     for dtype in args.dtypes.split(","):
@@ -220,8 +223,9 @@ def main(argv=None) -> int:
                 for form in UNET_FORMS if unet else FORMS:
                     if (items, tokens, c, dtype, form) not in seen:
                         seen.add((items, tokens, c, dtype, form))
+                        times = measure(own, ours, exact, form, items, tokens, c, dtype)
                         fused_op_bench.record("ada_layer_norm", device, f"{form} {name} {items * tokens}x{c}", dtype,
-                                              measure(own, ours, form, items, tokens, c, dtype), args.results, 36)
+                                              times, args.results, 36)
     return 0
 
 

@@ -150,17 +150,18 @@ class OrtRival:
     """Sessions of one execution provider timing graphs of K identical nodes (see the module's text)."""
 
     def __init__(self, provider: str = CUDA_EP, device_id: int = 0, custom_ops: str | None = None,
-                 optimize: bool = False):
+                 optimize: bool = False, tf32: bool = True):
         """custom_ops: a custom-op library every session registers (runtime/ortlib); optimize: ORT's graph
         optimizations on, as a user's session has them (for graphs whose nodes ORT itself fuses: a MatMul and
-        its bias Add into a Gemm)."""
+        its bias Add into a Gemm); tf32: the CUDA EP's default, float MatMuls on TF32 (off where a check against
+        float64 reads a float MatMul's output)."""
         import onnxruntime as ort
 
         why = unavailable(provider)
         if why:
             raise RuntimeError(why)
         self.ort, self.provider, self.device_id, self.custom_ops = ort, provider, device_id, custom_ops
-        self.optimize = optimize
+        self.optimize, self.tf32 = optimize, tf32
         self.device = "cuda" if provider == CUDA_EP else "cpu"
         self.version = ort.__version__
 
@@ -172,7 +173,7 @@ class OrtRival:
         so.graph_optimization_level = level.ORT_ENABLE_ALL if self.optimize else level.ORT_DISABLE_ALL
         if self.custom_ops:
             so.register_custom_ops_library(str(self.custom_ops))
-        options = {"device_id": str(self.device_id)}
+        options = {"device_id": str(self.device_id), **({} if self.tf32 else {"use_tf32": "0"})}
         if graph:
             options["enable_cuda_graph"] = "1"
         providers = [(self.provider, options)] if self.provider == CUDA_EP else [self.provider]
