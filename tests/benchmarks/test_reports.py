@@ -123,9 +123,9 @@ HEADLINE = (("1.28x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_c
             ("1.17x", "sd15_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
             ("1.20x", "sdxl_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
             ("1.15x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H100),
-            ("1.16x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H100),
-            ("1.07x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H100),
-            ("1.05x", "flux_dev:L2of19+4of38/dynamo23+best", "bf16", "torch_compile", H100),
+            ("1.10x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H100),
+            ("1.04x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H100),
+            ("1.07x", "flux_dev:L2of19+4of38/dynamo23+best", "bf16", "torch_compile", H100),
             ("2.93x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "ort_best", H100),
             ("2.39x", "sd15_unet/torchscript+best+nhwc", "fp16", "ort_best", H100),
             ("6.70x", "sd3_medium/torchscript+best", "fp16", "ort_best", H100))
