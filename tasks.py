@@ -612,6 +612,10 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
     from tritonforge import __version__
     from tritonforge.artifact_format import LIBRARY_NAME
 
+    if userland:  # a wrong name fails before a wheel is written
+        from tritonforge.pipeline.package.userland import known
+
+        known(userland)
     d = Path(dist) if dist else _full_dist(c, None) / "cuda" / "multi"
     path = build_wheel(d / LIBRARY_NAME, out, version or __version__)
     print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB (auditwheel: {path.name.rsplit('-', 1)[1][:-4]})")

@@ -91,3 +91,19 @@ def fresh_venv(dest: Path) -> Path:
                            "onnx.__file__)))"], check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "third_party.pth").write_text(ours + "\n")
     return python
+
+
+def userland_said(stdout: str) -> list[str]:
+    """The nodes rewritten in each run `invoke wheel --userland bullseye` printed, having checked what a user is
+    promised: a manylinux_2_17 wheel that Debian 11's own pip (glibc 2.31, where a wheel past manylinux_2_31 is
+    refused) installs into its Python 3.9 beside onnxruntime's CPU build for it, 1.18.0 (the oldest the README
+    promises) and the newest, each importing it, loading the library and running the rewrite like onnxruntime."""
+    assert "(auditwheel: manylinux_2_17_x86_64)" in stdout, stdout[-2000:]
+    said = re.findall(r"Debian 11 \(glibc 2\.31, Python 3\.9[.\d]*, onnxruntime ([\d.]+) CPU\): installed, "
+                      r"imported, library loaded \((\d+) kernels\), (\d+) nodes rewritten, max rel diff (\S+) against",
+                      stdout)
+    assert [v for v, *_ in said][:1] == ["1.18.0"] and len(said) == 2, stdout[-2000:]
+    assert tuple(map(int, said[1][0].split("."))) > (1, 18, 0), said
+    for _, kernels, rewritten, diff in said:
+        assert int(kernels) > 0 and int(rewritten) > 0 and float(diff) < 1e-4, said
+    return [rewritten for *_, rewritten, _ in said]

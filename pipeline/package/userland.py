@@ -40,7 +40,7 @@ def ensure_image(suite: str, log=print, c=None) -> str:
     """The userland image of `suite`, made with debootstrap unless it exists (`c`: a Docker client)."""
     from tritonforge.pipeline.builds.images import client, debootstrap_image, image_exists
 
-    _known(suite)
+    known(suite)
     c = c or client()
     tag = image_tag(suite)
     if not image_exists(c, tag):
@@ -48,7 +48,8 @@ def ensure_image(suite: str, log=print, c=None) -> str:
     return tag
 
 
-def _known(suite: str) -> None:
+def known(suite: str) -> None:
+    """A PipelineError naming the suites where `suite` is none of them."""
     if suite not in SUITES:
         raise PipelineError(f"unknown userland '{suite}' (known: {', '.join(SUITES)})")
 
@@ -103,7 +104,7 @@ def check_wheel(wheel: Path | str, suite: str = "bullseye", model: Path | str | 
         raise PipelineError(f"{wheel}: no such wheel (invoke wheel makes it)")
     from tritonforge.pipeline.builds.images import client
 
-    _known(suite)
+    known(suite)
     c = client()
     tag = ensure_image(suite, log, c)
     python, glibc = _python_of(c, tag)

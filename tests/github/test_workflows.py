@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ..cli import invoke, user_repo
+from ..cli import invoke, user_repo, userland_said
 from ..conftest import FULL_ARCHS, require_tool
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is a dev dependency")
@@ -171,7 +171,7 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, 
     assert {"lint", "build", "merge", "gpu-test", "tune", "bench", "publish", "pin-move"} <= tasks
     assert {a for _, args in lines if args[0] == "build" for a in [_arch_of(args)]} == \
         {a for names in MATRIX_ARCHS.values() for a in names}, "the workflows' build matrix changed: teach this test"
-    ran, done, planned = [], set(), set()
+    ran, done, planned, userland = [], set(), set(), []
 
     def run(where, args):
         needs_gpu = args[0] in GPU_TASKS or "--gpu" in args  # pin-move --gpu: the move's zoo bench
@@ -186,6 +186,8 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, 
         else:
             assert proc.returncode == 0, said
             done.add(tuple(args))
+            if args[0] == "wheel" and "--userland" in args:  # what the older Linux ran, as promised
+                userland.extend(userland_said(proc.stdout))
         ran.append(args[0])
 
     def check_plan(where, args):
@@ -230,6 +232,7 @@ def test_every_invoke_line_runs(root, docker_builds, s3_server, userland_image, 
     n_archs = sum(len(names) for names in per_platform.values())
     # each arch x 2 profiles, in ci.yml and again in publish.yml; 2 platforms x 2 profiles of merges, twice
     assert ran.count("build") == 4 * n_archs and ran.count("merge") == 8 and "publish" in ran
+    assert userland, "no workflow line ran `invoke wheel --userland`"
     assert len(planned) == (0 if tier == "matrix" else 2 * (8 - n_archs))
     manifest = json.loads((repo / "release-manifest.json").read_text())
     archs = sorted([a for names in per_platform.values() for a in names] + ["multi", "multi"])
