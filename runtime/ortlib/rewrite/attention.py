@@ -175,7 +175,7 @@ class Heads:
     """Query, key or value as the attention reads it: `heads` heads of `dim`, over `seq` positions (None when
     symbolic); `bhsd`, the (B, H, S, d) value (None where the graph has the heads only otherwise); `tokens`, a
     token-major value holding them, (B, S, H*d) or (B, S, H, d) by `rank` (None where the graph has none);
-    `made`, the new nodes that make `tokens` (a Concat of streams); `absorbed`, the graph's nodes whose work they do
+    `made`, the new nodes that make `tokens` (a Concat of streams); `claims`, the graph's nodes whose work they do
     (the streams' bias Adds: the match claims them, so no later fusion takes them too); `note`, why the streams'
     biases stayed nodes of their own."""
     heads: int
@@ -185,7 +185,7 @@ class Heads:
     tokens: str | None = None
     rank: int = 0
     made: list = field(default_factory=list)
-    absorbed: list = field(default_factory=list)
+    claims: list = field(default_factory=list)
     note: str = ""
 
 
@@ -248,13 +248,13 @@ def _join(r: Rewriter, value: str, node, parts: list) -> Heads:
     from onnx import helper
 
     out, name = r.graph.unique(f"{value}_tokens"), r.node_name(f"{node.name or value}_tokens")
-    concat, note, absorbed = _bias_concat(r, parts, out, name)
+    concat, note, claims = _bias_concat(r, parts, out, name)
     if concat is None:
         concat = helper.make_node("Concat", [p.tokens for p in parts], [out], axis=1, name=name)
     seqs = [p.seq for p in parts]
     return Heads(parts[0].heads, parts[0].dim, None if None in seqs else sum(seqs), tokens=out,
                  rank=parts[0].rank, made=[n for p in parts for n in p.made] + [concat],
-                 absorbed=[n for p in parts for n in p.absorbed] + absorbed, note=note)
+                 claims=[n for p in parts for n in p.claims] + claims, note=note)
 
 
 def _bias_concat(r: Rewriter, parts: list, out: str, name: str):
@@ -400,7 +400,7 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
     new = _node(r, where, name, ins, written if after else tokens_out, q, k, scale, causal, removed=removed)
     note = "; ".join(dict.fromkeys(n for n in (note, q.note, k.note, v.note) if n))  # the joins' too
     return Match([*removed, *tail], new, source, note=note, before=before, after=after, dtype=dtype,
-                 claims=[n for h in (q, k, v) for n in h.absorbed])
+                 claims=[n for h in (q, k, v) for n in h.claims])
 
 
 class DecomposedAttention:
