@@ -213,6 +213,24 @@ class Graph:
             self._consts[name] = value
         return self._consts[name]
 
+    def weight(self, name: str) -> np.ndarray | None:
+        """A weight of any size that the model fixes: an initializer, seen through the Identity and Cast exporters
+        put in front of weights, or what const() folds (which stops at small tensors: SD3's patch kernel, 1536 x 16
+        x 2 x 2, is past it)."""
+        if name in self.inits:
+            return self.init_array(self.inits[name])
+        node = self.producer.get(name)
+        if node is None and self.outer is not None:
+            return self.outer.weight(name)
+        if node is not None and domain_of(node) == "" and node.op_type in ("Identity", "Cast") and node.input:
+            x = self.weight(node.input[0])
+            if x is None or node.op_type == "Identity":
+                return x
+            from onnx import helper
+
+            return x.astype(helper.tensor_dtype_to_np_dtype(attrs(node)["to"]))
+        return self.const(name)
+
     def scalar(self, name: str) -> float | None:
         """The value of `name` when the model fixes it to one number."""
         v = self.const(name)

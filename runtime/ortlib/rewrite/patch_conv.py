@@ -43,8 +43,10 @@ class PatchConv:
         if not is_op(conv, "Conv") or r.dtype(x) not in TYPES:
             return None
         r.check_served("Linear", r.dtype(x), TYPES)
-        w = g.const(conv.input[1])
-        if w is None or w.ndim != 4:
+        w = g.weight(conv.input[1])
+        if w is None:
+            raise Left("the weight is not a constant")
+        if w.ndim != 4:
             return None
         a = attrs(conv)
         kernel = [int(k) for k in a.get("kernel_shape", w.shape[2:])]

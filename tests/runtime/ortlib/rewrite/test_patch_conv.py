@@ -22,19 +22,20 @@ def in_float(monkeypatch):
     monkeypatch.setattr(patch_conv, "TYPES", ("bf16", "fp32"))
 
 
-def _model(x_shape=(2, 4, 8, 6), kernel=(2, 2), strides=None, bias=True, **attrs):
+def _model(x_shape=(2, 4, 8, 6), kernel=(2, 2), strides=None, bias=True, out_channels=5, **attrs):
     rng = np.random.default_rng(3)
-    w = rng.standard_normal((5, x_shape[1], *kernel)).astype(np.float32)
+    w = rng.standard_normal((out_channels, x_shape[1], *kernel)).astype(np.float32)
     inits = [numpy_helper.from_array(w, "w")]
     inputs = ["x", "w"]
     if bias:
-        inits.append(numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b"))
+        inits.append(numpy_helper.from_array(rng.standard_normal(out_channels).astype(np.float32), "b"))
         inputs.append("b")
     conv = helper.make_node("Conv", inputs, ["y"], name="pos_embed/proj", kernel_shape=list(kernel),
                             strides=list(strides or kernel), **attrs)
     out = [d // k if isinstance(d, int) else None for d, k in zip(x_shape[2:], kernel)]
     g = helper.make_graph([conv], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [x_shape[0], 5, *out])], inits)
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [x_shape[0], out_channels, *out])],
+                          inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
@@ -72,6 +73,21 @@ def test_dynamic_heights_and_widths_are_served(ort_library, in_float):
         x = np.random.default_rng(shape[3]).standard_normal(shape).astype(np.float32)
         np.testing.assert_allclose(_run(model, {"x": x}, ort_library),
                                    _run(onnx.load_from_string(before), {"x": x}), rtol=1e-5, atol=1e-5)
+
+
+def test_a_full_size_patch_kernel_kept_beside_the_model_is_read(ort_library, in_float, tmp_path):
+    """SD3's patch kernel (1536 x 16 x 2 x 2) is past what the rewrite folds as a small constant, and a full-size
+    export keeps it as external data: the matcher reads it whole, from beside the model."""
+    model = _model(x_shape=(1, 16, 8, 8), out_channels=1536)
+    x = np.random.default_rng(5).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    want = _run(model, {"x": x})
+    src = tmp_path / "big.onnx"
+    onnx.save_model(model, str(src), save_as_external_data=True, all_tensors_to_one_file=True, location="big.data",
+                    size_threshold=0)
+    report = rewrite_file(src, tmp_path / "big.tf.onnx", ort_library)
+    assert report.rewritten == {"Linear": 1} and not report.left, report.lines()
+    got = _run(onnx.load(str(tmp_path / "big.tf.onnx")), {"x": x}, ort_library)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("case, why", [
