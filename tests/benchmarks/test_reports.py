@@ -119,16 +119,16 @@ HEADLINE = (("1.28x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_c
             ("0.92x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H200),
             ("0.85x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H200),
             ("0.75x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H200),
-            ("1.37x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_compile", H100),
-            ("1.17x", "sd15_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
-            ("1.20x", "sdxl_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
-            ("1.15x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H100),
+            ("1.26x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_compile", H100),
+            ("1.15x", "sd15_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
+            ("1.12x", "sdxl_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
+            ("1.16x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H100),
             ("1.10x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H100),
-            ("1.04x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H100),
-            ("1.07x", "flux_dev:L2of19+4of38/dynamo23+best", "bf16", "torch_compile", H100),
-            ("2.93x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "ort_best", H100),
-            ("2.39x", "sd15_unet/torchscript+best+nhwc", "fp16", "ort_best", H100),
-            ("6.70x", "sd3_medium/torchscript+best", "fp16", "ort_best", H100))
+            ("1.05x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H100),
+            ("1.04x", "flux_dev:L2of19+4of38/dynamo23+best", "bf16", "torch_compile", H100),
+            ("2.94x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "ort_best", H100),
+            ("2.41x", "sd15_unet/torchscript+best+nhwc", "fp16", "ort_best", H100),
+            ("6.89x", "sd3_medium/torchscript+best", "fp16", "ort_best", H100))
 
 
 def test_the_readmes_headline_ratios_are_the_rows():
