@@ -123,6 +123,7 @@ HEADLINE = (("1.28x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_c
             ("1.15x", "sd15_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
             ("1.12x", "sdxl_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
             ("1.16x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H100),
+            ("1.06x", "sd3_medium/dynamo23+best", "bf16", "torch_compile", H100),
             ("1.10x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H100),
             ("1.05x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H100),
             ("1.04x", "flux_dev:L2of19+4of38/dynamo23+best", "bf16", "torch_compile", H100),
