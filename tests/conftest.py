@@ -202,15 +202,18 @@ def docker_engine():
 
 
 @pytest.fixture(scope="session")
-def docker_builds(docker_engine, small_kernels, tmp_path_factory):
+def docker_builds(docker_engine, small_kernels, tmp_path_factory, request):
     """The README's main command as typed, in a fresh copy, with a Docker engine up (so `auto` picks
     docker): `invoke build --platform cuda` (the ORT profile, default archs, out and cache, all relative),
     its cache the README main job's (tests/main_job.py: nothing compiled again where that job ran); then
     ci.yml's full-profile lines `invoke build --platform P --arch A --runner docker --profile full` for
-    FULL_ARCHS, whose kernels outside the ORT profile are compiled in the images.
+    FULL_ARCHS. Their kernels outside the ORT profile come from `built`'s cache (the same kernels, compiled
+    locally), all but the first of each script (main_job.container_sample), which the images compile: one
+    kernel of every family compiled in a container and compared with the local bytes, not every kernel twice.
 
-    Returns {"repo", "env", "cuda", "cuda_full", "rocm_full"} (the last three: the finished processes)."""
-    return shared(tmp_path_factory, "docker", lambda d: _docker_builds(d, small_kernels))
+    Returns {"repo", "env", "cuda", "cuda_full", "rocm_full", "seeded"} (the three builds: the finished
+    processes; seeded: {arch: how many entries came from `built`'s cache})."""
+    return shared(tmp_path_factory, "docker", lambda d: _docker_builds(d, small_kernels, request))
 
 
 # One arch per platform for the container's full-profile builds (gpu.yml's runners' archs): compiled in the
@@ -218,23 +221,39 @@ def docker_builds(docker_engine, small_kernels, tmp_path_factory):
 FULL_ARCHS = {"cuda": "sm_90", "rocm": "gfx942"}
 
 
-def _docker_builds(base: Path, small_kernels: Path) -> dict:
+def _docker_builds(base: Path, small_kernels: Path, request) -> dict:
+    from tritonforge.pipeline.builds.dist import discover_scripts
+    from tritonforge.pipeline.compile.targets import parse_targets
+
     from . import main_job
     from .cli import invoke, user_repo
 
     repo, env = user_repo(base / "repo", small_kernels)
     docker_cache = repo / ".cache/tritonforge/compile-docker"
     main_job.seed(docker_cache)  # as a runner restores the main job's cache
-    for d in [docker_cache, *(p for p in docker_cache.rglob("*") if p.is_dir())]:
-        os.chmod(d, 0o777)  # the container's user adds entries beside the copied ones
+    _open_to_containers(docker_cache)
     cuda = invoke(repo, "build", "--platform", "cuda", env=env)
+    # `built` is made meanwhile (another worker) or now: its cache, but for the sample the images compile
+    scripts, targets = discover_scripts(small_kernels), parse_targets(",".join(FULL_ARCHS.values()))
+    sample = main_job.container_sample(scripts, targets)
+    local = main_job.kernel_keys(scripts, targets)
+    seeded = {arch: main_job.seed(docker_cache, local[arch] - sample[arch], caches=(request.getfixturevalue(
+        "built")[2],)) for arch in local}
+    _open_to_containers(docker_cache)
     # ci.yml runs the two on runners of their own: side by side here too (they write different platforms'
     # directories)
     with ThreadPoolExecutor(2) as pool:
         cuda_full, rocm_full = pool.map(
             lambda p: invoke(repo, "build", "--platform", p, "--arch", FULL_ARCHS[p], "--runner", "docker",
                              "--profile", "full", env=env), ("cuda", "rocm"))
-    return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full}
+    return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full,
+            "seeded": seeded}
+
+
+def _open_to_containers(cache: Path) -> None:
+    """The container's user adds entries beside the copied ones."""
+    for d in [cache, *(p for p in cache.rglob("*") if p.is_dir())]:
+        os.chmod(d, 0o777)
 
 
 # The older-Linux image (debootstrap of Debian 11, ~45 s, mostly downloads) is made in the background from the

@@ -83,3 +83,25 @@ def held(scripts, targets, profile: str = "full") -> dict[str, int]:
     build seeded from them takes from the cache instead of compiling."""
     main = keys()
     return {arch: len(wanted & main) for arch, wanted in kernel_keys(scripts, targets, profile).items()}
+
+
+def container_sample(scripts, targets) -> dict[str, set[str]]:
+    """{arch: the compile-cache keys of the first full-profile kernel of each script that builds for that target
+    and that the main job's caches do not hold}: what a container build seeded from a local build's cache, all but
+    these, compiles itself (one kernel of every family, against the local bytes), rather than every kernel twice."""
+    from tritonforge.pipeline.builds.dist import kernel_key
+    from tritonforge.pipeline.compile.pin import pinned_version
+    from tritonforge.pipeline.scripts.profiles import select
+    from tritonforge.pipeline.scripts.table import load_table
+
+    version, table, main = pinned_version(), select(load_table(scripts), "full"), keys()
+    out = {}
+    for t in targets:
+        first: dict[str, str] = {}
+        for k in table.kernels:
+            key = kernel_key(k, t, version) if k.builds_for(t) else None
+            if key and key not in main:
+                first.setdefault(k.script, key)
+        out[t.arch_name] = set(first.values())
+    return out
+
