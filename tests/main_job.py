@@ -104,4 +104,3 @@ def container_sample(scripts, targets) -> dict[str, set[str]]:
                 first.setdefault(k.script, key)
         out[t.arch_name] = set(first.values())
     return out
-
