@@ -211,8 +211,9 @@ def docker_builds(docker_engine, small_kernels, tmp_path_factory, request):
     locally), all but the first of each script (main_job.container_sample), which the images compile: one
     kernel of every family compiled in a container and compared with the local bytes, not every kernel twice.
 
-    Returns {"repo", "env", "cuda", "cuda_full", "rocm_full", "seeded"} (the three builds: the finished
-    processes; seeded: {arch: how many entries came from `built`'s cache})."""
+    Returns {"repo", "env", "cuda", "cuda_full", "rocm_full", "seeded", "sample"} (the three builds: the finished
+    processes; seeded: {arch: how many entries came from `built`'s cache}; sample: {arch: how many the image
+    was left to compile})."""
     return shared(tmp_path_factory, "docker", lambda d: _docker_builds(d, small_kernels, request))
 
 
@@ -247,7 +248,7 @@ def _docker_builds(base: Path, small_kernels: Path, request) -> dict:
             lambda p: invoke(repo, "build", "--platform", p, "--arch", FULL_ARCHS[p], "--runner", "docker",
                              "--profile", "full", env=env), ("cuda", "rocm"))
     return {"repo": repo, "env": env, "cuda": cuda, "cuda_full": cuda_full, "rocm_full": rocm_full,
-            "seeded": seeded}
+            "seeded": seeded, "sample": {arch: len(keys) for arch, keys in sample.items()}}
 
 
 def _open_to_containers(cache: Path) -> None:

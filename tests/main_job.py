@@ -67,15 +67,21 @@ def compiled_again(under: Path, main: set[str], since: float) -> list[str]:
     return sorted(found)
 
 
-def kernel_keys(scripts, targets, profile: str = "full") -> dict[str, set[str]]:
-    """{arch: the compile-cache keys of the scripts' `profile` kernels that build for that target}."""
+def _keyed(scripts, targets, profile: str):
+    """{arch: [(kernel, compile-cache key)] of the scripts' `profile` kernels that build for that target}, in table
+    order."""
     from tritonforge.pipeline.builds.dist import kernel_key
     from tritonforge.pipeline.compile.pin import pinned_version
     from tritonforge.pipeline.scripts.profiles import select
     from tritonforge.pipeline.scripts.table import load_table
 
     version, table = pinned_version(), select(load_table(scripts), profile)
-    return {t.arch_name: {kernel_key(k, t, version) for k in table.kernels if k.builds_for(t)} for t in targets}
+    return {t.arch_name: [(k, kernel_key(k, t, version)) for k in table.kernels if k.builds_for(t)] for t in targets}
+
+
+def kernel_keys(scripts, targets, profile: str = "full") -> dict[str, set[str]]:
+    """{arch: the compile-cache keys of the scripts' `profile` kernels that build for that target}."""
+    return {arch: {key for _, key in keyed} for arch, keyed in _keyed(scripts, targets, profile).items()}
 
 
 def held(scripts, targets, profile: str = "full") -> dict[str, int]:
@@ -89,18 +95,12 @@ def container_sample(scripts, targets) -> dict[str, set[str]]:
     """{arch: the compile-cache keys of the first full-profile kernel of each script that builds for that target
     and that the main job's caches do not hold}: what a container build seeded from a local build's cache, all but
     these, compiles itself (one kernel of every family, against the local bytes), rather than every kernel twice."""
-    from tritonforge.pipeline.builds.dist import kernel_key
-    from tritonforge.pipeline.compile.pin import pinned_version
-    from tritonforge.pipeline.scripts.profiles import select
-    from tritonforge.pipeline.scripts.table import load_table
-
-    version, table, main = pinned_version(), select(load_table(scripts), "full"), keys()
+    main = keys()
     out = {}
-    for t in targets:
+    for arch, keyed in _keyed(scripts, targets, "full").items():
         first: dict[str, str] = {}
-        for k in table.kernels:
-            key = kernel_key(k, t, version) if k.builds_for(t) else None
-            if key and key not in main:
+        for k, key in keyed:
+            if key not in main:
                 first.setdefault(k.script, key)
-        out[t.arch_name] = set(first.values())
+        out[arch] = set(first.values())
     return out
