@@ -119,17 +119,17 @@ HEADLINE = (("1.28x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_c
             ("0.92x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H200),
             ("0.85x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H200),
             ("0.75x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H200),
-            ("1.26x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_compile", H100),
-            ("1.15x", "sd15_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
-            ("1.12x", "sdxl_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
-            ("1.16x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H100),
-            ("1.06x", "sd3_medium/dynamo23+best", "bf16", "torch_compile", H100),
-            ("1.10x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H100),
-            ("1.05x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H100),
+            ("1.33x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "torch_compile", H100),
+            ("1.29x", "sd15_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
+            ("1.17x", "sdxl_unet/torchscript+best+nhwc", "fp16", "torch_compile", H100),
+            ("1.18x", "sd3_medium/torchscript+best", "fp16", "torch_compile", H100),
+            ("1.08x", "sd3_medium/dynamo23+best", "bf16", "torch_compile", H100),
+            ("1.14x", "pixart_sigma/torchscript+best", "fp16", "torch_compile", H100),
+            ("1.07x", "flux_dev:L2of19+4of38/dynamo23+best", "fp16", "torch_compile", H100),
             ("1.04x", "flux_dev:L2of19+4of38/dynamo23+best", "bf16", "torch_compile", H100),
-            ("2.94x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "ort_best", H100),
-            ("2.41x", "sd15_unet/torchscript+best+nhwc", "fp16", "ort_best", H100),
-            ("6.89x", "sd3_medium/torchscript+best", "fp16", "ort_best", H100))
+            ("2.95x", "sd15_vae_decoder/torchscript+best+nhwc", "fp16", "ort_best", H100),
+            ("2.43x", "sd15_unet/torchscript+best+nhwc", "fp16", "ort_best", H100),
+            ("6.90x", "sd3_medium/torchscript+best", "fp16", "ort_best", H100))
 
 
 def test_the_readmes_headline_ratios_are_the_rows():

@@ -6,7 +6,8 @@
 
 The forms it recognises are declared in patterns.py, one matcher each: GroupNorm as torch.onnx writes it (Reshape ->
 InstanceNormalization -> Reshape -> Mul -> Add, TorchScript and dynamo exporters), ONNX GroupNormalization 18 and
-21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, each with a following SiLU fused in where the form allows, and
+21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, each with a following SiLU fused in where the form allows (with
+layout="nhwc", channels-last, a ResNet's time-embedding Add taken in as a broadcast skip: layout.py), and
 last-axis Softmax / LogSoftmax at row lengths where the library's kernel measured faster than ORT's own
 (softmax_measured.py, derived from the committed measurements by benchmarks/softmax_choice.py: ORT's kernel wins on
 attention over 77 text tokens or ViT's 197, and on fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain
@@ -73,6 +74,7 @@ class Report:
     targets: Counter = field(default_factory=Counter)  # (op, the domain written: the library's or ORT's) -> nodes
     fused_silu: int = 0
     channels_last: int = 0  # GroupNormalizations written as the NHWC GroupNorm between Transposes (layout.py)
+    time_skips: int = 0  # of those, the ones that took a ResNet's time-embedding Add as a broadcast skip
     rejoined: int = 0  # Concats of Slices covering one tensor, read as that tensor (rejoin.py)
     shapes_moved: int = 0  # Shapes of a Linear's MatMul + bias pointed at the MatMul (shapes.py)
     left: list[str] = field(default_factory=list)  # "<op> node '<name>': why"
@@ -96,6 +98,9 @@ class Report:
         if self.channels_last:
             out.append(f"channels-last: {self.channels_last} GroupNormalization node(s) as tritonforge.GroupNorm "
                        "between Transposes, for sessions with prefer_nhwc (rewrite/layout.py)")
+        if self.time_skips:
+            out.append(f"{self.time_skips} of them tritonforge.SkipGroupNorm, the time-embedding Add before the "
+                       "norm taken as a skip broadcast over H*W (rewrite/layout.py)")
         if self.rejoined:
             out.append(f"{self.rejoined} Concat(s) of Slices that cover one tensor read as that tensor "
                        "(rewrite/rejoin.py)")
@@ -150,7 +155,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
         graph.reindex()
     _rewrite_scope(graph, cuda, min_cols, report, attention)
     if layout == "nhwc":
-        report.channels_last, kept = channels_last(graph, cuda)
+        report.channels_last, report.time_skips, kept = channels_last(graph, cuda)
         report.left += kept
     # the domains the written nodes use (the library's, and ORT's where attention went to its own op)
     used = {n.domain for n in every_node(model.graph)} & {DOMAIN, MS} if report.rewritten else set()
