@@ -19,7 +19,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 def builtin(path):
     """x (2, 32, 8, 8) -> Reshape [0, 8, -1] -> InstanceNormalization -> Reshape(Shape(x)) -> Mul -> Add ->
-    x * Sigmoid(x) -> Softmax over a last axis of 256 (fp32 rows the library takes only when told to)."""
+    x * Sigmoid(x) -> Softmax over a last axis of 64 (fp32 rows the library takes only when told to) ->
+    LayerNormalization with a constant affine (the library's AdaLayerNorm, whose optional inputs and output the
+    node leaves out: what onnxruntime before 1.21 is touchy about)."""
     rng = np.random.default_rng(0)
     c, g = 32, 8
     inits = [numpy_helper.from_array(np.array([0, g, -1], np.int64), "regroup"),
@@ -27,7 +29,9 @@ def builtin(path):
              numpy_helper.from_array(np.zeros(g, np.float32), "zeros"),
              numpy_helper.from_array(rng.uniform(0.5, 1.5, (c, 1, 1)).astype(np.float32), "w"),
              numpy_helper.from_array(rng.uniform(-1, 1, (c, 1, 1)).astype(np.float32), "b"),
-             numpy_helper.from_array(np.array([2, c, 64], np.int64), "rows")]
+             numpy_helper.from_array(np.array([2, c, 64], np.int64), "rows"),
+             numpy_helper.from_array(rng.uniform(0.5, 1.5, 64).astype(np.float32), "ln_w"),
+             numpy_helper.from_array(rng.uniform(-1, 1, 64).astype(np.float32), "ln_b")]
     nodes = [helper.make_node("Reshape", ["x", "regroup"], ["grouped"]),
              helper.make_node("InstanceNormalization", ["grouped", "ones", "zeros"], ["normed"], epsilon=1e-5,
                               name="norm/InstanceNormalization"),
@@ -35,7 +39,8 @@ def builtin(path):
              helper.make_node("Mul", ["back", "w"], ["scaled"]), helper.make_node("Add", ["scaled", "b"], ["gn"]),
              helper.make_node("Sigmoid", ["gn"], ["sig"]), helper.make_node("Mul", ["gn", "sig"], ["act"]),
              helper.make_node("Reshape", ["act", "rows"], ["r"]),
-             helper.make_node("Softmax", ["r"], ["y"], axis=-1, name="attn")]
+             helper.make_node("Softmax", ["r"], ["p"], axis=-1, name="attn"),
+             helper.make_node("LayerNormalization", ["p", "ln_w", "ln_b"], ["y"], axis=-1, epsilon=1e-5, name="ln")]
     graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 64])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

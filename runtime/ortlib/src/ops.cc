@@ -59,6 +59,11 @@ OrtStatusPtr same_as_x(const OrtCustomOp* op, OrtShapeInferContext* ctx) {
   OrtStatusPtr status = api.GetDimensionsCount(info, &rank);
   // rank 0: X's shape unknown to the model (no scalar is valid input): say nothing
   size_t outputs = status || rank == 0 ? 0 : op->GetOutputTypeCount(op);
+  // onnxruntime before 1.21 (API versions below 21) indexes past the node's outputs when told of an optional one
+  // the node leaves out, an assertion that aborts the process: there only the required outputs are said (an
+  // optional one a node has keeps its declared type, its shape left to be found at run time)
+  if (op->version < 21)
+    while (outputs > 1 && op->GetOutputCharacteristic(op, outputs - 1) == INPUT_OUTPUT_OPTIONAL) --outputs;
   for (size_t i = 0; i < outputs && !status; ++i) {
     status = api.ShapeInferContext_SetOutputTypeShape(ctx, i, info);
     if (status && i > 0) {  // an optional output the node leaves out
