@@ -348,11 +348,15 @@ def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Pa
     """The library's own sources compiled once per compiler, flags and source text (they do not depend on
     the build: only kernel_table.cc does), kept under `cache` by that key. They are compiled as one
     translation unit that includes each family's file: ORT's C++ API header, most of the work, is parsed once,
-    not once per file (any change recompiles them all anyway: the key covers every source)."""
+    not once per file (any change recompiles them all anyway: the key covers every source). An include
+    directory enters the key by what it holds, not where it lies: a copy of the repository, or of its cache,
+    reuses the object."""
     import hashlib
 
     h = hashlib.sha256(toolchain.version(host).encode())
-    h.update("\0".join(flags).encode())
+    for flag in flags:
+        where = Path(flag[2:]) if flag.startswith("-I") else None
+        h.update((_tree_digest(where) if where and where.is_dir() else flag).encode() + b"\0")
     for f in sorted(SOURCE_DIR.iterdir()):
         if f.suffix in (".cc", ".h"):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
@@ -366,6 +370,16 @@ def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Pa
             _run_cxx([*cxx, *flags, "-c", str(unity), "-o", str(staged)], build_dir)
             staged.replace(obj)  # atomic: a concurrent build sees the whole object or none
     return [obj]
+
+
+def _tree_digest(directory: Path) -> str:
+    """sha256 of every file under `directory`, by relative path and contents."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in directory.rglob("*") if p.is_file()):
+        h.update(f.relative_to(directory).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def default_build() -> Path:
