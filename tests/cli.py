@@ -58,17 +58,17 @@ def invoke(repo: Path, *args: str, env: dict | None = None, timeout: int = 900) 
 SMALL = "small-kernels"  # where a copy keeps the small kernel set, named relative to the copy
 
 
-OBJECTS = Path(".cache/tritonforge/ortlib-objects")  # the library's compiled sources, keyed by their contents
-
-
 def user_repo(dest: Path, kernels: Path, root: Path = ROOT) -> tuple[Path, dict]:
     """A fresh copy with the small kernel set at ./small-kernels; returns (copy, env) where env points
     invoke.yaml's kernels_dir there (a relative path, as a user's own config would). The checkout's compiled
     library sources come along where it has them, as a compile cache would: the copy builds the same object."""
     repo = fresh_copy(dest, root)
     shutil.copytree(kernels, repo / SMALL)
-    if (root / OBJECTS).is_dir():
-        shutil.copytree(root / OBJECTS, repo / OBJECTS, ignore=shutil.ignore_patterns(".cxx-*"))
+    from tritonforge.pipeline.package.ortlib import OBJECTS_DIR
+
+    objects = Path(".cache/tritonforge") / OBJECTS_DIR
+    if (root / objects).is_dir():
+        shutil.copytree(root / objects, repo / objects, ignore=shutil.ignore_patterns(".cxx-*"))
     return repo, {"INVOKE_TRITONFORGE_KERNELS_DIR": SMALL}
 
 

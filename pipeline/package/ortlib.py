@@ -314,7 +314,7 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
     include = cuda_include()
     out = Path(out) if out else build_dir / LIBRARY_NAME
     flags = [*CXXFLAGS, f"-I{SOURCE_DIR}", f"-I{headers}", f"-I{include}"]
-    objects = _source_objects(cxx, flags, Path(cache_dir) / "ortlib-objects", build_dir, host)
+    objects = _source_objects(cxx, flags, Path(cache_dir) / OBJECTS_DIR, build_dir, host)
     with tempfile.TemporaryDirectory(prefix="tritonforge-ortlib-") as tmp:
         tmp = Path(tmp)
         (tmp / "kernel_table.cc").write_text(table)
@@ -336,6 +336,7 @@ def build_library(build_dir: Path | str, cache_dir: Path | str, out: Path | str 
 
 
 CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-Wall", "-Wno-unused-function")
+OBJECTS_DIR = "ortlib-objects"  # under the tools cache: the library's compiled sources, keyed by their contents
 
 
 def _run_cxx(cmd: list[str], build_dir: Path) -> None:
@@ -354,9 +355,10 @@ def _source_objects(cxx: list[str], flags: list[str], cache: Path, build_dir: Pa
     import hashlib
 
     h = hashlib.sha256(toolchain.version(host).encode())
-    for flag in flags:
+    for flag in flags:  # the sources' own directory is keyed by the loop below
         where = Path(flag[2:]) if flag.startswith("-I") else None
-        h.update((_tree_digest(where) if where and where.is_dir() else flag).encode() + b"\0")
+        if where != SOURCE_DIR:
+            h.update((_tree_digest(where) if where and where.is_dir() else flag).encode() + b"\0")
     for f in sorted(SOURCE_DIR.iterdir()):
         if f.suffix in (".cc", ".h"):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
