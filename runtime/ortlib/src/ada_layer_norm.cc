@@ -30,11 +30,12 @@ class AdaLayerNormKernel : public KernelBase {
                    int64_t items) const {
     if (float_type(v, name) != dt) bad(std::string("input ") + name + "'s element type differs from X's");
     auto shape = v.GetTensorTypeAndShapeInfo().GetShape();
-    int64_t count = product(shape);
-    if (shape.empty() || shape.back() != c || (count != c && count != items * c))
+    // counted in rows, not elements over c: a 0-wide X (c = 0) has rows of no elements, and no division by c
+    const int64_t rows = shape.empty() ? 0 : product(shape, 0, shape.size() - 1);
+    if (shape.empty() || shape.back() != c || (rows != 1 && rows != items))
       bad(std::string("input ") + name + " has shape " + shape_str(shape) + "; expected one row of " +
           std::to_string(c) + " per item of X (" + std::to_string(items) + "), or one for all");
-    return count / c;
+    return rows;
   }
 
   void Compute(Ort::KernelContext& ctx) override {

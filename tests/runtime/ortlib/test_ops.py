@@ -272,6 +272,23 @@ def test_ada_layer_norm_gated_without_the_sum_output(ort_library):
     np.testing.assert_allclose(out[0], 2.0)  # a constant row normalises to zero: the shift alone
 
 
+@pytest.mark.parametrize("gated", [0, 1, 2])
+@pytest.mark.parametrize("shape", [(2, 4, 0), (2, 0, 8), (0, 4, 8)])  # no channels, no tokens, no items
+def test_ada_layer_norm_of_nothing_is_nothing(ort_library, gated, shape):
+    """A 0-sized X (a 0-wide normalized dim too) gives empty outputs of X's shape, and a bad row still fails."""
+    n, _, c = shape
+    z = lambda *s: np.zeros(s, np.float32)  # noqa: E731
+    feeds = {"x": z(*shape), "s": z(n, 1, c), "t": z(n, 1, c), **({"b": z(*shape), "g": z(n, 1, c)} if gated else {}),
+             **({"bias": z(c)} if gated == 2 else {})}
+    got = _ada(ort_library, "fp32", gated).run(None, feeds)
+    assert [o.shape for o in got] == [shape] * (2 if gated else 1)
+    if c == 0:
+        msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t"], ["y"], domain="tritonforge",
+                                                      name="empty"),
+                        [vi(v, "fp32", None) for v in "xst"], {"x": z(*shape), "s": z(n + 1, 1, 0), "t": z(n, 1, 0)})
+        assert "'empty'" in msg and f"input scale has shape ({n + 1}, 1, 0)" in msg
+
+
 def test_ada_layer_norm_refuses_bad_inputs_naming_the_node_and_input(ort_library):
     z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
     msg = run_error(ort_library, helper.make_node("AdaLayerNorm", ["x", "s", "t"], ["y"], domain="tritonforge",
