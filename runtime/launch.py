@@ -11,7 +11,7 @@ import struct
 
 from tritonforge.errors import TritonforgeError
 
-from .packing import encode, fmt
+from .packing import ArgumentRangeError, encode, fmt
 
 
 class Unsupported(TritonforgeError):
@@ -43,7 +43,11 @@ class PreparedLaunch:
         params = {p["name"]: p for p in self.kernel.info.params}
         for name, value in values.items():
             p = params[name]
-            struct.pack_into(fmt(p["type"]), self.buffer, p["offset"], encode(p["type"], value))
+            try:
+                packed = encode(p["type"], value, name, self.kernel.info.name)
+            except ArgumentRangeError as exc:  # this kernel cannot take the value: the next candidate may
+                raise Unsupported(str(exc)) from None
+            struct.pack_into(fmt(p["type"]), self.buffer, p["offset"], packed)
 
     def packed(self) -> bytes:
         """The bytes ORT would pass with CU_LAUNCH_PARAM_BUFFER_POINTER."""

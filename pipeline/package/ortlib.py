@@ -201,13 +201,15 @@ def kernel_table(doc: dict) -> tuple[str, int]:
                 kind = "T_PTR" if p["type"].startswith("*") else ARG_TYPES.get(p["type"])
                 if kind is None:
                     raise PipelineError(f"kernel {k['name']}: argument type {p['type']} is not one the library packs")
-                params.append(f"{{{role_ids[role]}, {kind}, {p['offset']}, {p.get('divisibility', 1)}}}")
+                params.append(f"{{{role_ids[role]}, {kind}, {p['offset']}, {p.get('divisibility', 1)}, "
+                              f"{_c_string(p['name'])}}}")
             hidden = [f"{{{h['offset']}, {h.get('scratch_size', 0)}, {h.get('scratch_align', 1)}}}"
                       for h in k.get("hidden_params", [])]
             values = [str(k["constants"].get(c, 0)) for c in constants]
             externs.append(f'extern "C" const unsigned char {k["symbol"]}[];')
             externs.append(f'extern "C" const unsigned char {k["symbol_end"]}[];')
-            funcs.append(f"const Param params_{i}[] = {{{', '.join(params) or '{0, 0, 0, 1}'}}};")
+            cells = params or ['{0, 0, 0, 1, ""}']  # C++ has no empty array
+            funcs.append(f"const Param params_{i}[] = {{{', '.join(cells)}}};")
             funcs.append(f"const Hidden hidden_{i}[] = {{{', '.join(hidden) or '{0, 0, 1}'}}};")
             funcs.append(f"const int64_t consts_{i}[] = {{{', '.join(values) or '0'}}};")
             kernels.append(f"  {{{_c_string(k['name'])}, {_c_string(k['func_name'])}, "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ctypes
 import json
 
-from tritonforge.runtime.packing import bf16_bits, pack
+import pytest
+from tritonforge.runtime.packing import ArgumentRangeError, bf16_bits, pack
 
 
 class OrtSoftmaxArgs(ctypes.Structure):
@@ -31,3 +32,18 @@ def test_bf16_rounding():
     assert bf16_bits(-2.0) == 0xC000
     assert bf16_bits(1.0 + 2**-8) == 0x3F80  # tie rounds to even
     assert bf16_bits(1.0 + 3 * 2**-9) == 0x3F81
+
+
+def test_a_value_past_an_i32_parameter_is_refused_naming_the_kernel_and_parameter(built):
+    _, out, _ = built
+    kernels = json.loads((out / "cuda/sm_90/kernels.json").read_text())["kernels"]
+    k = next(k for k in kernels if k["group"] == "softmax_fp32")
+    values = {"output_ptr": 1 << 40, "input_ptr": 2 << 40, "input_row_stride": 4099, "output_row_stride": 4097,
+              "n_cols": 4093}
+    for past in (2**31, -2**31 - 1, 2**32 + 5):  # 2^32 + 5 would have been stored as 5
+        with pytest.raises(ArgumentRangeError, match=rf"{k['name']}: argument 'input_row_stride' = {past} is past "
+                                                      r"its i32"):
+            pack(k["args_size"], k["params"], {**values, "input_row_stride": past}, kernel=k["name"])
+    # the range's own ends are values
+    for edge in (2**31 - 1, -2**31):
+        pack(k["args_size"], k["params"], {**values, "input_row_stride": edge}, kernel=k["name"])

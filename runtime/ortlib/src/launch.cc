@@ -2,8 +2,10 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -160,13 +162,19 @@ std::mutex g_mu;
 std::map<CUcontext, std::unique_ptr<Context>> g_contexts;
 std::map<std::string, std::string> g_tune_file;  // device\top\tsignature -> kernel name
 
-std::string g_tune_path;  // where g_tune_file came from ("" when nowhere)
+std::string g_tune_path;   // where g_tune_file came from ("" when nowhere)
+std::string g_tune_error;  // why the tune file could not be read: every later use fails with it, not only the first
 
 // The tune file: $TRITONFORGE_ORT_TUNE_FILE when set (empty: none), else the .tune file beside this
-// library (libtritonforge_ort.tune, shipped with a release), when there is one.
+// library (libtritonforge_ort.tune, shipped with a release), when there is one. A file named but unreadable
+// (missing, a directory, no permission), or a line that is not device, op, signature and kernel, is an error
+// naming the path, raised by this call and every later one.
 void load_tune_file() {
   static bool loaded = false;
-  if (loaded) return;
+  if (loaded) {
+    if (!g_tune_error.empty()) throw std::runtime_error(g_tune_error);
+    return;
+  }
   loaded = true;
   std::string path;
   bool named = false;
@@ -182,19 +190,32 @@ void load_tune_file() {
     }
   }
   if (path.empty()) return;
-  std::ifstream in(path);
-  if (!in) {
-    if (named) throw std::runtime_error("TRITONFORGE_ORT_TUNE_FILE=" + path + ": cannot read it");
-    return;  // no tune file shipped beside the library: every shape is timed on first use
+  const std::string said = named ? "TRITONFORGE_ORT_TUNE_FILE=" + path : "the tune file " + path;
+  struct stat st = {};
+  if (stat(path.c_str(), &st) != 0) {
+    if (!named && errno == ENOENT) return;  // no tune file shipped beside the library: shapes are timed on first use
+    g_tune_error = said + ": cannot read it (" + std::strerror(errno) + ")";
+  } else if (!S_ISREG(st.st_mode)) {
+    g_tune_error = said + ": not a file";
   }
-  g_tune_path = path;
+  std::ifstream in;
+  if (g_tune_error.empty()) {
+    in.open(path);
+    if (!in) g_tune_error = said + ": cannot read it (" + std::strerror(errno) + ")";
+  }
+  std::map<std::string, std::string> entries;
   std::string line;
-  while (std::getline(in, line)) {
+  for (int number = 1; g_tune_error.empty() && std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
+    if (std::count(line.begin(), line.end(), '\t') != 3)
+      g_tune_error = said + ": line " + std::to_string(number) + " is not device, op, signature and kernel separated "
+                     "by tabs";
     auto last = line.rfind('\t');
-    if (last == std::string::npos) continue;
-    g_tune_file[line.substr(0, last)] = line.substr(last + 1);
+    entries[line.substr(0, last)] = line.substr(last + 1);
   }
+  if (!g_tune_error.empty()) throw std::runtime_error(g_tune_error);
+  g_tune_path = path;
+  g_tune_file = std::move(entries);
 }
 
 bool tuning_enabled() {
@@ -353,6 +374,12 @@ std::string prepare(Context& c, const GroupEntry& g, int i, Problem p, RoleValue
     const Param& q = k.params[j];
     if (q.divisibility > 1 && v.u[q.role] % q.divisibility)
       return std::string(k.name) + ": an argument is not a multiple of " + std::to_string(q.divisibility);
+    // pack() stores 32 bits of an i32 or u32 argument: a value past them is refused, never cut short
+    const auto value = static_cast<int64_t>(v.u[q.role]);
+    if ((q.type == T_I32 && (value < INT32_MIN || value > INT32_MAX)) ||
+        (q.type == T_U32 && v.u[q.role] > UINT32_MAX))
+      return std::string(k.name) + ": argument '" + q.name + "' = " + std::to_string(value) + " is past its " +
+             (q.type == T_I32 ? "i32" : "u32");
   }
   L = Launch();
   L.kernel = i;

@@ -28,6 +28,7 @@ enum OpKind : int { OP_GROUP_NORM_NHWC, OP_GROUP_NORM_NCHW, OP_SOFTMAX, OP_LOG_S
 
 struct Param {
   int role, type, offset, divisibility;
+  const char* name;  // the kernel's own name for it, for errors
 };
 
 struct Hidden {  // a parameter Triton adds (global / profile scratch): NULL unless it has a size

@@ -387,6 +387,18 @@ def _ada_session(ort, lib, dtype, shape, gated, out_sum=True, **clip):
     return session(ort, lib, node, ins, [helper.make_tensor_value_info(o, t, None) for o in outs])
 
 
+@pytest.mark.parametrize("gated", [0, 1, 2])
+@pytest.mark.parametrize("shape", [(2, 4, 0), (2, 0, 64), (0, 4, 64)])  # no channels, no tokens, no items
+def test_ada_layer_norm_of_nothing_is_nothing(ort_cuda, library, gated, shape):
+    """A 0-sized X, a 0-wide normalized dim too, gives empty outputs of X's shape on the CUDA EP: nothing launched."""
+    n, _, c = shape
+    z = lambda *s: np.zeros(s, np.float16)  # noqa: E731
+    feeds = {"x": z(*shape), "s": z(n, 1, c), "t": z(n, 1, c), **({"b": z(*shape), "g": z(n, 1, c)} if gated else {}),
+             **({"bias": z(c)} if gated == 2 else {})}
+    got = _ada_session(ort_cuda, library, "fp16", shape, gated).run(None, feeds)
+    assert [o.shape for o in got] == [shape] * (2 if gated else 1)
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
 @pytest.mark.parametrize("gated", [0, 1, 2])  # 2: with the branch's bias
 @pytest.mark.parametrize("shape", [(2, 4096, 1536), (2, 333, 1536), (1, 4608, 3072), (2, 300, 1152), (3, 7, 77)])
