@@ -162,6 +162,8 @@ OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtA
   }
   Ort::InitApi(api);
   try {
+    size_t entries = 0;
+    tf::tune_file(&entries);  // a tune file that cannot be read fails every session here, its path named
     static Ort::CustomOpDomain domain = [version] {
       Ort::CustomOpDomain d{tf::kDomain};
       for (int cuda = 0; cuda < 2; ++cuda) {
