@@ -41,12 +41,14 @@ CPU = "CPUExecutionProvider"
 _DROP_ORDER = ("enable_cuda_graph", "fuse_conv_bias", "prefer_nhwc")
 _NEEDS = {"fuse_conv_bias": "prefer_nhwc"}
 # What onnxruntime says when it refuses each option: the option's name in an unknown-option or invalid-value
-# message, or the failure it causes (NHWC kernels missing from a build; cuDNN's frontend failing on a fused
-# bias; graph capture refused for nodes outside the CUDA EP).
+# message, or the failure it causes (a build without NHWC kernels: "This build does not support NHWC layout";
+# cuDNN's frontend failing on a fused bias; graph capture refused for nodes outside the CUDA EP). Matched in the
+# message with the model's path taken out: a file named "unet.nhwc.onnx" is no refusal of NHWC.
 REFUSALS = {
-    "enable_cuda_graph": r"enable_cuda_graph|graph capture|cuda graph",
-    "fuse_conv_bias": r"fuse_conv_bias|cudnn frontend|cudnn_frontend",
-    "prefer_nhwc": r"prefer_nhwc|nhwc",
+    "enable_cuda_graph": r"\benable_cuda_graph\b|graph capture|cuda graph",
+    "fuse_conv_bias": r"\bfuse_conv_bias\b|cudnn frontend|cudnn_frontend",
+    "prefer_nhwc": r"\bprefer_nhwc\b|does not support nhwc|nhwc is not supported|nhwc (?:layout|kernels?) "
+                   r"(?:is|are) not",
 }
 log = logging.getLogger("tritonforge")
 
@@ -67,9 +69,12 @@ def cuda_options(cuda_graph: bool = False, **overrides: str) -> dict[str, str]:
     return options
 
 
-def refused_option(message: str, options: dict, kept: set) -> str | None:
+def refused_option(message: str, options: dict, kept: set, model: str = "") -> str | None:
     """The option of `options` (not in `kept`) that onnxruntime's `message` refuses, in the order they are given
-    up, or None: the error is not about an option."""
+    up, or None: the error is not about an option. `model`: the path the session was made from, which the
+    message may quote and which says nothing of an option."""
+    for said in filter(None, (model, os.path.basename(model))):
+        message = message.replace(said, "")
     text = message.lower()
     for option in _DROP_ORDER:
         if option in options and option not in kept and options[option] != "0" and re.search(REFUSALS[option], text):
@@ -128,7 +133,7 @@ def make_session(model: str | os.PathLike | bytes, lib: Path, *, providers: list
                 source, so, providers=[(p, options) if p == CUDA else p for p in providers])
         except Exception as exc:  # onnxruntime's own classes (Fail, InvalidArgument, ...) share no public base
             said = " ".join(str(exc).split())
-            give_up = refused_option(said, options, kept)
+            give_up = refused_option(said, options, kept, "" if isinstance(model, bytes) else str(model))
             if give_up is None:
                 raise
             dropped[give_up] = said[:300]

@@ -32,6 +32,12 @@ def test_the_options_start_from_the_best_settings_and_never_fuse_the_bias_withou
     ("[ONNXRuntimeError] : 1 : FAIL : Failed to initialize CUDNN Frontend", "fuse_conv_bias"),
     ("Unknown provider option: fuse_conv_bias", "fuse_conv_bias"),
     ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : NHWC is not supported in this build", "prefer_nhwc"),
+    ("[ONNXRuntimeError] : 1 : FAIL : This build does not support NHWC layout", "prefer_nhwc"),
+    ("Unknown provider option: prefer_nhwc", "prefer_nhwc"),
+    # a model whose name says nhwc, in an error about something else
+    ("[ONNXRuntimeError] : 3 : NO_SUCHFILE : Load model from /models/unet.nhwc.tf.onnx failed:Load model "
+     "/models/unet.nhwc.tf.onnx failed. File doesn't exist", None),
+    ("[ONNXRuntimeError] : 10 : INVALID_GRAPH : Load model from unet_nhwc.onnx failed: tensor(float16) nhwc", None),
     # anything else is not about an option: raised as it is, nothing dropped
     ("[ONNXRuntimeError] : 3 : NO_SUCHFILE : Load model from unet.onnx failed:Load model unet.onnx failed. File doesn't"
      " exist", None),
@@ -43,6 +49,16 @@ def test_only_a_refusal_of_an_option_drops_it(message, dropped):
     assert refused_option(message, options, set()) == dropped
     if dropped:  # an option the caller gave is never dropped
         assert refused_option(message, options, {dropped}) != dropped
+
+
+def test_the_models_own_path_is_no_refusal_whatever_it_is_called():
+    options = cuda_options(cuda_graph=True)
+    for path in ("/m/prefer_nhwc/unet.onnx", "fuse_conv_bias.onnx", "/m/enable_cuda_graph.onnx"):
+        said = f"[ONNXRuntimeError] : 3 : NO_SUCHFILE : Load model from {path} failed. File doesn't exist"
+        assert refused_option(said, options, set(), path) is None, path
+    # onnxruntime's refusal of the option is still one when the path is taken out
+    assert refused_option("This build does not support NHWC layout (/m/unet.nhwc.onnx)", options, set(),
+                          "/m/unet.nhwc.onnx") == "prefer_nhwc"
 
 
 def test_an_error_that_is_not_a_refusal_is_raised_once_with_nothing_dropped(ort_library, tmp_path):
