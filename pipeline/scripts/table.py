@@ -88,7 +88,7 @@ def load_module(path: Path, index: int):
     sys.modules[spec.name] = module
     # As under `python script.py`, a script may import helpers that sit next to it (kernels/_*.py).
     here = str(Path(path).resolve().parent)
-    _forget_foreign_siblings(Path(here))
+    _forget_siblings(Path(here))
     sys.path.insert(0, here)
     try:
         spec.loader.exec_module(module)
@@ -101,14 +101,13 @@ def load_module(path: Path, index: int):
     return module
 
 
-def _forget_foreign_siblings(here: Path) -> None:
-    """A module named like a file beside the script but loaded from elsewhere (another kernels directory
-    loaded earlier in this process) must not stand in for that file: drop it, so the import finds this one."""
+def _forget_siblings(here: Path) -> None:
+    """Each script imports the helpers beside it afresh: a module named like a file beside the script (loaded
+    for an earlier script, or from another kernels directory) must not stand in for that file, and what one
+    script's table function did to a shared helper's state must not reach another script's kernels (their
+    compile-cache keys do not count the first script's code)."""
     for sibling in here.glob("*.py"):
-        loaded = sys.modules.get(sibling.stem)
-        where = getattr(loaded, "__file__", None)
-        if where is not None and Path(where).resolve() != sibling.resolve():
-            del sys.modules[sibling.stem]
+        sys.modules.pop(sibling.stem, None)
 
 
 def _short_tb(exc: BaseException) -> str:
@@ -260,7 +259,8 @@ def load_table(scripts: list[Path | str]) -> KernelTable:
         table = call_table(module, path)
         if not table:
             raise PipelineError("get_function_table() returned no kernels", script=str(path))
-        sources, script = local_sources(path), ScriptSource(path)
+        sources = local_sources(path)
+        script = ScriptSource(path, sources)
         script_kernels = []
         for j, entry in enumerate(table):
             spec = validate_entry(entry, path, j)
