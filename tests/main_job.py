@@ -6,10 +6,15 @@ code reaches (pipeline/scripts/sources.py), so the small kernel set's kernels ha
 the tests' builds take them from there. At the end of a default run, every cache entry written during the run
 (under the run's temp directory, by this process, a worker or a container) whose key the main job had is
 reported: that kernel was compiled twice.
+
+What the main job compiled is computed from the scripts and invoke.yaml (`expected`), not read from whatever the
+caches hold: after `invoke build --profile full` in the same checkout (a README command) the caches hold every
+kernel, and a test that compiles one outside the main job's set on purpose is still right to.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -31,18 +36,37 @@ def _entries(cache: Path):
                         yield meta.name[:-5], meta
 
 
+@functools.lru_cache(maxsize=1)
+def expected() -> frozenset[str]:
+    """The compile-cache keys of the README main job, `invoke build --platform cuda` as invoke.yaml configures it
+    (its kernels directory, profile and CUDA archs), computed from the scripts; empty where they cannot be loaded
+    (no triton: a GPU machine's plain run), which turns the check off."""
+    try:
+        import yaml
+        from tritonforge.pipeline.builds.dist import discover_scripts
+        from tritonforge.pipeline.compile.targets import parse_targets
+
+        config = yaml.safe_load((ROOT / "invoke.yaml").read_text())["tritonforge"]
+        scripts = discover_scripts(ROOT / config["kernels_dir"])
+        keyed = kernel_keys(scripts, parse_targets(",".join(config["archs"]["cuda"])), config["profile"])
+    except ImportError:
+        return frozenset()
+    return frozenset().union(*keyed.values())
+
+
 def keys(caches=CACHES) -> set[str]:
-    """Every key the main job's caches hold."""
-    return {key for cache in caches for key, _ in _entries(Path(cache))}
+    """The main job's keys its caches hold (any other entry, a full-profile build's, is not the main job's)."""
+    return {key for cache in caches for key, _ in _entries(Path(cache))} & expected()
 
 
 def seed(dest: Path, wanted: set[str] | None = None, caches=CACHES) -> int:
-    """Copy the main job's entries (those of `wanted`, or all) into the compile cache `dest`, keeping their
-    times (a copy is not a compile); returns how many."""
+    """Copy the main job's entries (those of `wanted`, else every one the main job compiled) into the compile
+    cache `dest`, keeping their times (a copy is not a compile); returns how many."""
+    wanted = expected() if wanted is None else wanted
     n = 0
     for cache in caches:
         for key, meta in _entries(Path(cache)):
-            if wanted is not None and key not in wanted:
+            if key not in wanted:
                 continue
             target = Path(dest) / key[:2]
             target.mkdir(parents=True, exist_ok=True)
