@@ -1,40 +1,56 @@
 """End to end on the models users have: an export as it is against the same export rewritten into the
-custom-op library's ops, in onnxruntime-gpu's CUDA EP, in one process.
+custom-op library's ops, in onnxruntime-gpu's CUDA EP, and against torch.compile of the same module, each side in
+a process of its own.
 
     python benchmarks/e2e_bench.py --model sd15_vae_decoder --library dist/full/cuda/multi/libtritonforge_ort.so
         [--exporters torchscript,dynamo,dynamo23,ort] [--dtypes fp16,fp32,bf16] [--sides 512,768] [--dynamic]
-        [--layers N[,M]] [--runs 20] [--breakdown] [--torch-compile]
+        [--layers N[,M]] [--runs 20] [--breakdown] [--torch-compile [--compile-modes ...] [--compile-limit S]]
+        [--first-result] [--resize SIDE]
     python benchmarks/e2e_bench.py --onnx my_export.onnx     # an export of your own (no torch needed)
+    python benchmarks/e2e_bench.py --report | --headline     # the tables of the rows
 
 For each model (benchmarks/e2e_models.py: SD 1.5 and SDXL VAE decoders and UNets, SD3, SD3.5, Flux and
 PixArt-Sigma transformers, from their published configs, random weights), exporter (torch.onnx with
 `dynamo=False` at opset 17, with `dynamo=True` at its default opset and at 23 (`dynamo23`); `ort`: ORT's
-transformers optimizer on the TorchScript export) and dtype: the export is rewritten
-(runtime/ortlib/rewrite), both are run on the same random inputs bound to device memory (IOBinding), the
-outputs compared (max |a - b| over max |a|, against 2e-2 for fp16 and 5e-3 for fp32), then timed
-interleaved, one run of each at a time, and the medians kept. `--sides` runs other image sides (a static
-export for each); `--dynamic` exports once with symbolic batch, height and width (as Optimum does) and
-runs that one file, rewritten once, at every side. `--settings best` times three sessions: the export under
-ORT's default settings (`ort`), the export under the settings `tritonforge_ort.session` gives
-(`ort_best`: NHWC, conv-bias fusion, and a CUDA graph where every shape is fixed) and the rewrite under
-the same (`tritonforge`); its rows' exporter ends in `+best`. `--layout nhwc` rewrites the GroupNorms
-channels-last (rows `+nhwc`; `--layout nchw,nhwc` times both against one export). `--breakdown` adds each
-session's GPU time per kind of kernel (torch.profiler's CUPTI trace of the ORT runs), which says where a
-speed-up stops, and names the layout conversions (cuDNN's NCHW/NHWC kernels, Transposes).
-`--torch-compile` times the same module, weights and inputs under `torch.compile(mode="reduce-overhead")`
-(channels-last for convolution models) in the same run, interleaved with the sessions, after its output is
-checked against the export's (`torch_compile` rows; `--breakdown` gives its kernels too). `--layers` builds
-fewer blocks than the config has (a transformer's `num_layers`, then Flux's `num_single_layers`), where the
-export or the GPU's memory demands it; the model's name then says the depth (`flux_dev:L4of19+8of38`).
-Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is the summary.
+transformers optimizer on the TorchScript export) and dtype, this process exports and rewrites
+(runtime/ortlib/rewrite), draws the inputs, saves the module's weights, and starts each side in a process of its
+own (benchmarks/e2e_sides.py), one after the other, never two at once:
+- onnxruntime's side: the rewrite's first result from a fresh process (the library times its candidates on first
+  use), its choices written as a tune file; then the export and the rewrite bound to device memory (IOBinding),
+  outputs compared (max |a - b| over max |a|, against 2e-2 for fp16 and 5e-3 for fp32), warmed up to a steady
+  state and timed interleaved, one run of each at a time, medians kept. `--first-result` starts it once more with
+  the tune file (the first result a shipped or earlier-made tune file gives).
+- `--torch-compile`: the same module, weights (loaded from the saved file, as a user's program loads a checkpoint)
+  and inputs under `torch.compile` (channels-last for convolution models, `cudnn.benchmark` on) in each of
+  `--compile-modes` (default reduce-overhead and max-autotune), each with an empty compile cache: its first result
+  from a fresh process, its output checked against the export's, then timed once steady (wall clock around a
+  synchronized run, and CUDA events). A mode whose first result has not come in `--compile-limit` seconds is
+  stopped and its row says "did not compile in N s". `--first-result` starts reduce-overhead once more on the
+  cache it filled (a warm cache's first result).
+- `--resize SIDE`: one more export with dynamic batch, height and width (as Optimum exports), rewritten; its first
+  run at SIDE after one at the model's side, in a fresh process; and torch.compile's first run at SIDE after it is
+  steady at the model's side (it compiles again; the dynamic rewrite does not).
+`--sides` runs other image sides (a static export for each); `--dynamic` exports once with symbolic batch, height
+and width and runs that one file, rewritten once, at every side. `--settings best` times the export and the
+rewrite under the settings `tritonforge_ort.session` gives (`ort_best`: NHWC, conv-bias fusion, and a CUDA graph
+where every shape is fixed); its rows' exporter ends in `+best`. `--layout nhwc` rewrites the GroupNorms
+channels-last (rows `+nhwc`; `--layout nchw,nhwc` times both against one export). `--breakdown` adds each ORT
+session's GPU time per kind of kernel (torch.profiler's CUPTI trace), which says where a speed-up stops, and names
+the layout conversions. `--layers` builds fewer blocks than the config has (a transformer's `num_layers`, then
+Flux's `num_single_layers`), where the export or the GPU's memory demands it; the model's name then says the depth
+(`flux_dev:L4of19+8of38`). Rows go to benchmarks/results/results.csv (benchmark `e2e`); the table printed last is
+the summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shutil
-import statistics
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,29 +61,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from tritonforge.runtime import ortlib  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import rewrite_file  # noqa: E402
 
+from benchmarks.e2e_sides import (  # noqa: E402,F401  (KINDS, kernel_name: the report's names for kernels)
+    KINDS,
+    TOL,
+    _first_line,
+    kernel_name,
+    random_feeds,
+    rel_diff,
+    settings_said,
+)
 from benchmarks.results import write_rows  # noqa: E402
 
-# cuDNN's conversions around its NHWC convolutions and ORT's Transpose: the kernels a layout-aware graph avoids.
-LAYOUT = r"[Nn]chw[Tt]o[Nn]hwc|[Nn]hwc[Tt]o[Nn]chw|[Tt]ranspose"
-TOL = {"fp16": 2e-2, "fp32": 5e-3, "bf16": 5e-2}
-# numpy's type of each input; bfloat16 has none: its values are drawn as float32 and bound as bfloat16 (torch)
-_NP = {"tensor(float16)": np.float16, "tensor(float)": np.float32, "tensor(double)": np.float64,
-       "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bfloat16)": np.float32}
-_BF16 = "tensor(bfloat16)"
-# Kernel names -> what they do, for --breakdown (first match wins).
-KINDS = (("tritonforge", r"^(group_norm|softmax|attention)\w*_kernel$"),  # the kernel scripts' jit functions
-         ("group/instance norm (ORT)", r"[Gg]roup[Nn]orm|[Ii]nstance[Nn]orm|bn_fw|[Bb]atch[Nn]orm|Welford"),
-         ("softmax (ORT)", r"[Ss]oftmax"),
-         # ORT's fused attention and torch's SDPA: cuDNN's (sdpa_*), flash, memory-efficient
-         ("attention (ORT)", r"[Ff]lash|[Ff]mha|[Mm]emory[Ee]fficient|[Aa]ttention|sdpa|[Ee]fficient_attention"),
-         ("layout conversion", LAYOUT),
-         ("convolution", r"conv|fprop|dgrad|implicit|winograd|nhwc|nchw"),
-         ("matmul", r"gemm|Gemm|cutlass|xmma|cublas|sm\d+_"),
-         ("transpose / copy", r"[Tt]ranspose|[Cc]opy|[Mm]emcpy|[Mm]emset|[Cc]ast|[Cc]oncat|[Ss]lice|[Gg]ather|[Pp]ad"),
-         ("elementwise", r"[Ee]lementwise|[Bb]inary|[Uu]nary|_kernel_impl|Add|Mul|Sigmoid|Silu|[Ss]wish|Gelu"))
+SIDES = ROOT / "benchmarks" / "e2e_sides.py"
+MODES = ("reduce-overhead", "max-autotune")
+# the torch sides' row names, by mode
+TORCH = {"reduce-overhead": "torch_compile", "max-autotune": "torch_compile_max_autotune"}
+OWN_PROCESS = "own process"  # what a torch row's extra says: timed with nothing else in its process
+ORT_SIDES = ("ort", "ort_best", "tritonforge")
 
 
 @dataclass
@@ -75,7 +86,12 @@ class Result:
     model: str  # with "@<side>" when the image side is not the model's own
     exporter: str  # with ".dynamic" for an export with dynamic axes
     dtype: str
-    ms: dict = field(default_factory=dict)  # "ort" (the export as is) / "tritonforge" (rewritten) -> median ms
+    ms: dict = field(default_factory=dict)  # side ("ort", "ort_best", "tritonforge", TORCH's) -> median wall ms
+    ms_events: dict = field(default_factory=dict)  # a torch side -> median ms between CUDA events
+    first_s: dict = field(default_factory=dict)  # side ("tritonforge", "tritonforge+tuned", "torch_compile",
+    #                                              "torch_compile+warm", ...) -> s from a fresh process to the output
+    resize_s: dict = field(default_factory=dict)  # "tritonforge" / "torch_compile" -> s of the first run at `resize`
+    resize: str = ""  # "512->768"
     rewritten: int = 0
     left: list = field(default_factory=list)
     diff: float = float("nan")
@@ -85,9 +101,9 @@ class Result:
     error: str = ""  # what stopped the measurement
     export_error: str = ""  # why onnxruntime refuses the export as it is (then checked against eager torch)
     recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
-    settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped (--settings)
-    compile_diff: float = float("nan")  # torch.compile's output against the export's (--torch-compile)
-    compile_error: str = ""  # why torch.compile was not timed
+    settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped, said in a line
+    compile_diff: dict = field(default_factory=dict)  # a torch side -> its output against the export's
+    compile_error: dict = field(default_factory=dict)  # a torch side -> why it was not timed
     device: str = ""  # the device it ran on, as its rows name it (set once recorded)
 
     @property
@@ -99,196 +115,26 @@ class Result:
     @property
     def same_settings_speedup(self) -> float | None:
         """The rewrite against the export under the same settings (--settings best), else None."""
-        return self.ms["ort_best"] / self.ms["tritonforge"] if "ort_best" in self.ms and "tritonforge" in self.ms \
-            else None
+        return self.over("ort_best")
 
     @property
     def vs_compile(self) -> float | None:
-        """torch.compile's time over the rewrite's (--torch-compile), else None: above 1 the rewrite is faster."""
-        return self.ms["torch_compile"] / self.ms["tritonforge"] if "torch_compile" in self.ms and \
-            "tritonforge" in self.ms else None
+        """torch.compile's time over the rewrite's, else None: above 1 the rewrite is faster."""
+        return self.over("torch_compile")
+
+    def over(self, side: str) -> float | None:
+        """`side`'s time over the rewrite's (above 1: the rewrite is faster), else None."""
+        return self.ms[side] / self.ms["tritonforge"] if side in self.ms and "tritonforge" in self.ms else None
 
     @property
     def ok(self) -> bool:
         return not self.error and bool(self.diff <= TOL.get(self.dtype, 5e-3))
 
 
-def _session(path: Path, provider: str, library: Path | None):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    if library is not None:
-        ortlib.register(so, library)
-    providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
-    return ort.InferenceSession(str(path), so, providers=providers)
-
-
-def _best_session(path: Path, provider: str, library: Path, graph: bool):
-    """ortlib.session's settings (the library registered for the export too: it runs none of its ops)."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
-    return ortlib.session(path, library, providers=providers, cuda_graph=graph, session_options=so)
-
-
-def _fixed(sess) -> bool:
-    return all(isinstance(d, int) for io in (*sess.get_inputs(), *sess.get_outputs()) for d in io.shape)
-
-
-def random_inputs(sess, seed: int = 0, free: dict | None = None) -> dict:
-    """Random values for every input the session takes, at its declared shape; a symbolic dim takes
-    `free[axis]` (a dynamic export: batch on axis 0, the latent's height and width on 2 and 3), else 1.
-    A bfloat16 input's values are float32 here (Bound binds them as bfloat16)."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) else (free or {}).get(a, 1) for a, d in enumerate(i.shape)]
-        dt = _NP.get(i.type)
-        if dt is None:
-            raise SystemExit(f"error: input '{i.name}' is {i.type}: the bench feeds float and int inputs only")
-        feeds[i.name] = (rng.integers(0, 1000, shape) if np.issubdtype(dt, np.integer)
-                         else rng.standard_normal(shape)).astype(dt)
-    return feeds
-
-
-def _torch_type(onnx_type: str):
-    import torch
-
-    return {"tensor(float16)": torch.float16, "tensor(float)": torch.float32, "tensor(double)": torch.float64,
-            "tensor(int64)": torch.int64, "tensor(int32)": torch.int32, _BF16: torch.bfloat16}[onnx_type]
-
-
-class Bound:
-    """A session with its inputs and outputs bound in device memory: `run()` is one timed inference. On CUDA
-    the buffers are torch tensors (bfloat16 too, which numpy has none of), bound by address; on the CPU,
-    onnxruntime's own values."""
-
-    def __init__(self, sess, feeds: dict, provider: str):
-        import onnxruntime as ort
-
-        self.sess, self.io = sess, sess.io_binding()
-        self.values, self.tensors = [], []
-        types = {i.name: i.type for i in sess.get_inputs()}
-        if provider == "cuda":
-            import torch
-
-            for name, v in feeds.items():
-                t = torch.from_numpy(v).to("cuda").to(_torch_type(types[name])).contiguous()
-                self.tensors.append(t)
-                self.io.bind_input(name, "cuda", 0, _onnx_elem(types[name]), list(t.shape), t.data_ptr())
-            if not _fixed(sess) and any(o.type == _BF16 for o in sess.get_outputs()):
-                raise SystemExit("error: a bfloat16 output of symbolic shape: the bench binds bfloat16 outputs of "
-                                 "fixed shapes only")
-        else:
-            if _BF16 in types.values():
-                raise SystemExit("error: bfloat16 inputs need the CUDA provider (torch binds them)")
-            self.values = [ort.OrtValue.ortvalue_from_numpy(v, "cpu", 0) for v in feeds.values()]
-            for name, v in zip(feeds, self.values):
-                self.io.bind_ortvalue_input(name, v)
-        for o in sess.get_outputs():
-            if _fixed(sess) and provider == "cuda":  # the same output buffers every run, as a CUDA graph's replay needs
-                import torch
-
-                out = torch.empty(o.shape, dtype=_torch_type(o.type), device="cuda")
-                self.tensors.append(out)
-                self.io.bind_output(o.name, "cuda", 0, _onnx_elem(o.type), list(out.shape), out.data_ptr())
-            elif _fixed(sess):
-                out = ort.OrtValue.ortvalue_from_shape_and_type(o.shape, _NP[o.type], "cpu", 0)
-                self.values.append(out)
-                self.io.bind_ortvalue_output(o.name, out)
-            else:
-                self.io.bind_output(o.name, "cuda" if provider == "cuda" else "cpu")
-        self.out = self.tensors[-1] if provider == "cuda" and _fixed(sess) else None
-
-    def run(self) -> float:
-        t = time.perf_counter()
-        self.sess.run_with_iobinding(self.io)
-        self.io.synchronize_outputs()
-        return (time.perf_counter() - t) * 1e3
-
-    def output(self) -> np.ndarray:
-        if self.out is not None:
-            return self.out.float().cpu().numpy()
-        return self.io.copy_outputs_to_cpu()[0]
-
-
-def _onnx_elem(onnx_type: str) -> int:
-    from onnx import TensorProto
-
-    return {"tensor(float16)": TensorProto.FLOAT16, "tensor(float)": TensorProto.FLOAT,
-            "tensor(double)": TensorProto.DOUBLE, "tensor(int64)": TensorProto.INT64,
-            "tensor(int32)": TensorProto.INT32, _BF16: TensorProto.BFLOAT16}[onnx_type]
-
-
-class Compiled:
-    """The module the export was made from under torch.compile(mode="reduce-overhead") (or eager, `compiled`
-    False), on the same feeds (channels-last where it convolves): `run()` is one timed step, as Bound's."""
-
-    def __init__(self, module, names: list, example: tuple, feeds: dict, channels_last: bool, compiled: bool = True):
-        import torch
-
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
-        self.module = module.to(memory_format=fmt) if channels_last else module
-        self.inputs = [torch.from_numpy(feeds[n]).to(device=x.device, dtype=x.dtype) for n, x in zip(names, example)]
-        self.inputs = [x.contiguous(memory_format=fmt) if channels_last and x.dim() == 4 else x for x in self.inputs]
-        self.step = torch.compile(self.module, mode="reduce-overhead") if compiled else self.module
-        self.last = None
-
-    def run(self) -> float:
-        import torch
-
-        t = time.perf_counter()
-        with torch.no_grad():
-            self.last = self.step(*self.inputs)
-        if self.last.is_cuda:
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t) * 1e3
-
-    def output(self) -> np.ndarray:
-        return self.last.float().cpu().numpy()
-
-
-def rel_diff(a: np.ndarray, b: np.ndarray) -> float:
-    """max |a - b| / max |a| in float64; NaN when either holds a NaN or an inf."""
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        return float("nan")
-    return float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30))
-
-
-def kernel_breakdown(bound: Bound, runs: int = 3, top: int = 4) -> tuple[dict, dict]:
-    """GPU ms per run by kind of kernel (KINDS), and by name within each kind (every layout conversion, the `top`
-    costliest of any other kind), from torch.profiler's CUPTI trace of `runs` inferences."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            bound.run()
-    kinds: dict[str, float] = {}
-    named: dict[str, dict[str, float]] = {}
-    for e in prof.events():
-        if e.device_type.name != "CUDA":
-            continue
-        kind = next((k for k, rx in KINDS if re.search(rx, e.name)), "other")
-        ms = e.time_range.elapsed_us() / 1e3 / runs
-        kinds[kind] = kinds.get(kind, 0.0) + ms
-        by_name = named.setdefault(kind, {})
-        by_name[kernel_name(e.name)] = by_name.get(kernel_name(e.name), 0.0) + ms
-    by_ms = lambda d, n=None: dict(sorted(d.items(), key=lambda kv: -kv[1])[:n])  # noqa: E731
-    return by_ms(kinds), {k: by_ms(d, None if k == "layout conversion" else top) for k, d in named.items()}
-
-
-def kernel_name(name: str) -> str:
-    """A CUDA kernel's function name without its namespace, template and parameter lists."""
-    base = re.sub(r"<.*|\(.*", "", name).strip()
-    return base.rsplit("::", 1)[-1].rsplit(" ", 1)[-1] or name[:60]
-
-
 def rewrite(path: Path, library: Path, log=print, layout: str = "nchw") -> tuple[Path, object]:
     """`path` rewritten beside it: (the rewrite's path, its report)."""
+    from tritonforge.runtime.ortlib.rewrite import rewrite_file
+
     out = path.with_name(path.name.removesuffix(".onnx") + _layout_tag(layout).replace("+", ".") + ".tf.onnx")
     t = time.perf_counter()
     report = rewrite_file(path, out, library, layout=layout)
@@ -297,98 +143,190 @@ def rewrite(path: Path, library: Path, log=print, layout: str = "nchw") -> tuple
     return out, report
 
 
-def measure(path: Path, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
-            result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None,
-            best: bool = False, layout: str = "nchw", torch_step: tuple | None = None) -> Result:
-    """Rewrite `path` (or take `rewritten`, rewrite()'s pair), check and time it against the original at the
-    inputs `free` sizes (random_inputs); fills and returns `result`. `best`: the export and the rewrite under
-    ortlib.session's settings too (a CUDA graph where every shape is fixed), the rewrite under them only.
-    `torch_step`: (module, input names, example inputs, channels-last) the export was made from, timed under
-    torch.compile on the same feeds once its output matches the export's. An export onnxruntime refuses (SD3's
-    bfloat16 Einsum) is checked against that module run eagerly instead, and timed against torch.compile alone."""
+@dataclass
+class TorchSpec:
+    """How a torch side builds the module the export was made from: e2e_sides.py's torch arguments (a model of
+    e2e_models.py, or --torch-module's function) and the weights file this process saved (None: the function makes
+    them itself)."""
+    argv: list
+    weights: Path | None
+    modes: tuple = MODES
+    limit: float = 600.0
+    resize_feeds: Path | None = None
+
+    @property
+    def weights_argv(self) -> list:
+        return ["--weights", self.weights] if self.weights else []
+
+
+def side(argv: list, out: Path, log=print, timeout: float = 3600.0, env: dict | None = None,
+         first_within: float | None = None) -> tuple[dict, bool]:
+    """Start e2e_sides.py with `argv` in a process of its own (its own session, so that a stop ends its compile
+    workers too), wait for it and return (what it wrote to `out`, whether it was stopped). It is stopped after
+    `timeout` s, or after `first_within` s if it has not written its first result by then."""
+    out.unlink(missing_ok=True)
+    said = out.with_suffix(".log")
+    cmd = [sys.executable, str(SIDES), *[str(a) for a in argv], "--out", str(out), "--t0", repr(time.time())]
+    start = time.perf_counter()
+    with open(said, "w") as sink:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        stopped = False
+        while proc.poll() is None:
+            waited = time.perf_counter() - start
+            late = first_within is not None and waited > first_within and "first_result_s" not in _read(out)
+            if late or waited > timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                stopped = True
+                break
+            time.sleep(0.2)
+    got = _read(out)
+    if proc.returncode and not stopped:
+        tail = [ln for ln in said.read_text(errors="replace").splitlines() if ln.strip()]
+        got.setdefault("error", (tail[-1] if tail else f"exit {proc.returncode}")[:300])
+        log("  " + "\n  ".join(tail[-6:]))
+    return got, stopped
+
+
+def _read(out: Path) -> dict:
+    try:
+        return json.loads(out.read_text())
+    except (OSError, ValueError):  # not written yet (a side replaces it whole, never half)
+        return {}
+
+
+def measure(path: Path | None, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
+            result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None, best: bool = False,
+            layout: str = "nchw", torch: TorchSpec | None = None, first_result: bool = False,
+            resize: tuple | None = None) -> Result:
+    """Rewrite `path` (or take `rewritten`, rewrite()'s pair), then run the sides (module docstring) on the inputs
+    `free` sizes; fills and returns `result`. `best`: the export and the rewrite under ortlib.session's settings (a
+    CUDA graph where every shape is fixed). `resize`: (the dynamic export's rewrite, its feeds at the model's side,
+    its feeds at the other side, "512->768") for the first run after a change of resolution. An export onnxruntime
+    refuses (SD3's bfloat16 Einsum) is checked against the module run eagerly instead, and timed against
+    torch.compile alone."""
     out, report = rewritten or rewrite(path, library, log, layout)
     result.rewritten = sum(report.rewritten.values())
     result.left = list(report.left)
+    work = Path(tempfile.mkdtemp(prefix="sides-", dir=out.parent))
     try:
-        try:
-            base = _session(path, provider, None)
-        except Exception as exc:
-            if torch_step is None:
-                raise
-            result.export_error = _first_line(str(exc))
-            log(f"  the export does not load ({result.export_error}): checked against eager torch")
-            base = None
-        probe = base or _session(out, provider, library)
-        feeds = random_inputs(probe, free=free)
-        sessions = {"ort": Bound(base, feeds, provider)} if base else {}
-        if best:
-            graph = provider == "cuda" and _fixed(probe)
-            for name, model in (("ort_best", path), ("tritonforge", out))[0 if base else 1:]:
-                sess = _best_session(model, provider, library, graph)
-                result.settings[name] = sess.tritonforge_settings
-                sessions[name] = Bound(sess, feeds, provider)
-        else:
-            sessions["tritonforge"] = Bound(_session(out, provider, library), feeds, provider)
-    except Exception as exc:  # e.g. ORT's contrib ops on the CPU EP: say so and go on with the next model
-        result.error = str(exc).strip().splitlines()[0][:300]
-        log(f"  not run: {result.error}")
+        feeds = work / "feeds.npz"
+        np.savez(feeds, **random_feeds(out, free=free))
+        common = ["--feeds", feeds, "--dtype", dtype, "--runs", runs, "--warmup", warmup]
+        ort_args = ["ort", *common, "--rewrite", out, "--library", library, "--provider", provider,
+                    "--tune-out", work / "tuned.tune", "--save-outputs", work,
+                    *(["--export", path] if path else []), *(["--best"] if best else []),
+                    *(["--graph"] if best and _fixed_shapes(out) else []), *(["--breakdown"] if breakdown else [])]
+        got, _ = side(ort_args, work / "ort.json", log)
+        _take_ort(result, got, "tritonforge")
+        if result.error:
+            log(f"  not run: {result.error}")
+            return result
+        if first_result and "tuned_choices" in got:
+            tuned, _ = side(["ort", *common, "--rewrite", out, "--library", library, "--provider", provider,
+                             "--first-only"], work / "tuned.json", log,
+                            env={"TRITONFORGE_ORT_TUNE_FILE": str(work / "tuned.tune")})
+            if "first_result_s" in tuned:
+                result.first_s["tritonforge+tuned"] = tuned["first_result_s"]
+        if resize:
+            dyn, at_side, at_other, result.resize = resize
+            np.savez(work / "resize_from.npz", **at_side)
+            np.savez(work / "resize_to.npz", **at_other)
+            if torch is not None:
+                torch.resize_feeds = work / "resize_to.npz"  # torch.compile's first run at the other side too
+            moved, _ = side(["ort", "--feeds", work / "resize_from.npz", "--resize-feeds", work / "resize_to.npz",
+                             "--dtype", dtype, "--rewrite", dyn, "--library", library, "--provider", provider,
+                             "--first-only"], work / "resize.json", log)
+            if "resize_first_result_s" in moved:
+                result.resize_s["tritonforge"] = moved["resize_first_result_s"]
+        if torch is not None:
+            _torch_sides(result, torch, work, common, provider, log, first_result)
+        if not result.ok:
+            log(f"  outputs differ: {result.diff:.3g} > {TOL.get(dtype)} ({dtype}); not timed")
         return result
-    if torch_step is not None:
-        sessions["torch_compile"] = Compiled(*torch_step[:3], feeds, torch_step[3])
-    reference = sessions.get("ort")
-    if reference is None:
-        reference = Compiled(*torch_step[:3], feeds, torch_step[3], compiled=False)
-        reference.run()
-    for k, b in list(sessions.items()):  # warm-up: cuDNN's algorithm search, the library's first-use timing,
-        t = time.perf_counter()          # torch.compile's compile and its graphs' recording
-        try:
-            for _ in range(max(warmup, 3) if k == "torch_compile" else warmup):
-                b.run()
-        except Exception as exc:
-            if k != "torch_compile":
-                raise
-            result.compile_error = " ".join(str(exc).split())[:300]
-            log(f"  torch.compile not timed: {result.compile_error}")
-            del sessions[k]
-        if k == "torch_compile":
-            log(f"  torch.compile and warm-up {time.perf_counter() - t:.1f} s")
-    result.diff = rel_diff(reference.output(), sessions["tritonforge"].output())
-    if not result.ok:
-        log(f"  outputs differ: {result.diff:.3g} > {TOL.get(dtype)} ({dtype}); not timed")
-        return result
-    if "torch_compile" in sessions:
-        result.compile_diff = rel_diff(reference.output(), sessions["torch_compile"].output())
-        if not result.compile_diff <= TOL.get(dtype, 5e-3):
-            result.compile_error = f"its output differs from the {'export' if base else 'eager module'}'s: " \
-                                   f"{result.compile_diff:.3g}"
-            log(f"  torch.compile not timed: {result.compile_error}")
-            del sessions["torch_compile"]
-    ort = {k: b for k, b in sessions.items() if k != "torch_compile"}
-    times = {k: [] for k in sessions}
-    for _ in range(runs):
-        for k, b in ort.items():
-            times[k].append(b.run())
-    if "torch_compile" in sessions:
-        # on its own, once onnxruntime's pool threads have gone idle: their spinning after each run slows the
-        # host side of torch's steps when the two are interleaved
-        time.sleep(0.5)
-        times["torch_compile"] = [sessions["torch_compile"].run() for _ in range(runs)]
-    result.ms = {k: statistics.median(v) for k, v in times.items()}
-    if breakdown:
-        for k, b in sessions.items():
-            result.breakdown[k], named = kernel_breakdown(b)
-            result.layout_kernels[k] = named.pop("layout conversion", {})
-            result.kernels[k] = named
-    del sessions, base, reference
-    return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
+
+def _fixed_shapes(path: Path) -> bool:
+    from benchmarks.e2e_sides import model_inputs
+
+    return all(isinstance(d, int) for _, _, dims in model_inputs(path) for d in dims)
+
+
+def _take_ort(result: Result, got: dict, first: str) -> None:
+    """What onnxruntime's side wrote, into `result`."""
+    if "first_result_s" in got:
+        result.first_s[first] = got["first_result_s"]
+    result.ms.update(got.get("ms", {}))
+    result.settings.update(got.get("settings", {}))
+    result.diff = got.get("max_rel_diff", float("nan"))
+    result.export_error = got.get("export_error", result.export_error)
+    result.error = got.get("error", "") if "ms" not in got else ""
+    if "resize_first_result_s" in got:
+        result.resize_s["tritonforge"] = got["resize_first_result_s"]
+    for k, b in got.get("breakdown", {}).items():
+        result.breakdown[k] = b["kinds"]
+        named = dict(b["named"])
+        result.layout_kernels[k] = named.pop("layout conversion", {})
+        result.kernels[k] = named
+
+
+def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, provider: str, log, first_result) -> None:
+    """Each torch.compile mode in a process of its own, from an empty compile cache (module docstring)."""
+    reference = work / "export.npy"
+    if not reference.is_file():  # onnxruntime refused the export: the module run eagerly is the reference
+        side(["torch", *common, *spec.argv, *spec.weights_argv, "--device", provider,
+              "--eager-out", work / "eager.npy"], work / "eager.json", log)
+        reference = work / "eager.npy"
+        if not reference.is_file():
+            result.error = "the eager module's output was not made"
+            return
+        result.diff = rel_diff(np.load(reference), np.load(work / "rewrite.npy"))
+        if not result.ok:
+            result.ms.pop("tritonforge", None)
+            return
+    for mode in spec.modes:
+        name, cache = TORCH[mode], work / f"compile-cache-{mode}"
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}
+        argv = ["torch", *common, *spec.argv, *spec.weights_argv, "--device", provider, "--mode", mode,
+                "--reference", reference, *(["--resize-feeds", spec.resize_feeds] if spec.resize_feeds and
+                                            mode == "reduce-overhead" else [])]
+        t = time.perf_counter()
+        got, stopped = side(argv, work / f"{name}.json", log, env=env, first_within=spec.limit)
+        if "first_result_s" not in got:
+            result.compile_error[name] = f"did not compile in {spec.limit:.0f} s" if stopped else \
+                got.get("error", "no first result")
+            log(f"  {name}: {result.compile_error[name]}")
+            continue
+        result.first_s[name] = got["first_result_s"]
+        if got.get("max_rel_diff") is not None:
+            result.compile_diff[name] = got["max_rel_diff"]
+        if "ms" in got:
+            result.ms[name] = got["ms"]
+            if got.get("ms_events") is not None:
+                result.ms_events[name] = got["ms_events"]
+        else:
+            result.compile_error[name] = got.get("error") or ("stopped while timed" if stopped else "not timed")
+        if "resize_first_result_s" in got:
+            result.resize_s[name] = got["resize_first_result_s"]
+        log(f"  {name}: first result {got['first_result_s']:.1f} s, {got.get('ms', float('nan')):.2f} ms "
+            f"({time.perf_counter() - t:.0f} s)")
+        if first_result and mode == "reduce-overhead":
+            warm, _ = side(["torch", *common, *spec.argv, *spec.weights_argv, "--device", provider, "--mode", mode,
+                            "--first-only"], work / "warm.json", log, env=env, first_within=spec.limit)
+            if "first_result_s" in warm:
+                result.first_s[f"{name}+warm"] = warm["first_result_s"]
+
+
+# ---- rows -------------------------------------------------------------------------------------------------------
 
 def record(results: list[Result], device: str, path) -> None:
     rows = []
     for r in results:
         r.device = device
-        shape = f"{r.model}/{r.exporter}"
-        common = {"shape": shape, "dtype": r.dtype}
+        common = {"shape": f"{r.model}/{r.exporter}", "dtype": r.dtype}
         left = "; ".join(r.left)
         rows.append({**common, "provider": "rewrite", "metric": "max_rel_diff", "unit": "", "value": f"{r.diff:.3g}",
                      "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")
@@ -396,19 +334,27 @@ def record(results: list[Result], device: str, path) -> None:
                      + (f" | not run: {r.error}" if r.error else "")})
         for k, ms in r.ms.items():
             rows.append({**common, "provider": k, "metric": "ms", "unit": "ms", "value": f"{ms:.3f}",
-                         "extra": settings_said(r.settings.get(k))})
+                         "extra": r.settings.get(k, "") if k in ORT_SIDES else _torch_said(k)})
+        for k, ms in r.ms_events.items():
+            rows.append({**common, "provider": k, "metric": "ms_events", "unit": "ms", "value": f"{ms:.3f}",
+                         "extra": _torch_said(k)})
+        for k, s in r.first_s.items():
+            rows.append({**common, "provider": k, "metric": "first_result_s", "unit": "s", "value": f"{s:.2f}",
+                         "extra": "from a fresh process to the first output"})
+        for k, s in r.resize_s.items():
+            rows.append({**common, "provider": k, "metric": "resize_first_result_s", "unit": "s", "value": f"{s:.2f}",
+                         "extra": f"the first run at another side: {r.resize}"})
         if "ort" in r.ms and "tritonforge" in r.ms:
             rows.append({**common, "provider": "tritonforge", "metric": "speedup", "unit": "x",
                          "value": f"{r.speedup:.3f}"})
-        if r.same_settings_speedup is not None:
-            rows.append({**common, "provider": "tritonforge", "metric": "speedup_same_settings", "unit": "x",
-                         "value": f"{r.same_settings_speedup:.3f}"})
-        if r.compile_error or r.compile_diff == r.compile_diff:
-            rows.append({**common, "provider": "torch_compile", "metric": "max_rel_diff", "unit": "",
-                         "value": f"{r.compile_diff:.3g}", "extra": r.compile_error})
-        if r.vs_compile is not None:
-            rows.append({**common, "provider": "tritonforge", "metric": "speedup_vs_torch_compile", "unit": "x",
-                         "value": f"{r.vs_compile:.3f}"})
+        for metric, rival in (("speedup_same_settings", "ort_best"), ("speedup_vs_torch_compile", "torch_compile"),
+                              ("speedup_vs_max_autotune", "torch_compile_max_autotune")):
+            if r.over(rival) is not None:
+                rows.append({**common, "provider": "tritonforge", "metric": metric, "unit": "x",
+                             "value": f"{r.over(rival):.3f}"})
+        for k in dict.fromkeys([*r.compile_diff, *r.compile_error]):
+            rows.append({**common, "provider": k, "metric": "max_rel_diff", "unit": "",
+                         "value": f"{r.compile_diff.get(k, float('nan')):.3g}", "extra": r.compile_error.get(k, "")})
         for k, kinds in r.breakdown.items():
             named = {**r.kernels.get(k, {}), "layout conversion": r.layout_kernels.get(k, {})}
             rows += [{**common, "provider": k, "metric": f"gpu_ms:{kind}", "unit": "ms", "value": f"{ms:.3f}",
@@ -418,32 +364,104 @@ def record(results: list[Result], device: str, path) -> None:
         write_rows("e2e", device, rows, path)
 
 
-def settings_said(settings: dict | None) -> str:
-    """One line of what ortlib.session applied and dropped ("" for ORT's default settings)."""
-    if not settings:
-        return ""
-    applied = ",".join(f"{k}={v}" for k, v in settings["cuda_options"].items()) or "none"
-    dropped = ",".join(settings["dropped"])
-    return f"settings: {applied}" + (f"; dropped: {dropped}" if dropped else "")
+def _torch_said(side: str) -> str:
+    """A torch row's extra: the mode, and that it ran with nothing else in its process."""
+    mode = next(m for m, name in TORCH.items() if name == side)
+    return f"{OWN_PROCESS}; torch.compile(mode={mode!r}); cudnn.benchmark"
+
+
+def from_rows(path: Path, device: str | None = None) -> list[Result]:
+    """The Results that `record` wrote into a results file (for --report), in the order they were written."""
+    import csv
+
+    out: dict[tuple, Result] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["benchmark"] != "e2e" or (device and row["device"] != device):
+                continue
+            model, _, exporter = row["shape"].partition("/")
+            r = out.setdefault((row["device"], row["shape"], row["dtype"]),
+                               Result(model, exporter, row["dtype"], device=row["device"]))
+            metric, side, value = row["metric"], row["provider"], float(row["value"])
+            if metric == "ms":
+                r.ms[side] = value
+                if side in ORT_SIDES and row["extra"]:
+                    r.settings[side] = row["extra"]
+            elif metric == "ms_events":
+                r.ms_events[side] = value
+            elif metric == "first_result_s":
+                r.first_s[side] = value
+            elif metric == "resize_first_result_s":
+                r.resize_s[side] = value
+                r.resize = row["extra"].rpartition(": ")[2]
+            elif metric == "speedup":
+                r.recorded_speedup = value
+            elif metric.startswith("speedup_"):
+                continue  # derived again from the ms rows
+            elif metric == "max_rel_diff" and side != "rewrite":
+                if value == value:
+                    r.compile_diff[side] = value
+                if row["extra"]:
+                    r.compile_error[side] = row["extra"]
+            elif metric == "max_rel_diff":
+                r.diff = value
+                counts = re.match(r"(\d+) nodes rewritten, (\d+) left", row["extra"])
+                r.rewritten, r.left = int(counts.group(1)), [""] * int(counts.group(2))
+                r.error = row["extra"].partition(" | not run: ")[2]
+                r.export_error = row["extra"].partition(" | export refused: ")[2].partition(" | not run: ")[0]
+            elif metric.startswith("gpu_ms:"):
+                r.breakdown.setdefault(side, {})[metric[7:]] = value
+                # "<kernel> <ms>; ..." (older rows of other kinds may hold a note instead: not kernels)
+                named = {m.group(1): float(m.group(2)) for m in (re.fullmatch(r"(.+) (\d+\.\d+)", part)
+                                                                 for part in (row.get("extra") or "").split("; ")) if m}
+                if named:
+                    if metric == "gpu_ms:layout conversion":
+                        r.layout_kernels[side] = named
+                    else:
+                        r.kernels.setdefault(side, {})[metric[7:]] = named
+    return list(out.values())
+
+
+# ---- tables -----------------------------------------------------------------------------------------------------
+
+def _ms(r: Result, side: str) -> str:
+    if side in r.ms:
+        return f"{r.ms[side]:.2f}"
+    return f"not timed: {r.compile_error[side]}" if side in r.compile_error else "-"
+
+
+def _ratio(x: float | None) -> str:
+    return f"{x:.2f}x" if x is not None else "-"
+
+
+def _seconds(r: Result, side: str, then: str | None = None) -> str:
+    said = f"{r.first_s[side]:.1f}" if side in r.first_s else "-"
+    return said + (f" ({r.first_s[then]:.1f})" if then and then in r.first_s else "")
 
 
 def table(results: list[Result]) -> list[str]:
     lines = ["| model | device | exporter | dtype | as exported ms | rewritten ms | speed-up | "
              "as exported, same settings ms | speed-up, same settings | torch.compile ms | vs torch.compile | "
+             "max-autotune ms | vs max-autotune | first result s: rewritten (tune file) | "
+             "first result s: torch.compile (warm cache) | after a resize s: rewritten / torch.compile | "
              "nodes rewritten | left | max rel diff |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+             "--- | --- |"]
     for r in results:
         ms = r.ms or {}
-        same, vs = r.same_settings_speedup, r.vs_compile
-        best = f"{ms['ort_best']:.2f}" if "ort_best" in ms else "-"
-        compiled = f"{ms['torch_compile']:.2f}" if "torch_compile" in ms else "not timed" if r.compile_error else "-"
-        exported = f"{ms['ort']:.2f}" if "ort" in ms else "refused" if r.export_error else "nan"
-        speedup = f"{r.speedup:.2f}x" if "ort" in ms else "-" if r.export_error else \
+        exported = f"{ms['ort']:.2f}" if "ort" in ms else "refused" if r.export_error else \
+            "-" if "ort_best" in ms else "nan"
+        speedup = f"{r.speedup:.2f}x" if "ort" in ms else "-" if r.export_error or "ort_best" in ms else \
             "not run" if r.error else "not timed"
+        resized = (f"{r.resize}: " + " / ".join(f"{r.resize_s[k]:.1f}" if k in r.resize_s else "-"
+                                                for k in ("tritonforge", "torch_compile"))) if r.resize else "-"
         lines.append(f"| {r.model} | {_device_cell(r)} | {r.exporter} | {r.dtype} | {exported} | "
-                     f"{ms.get('tritonforge', float('nan')):.2f} | {speedup} | "
-                     f"{best} | {f'{same:.2f}x' if same is not None else '-'} | {compiled} | "
-                     f"{f'{vs:.2f}x' if vs is not None else '-'} | {r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
+                     f"{ms.get('tritonforge', float('nan')):.2f} | {speedup} | {_ms(r, 'ort_best')} | "
+                     f"{_ratio(r.same_settings_speedup)} | {_ms(r, 'torch_compile')} | {_ratio(r.vs_compile)} | "
+                     f"{_ms(r, 'torch_compile_max_autotune')} | {_ratio(r.over('torch_compile_max_autotune'))} | "
+                     f"{_seconds(r, 'tritonforge', 'tritonforge+tuned')} | "
+                     f"{_seconds(r, 'torch_compile', 'torch_compile+warm')} | {resized} | "
+                     f"{r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
     for r in results:
         if r.export_error:
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: onnxruntime refuses the export "
@@ -463,14 +481,35 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
+# The README's headline: one row per model, the newest run of each that timed torch.compile in its own process.
+HEADLINE = ("sd15_unet", "sdxl_unet", "sd15_vae_decoder", "sd3_medium", "flux_dev", "pixart_sigma")
+
+
+def headline(results: list[Result]) -> list[str]:
+    """The README's table: per model of HEADLINE, its newest fp16 row with torch.compile timed on its own (rows
+    written later win): the GPU, both sides' ms, the ratio, the rewrite against the export at its best settings,
+    and both sides' first result."""
+    newest: dict[str, Result] = {}
+    for r in results:
+        model = r.model.partition(":")[0].partition("@")[0]
+        if model in HEADLINE and r.dtype == "fp16" and "torch_compile" in r.ms and "tritonforge" in r.ms:
+            newest[model] = r
+    lines = ["| model | GPU | rewritten ms | torch.compile ms | vs torch.compile | vs export at best | "
+             "first result s: rewritten / torch.compile |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for model in HEADLINE:
+        r = newest.get(model)
+        if r is None:
+            continue
+        depth = f" ({r.model.partition(':')[2]} blocks)" if ":" in r.model else ""
+        lines.append(f"| {model}{depth} | {_device_cell(r)} | {r.ms['tritonforge']:.2f} | "
+                     f"{r.ms['torch_compile']:.2f} | {_ratio(r.vs_compile)} | {_ratio(r.same_settings_speedup)} | "
+                     f"{_seconds(r, 'tritonforge')} / {_seconds(r, 'torch_compile')} |")
+    return lines
+
+
 def _device_cell(r: Result) -> str:
     return r.device.removeprefix("NVIDIA ") or "-"
-
-
-def _first_line(error: str, limit: int = 360) -> str:
-    """An error as the report says it: its first line, cut at `limit` characters."""
-    line = next(iter(error.strip().splitlines()), "")
-    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def report_order(r: Result) -> tuple:
@@ -480,47 +519,8 @@ def report_order(r: Result) -> tuple:
     name, _, best = r.exporter.partition("+")
     exporter, _, dynamic = name.partition(".")
     known = ("torchscript", "dynamo", "dynamo23", "ort", "file")
-    return (model, int(side or 0), r.dtype, known.index(exporter) if exporter in known else len(known), dynamic,
-            best, r.device)
-
-
-def from_rows(path: Path, device: str | None = None) -> list[Result]:
-    """The Results that `record` wrote into a results file (for --report), in the order they were written."""
-    import csv
-
-    out: dict[tuple, Result] = {}
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if row["benchmark"] != "e2e" or (device and row["device"] != device):
-                continue
-            model, _, exporter = row["shape"].partition("/")
-            r = out.setdefault((row["device"], row["shape"], row["dtype"]),
-                               Result(model, exporter, row["dtype"], device=row["device"]))
-            if row["metric"] == "ms":
-                r.ms[row["provider"]] = float(row["value"])
-            elif row["metric"] == "speedup":
-                r.recorded_speedup = float(row["value"])
-            elif row["metric"] in ("speedup_same_settings", "speedup_vs_torch_compile"):
-                continue  # derived again from the ms rows
-            elif row["metric"] == "max_rel_diff" and row["provider"] == "torch_compile":
-                r.compile_diff, r.compile_error = float(row["value"]), row["extra"]
-            elif row["metric"] == "max_rel_diff":
-                r.diff = float(row["value"])
-                counts = re.match(r"(\d+) nodes rewritten, (\d+) left", row["extra"])
-                r.rewritten, r.left = int(counts.group(1)), [""] * int(counts.group(2))
-                r.error = row["extra"].partition(" | not run: ")[2]
-                r.export_error = row["extra"].partition(" | export refused: ")[2].partition(" | not run: ")[0]
-            elif row["metric"].startswith("gpu_ms:"):
-                r.breakdown.setdefault(row["provider"], {})[row["metric"][7:]] = float(row["value"])
-                # "<kernel> <ms>; ..." (older rows of other kinds may hold a note instead: not kernels)
-                named = {m.group(1): float(m.group(2)) for m in (re.fullmatch(r"(.+) (\d+\.\d+)", part)
-                                                                 for part in (row.get("extra") or "").split("; ")) if m}
-                if named:
-                    if row["metric"] == "gpu_ms:layout conversion":
-                        r.layout_kernels[row["provider"]] = named
-                    else:
-                        r.kernels.setdefault(row["provider"], {})[row["metric"][7:]] = named
-    return list(out.values())
+    return (model, int(side.partition(":")[0] or 0), r.dtype, known.index(exporter) if exporter in known
+            else len(known), dynamic, best, r.device)
 
 
 def _last_words(exc: BaseException) -> str:
@@ -544,29 +544,60 @@ def _layout_tag(layout: str) -> str:
     return "" if layout == "nchw" else f"+{layout}"
 
 
+# ---- models -----------------------------------------------------------------------------------------------------
+
+def input_shapes(m, dtype: str, tiny: bool, side: int, layers: tuple | None) -> dict[str, tuple]:
+    """{input name: shape} of the model's step at image side `side` (built on the meta device: no weights)."""
+    from benchmarks import e2e_models
+
+    _, inputs, names = e2e_models.build(m, dtype, "meta", tiny, side, layers)
+    return {n: tuple(x.shape) for n, x in zip(names, inputs)}
+
+
+def resized(m, exporter: str, dtype: str, args, library: Path, work: Path, built, layout: str) -> tuple:
+    """--resize's part of measure(): the dynamic-axes export rewritten, and its feeds at the model's side and at
+    args.resize, drawn as random_feeds draws them."""
+    from benchmarks import e2e_models
+
+    dyn = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny, dynamic=True, layers=args.layers,
+                            built=built)
+    out, _ = rewrite(dyn, library, layout=layout)
+    feeds = []
+    for at in (m.side, args.resize):
+        shapes = input_shapes(m, dtype, args.tiny, at, args.layers)
+        feeds.append(random_feeds(out, seed=1, shapes=shapes))
+    return out, feeds[0], feeds[1], f"{m.side}->{args.resize}"
+
+
 def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Path, work: Path, device: str,
               results_path: Path) -> list[Result]:
     """One model, exporter and dtype at every side: a static export each, or one dynamic export rewritten once.
-    With --torch-compile, the module each export is made from is kept for torch.compile's column."""
+    With --torch-compile, the module each export is made from is saved for the torch sides."""
     from benchmarks import e2e_models
 
     out, rewritten = [], {}
     depth = m.depth(args.layers).replace("/", "of")
-    for side in sides:
-        label = (m.name + ("_tiny" if args.tiny else "") + (f"@{side}" if side != m.side and not args.tiny else "")
-                 + (f":L{depth}" if depth else ""))
+    for side_px in sides:
+        label = (m.name + ("_tiny" if args.tiny else "") + (f"@{side_px}" if side_px != m.side and not args.tiny
+                                                              else "") + (f":L{depth}" if depth else ""))
         print(f"{label} {exporter}{' (dynamic axes)' if args.dynamic else ''} {dtype}", flush=True)
         t = time.perf_counter()
         best = args.settings == "best"
         names = [exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(layout)
                  for layout in args.layouts]
         compiled = args.torch_compile and not args.dynamic
+        spec = None
         try:
-            built = (e2e_models.build(m, dtype, args.provider, args.tiny, side, args.layers)
+            built = (e2e_models.build(m, dtype, args.provider, args.tiny, side_px, args.layers)
                      if compiled or exporter in ("torchscript", "dynamo", "dynamo23") else None)
             path = e2e_models.export(m, exporter, dtype, work, args.provider, args.tiny, dynamic=args.dynamic,
-                                     side=None if args.dynamic else side, layers=args.layers,
+                                     side=None if args.dynamic else side_px, layers=args.layers,
                                      built=built if exporter != "ort" else None)
+            if compiled:
+                weights = e2e_models.save_weights(built[0], path.with_name(path.stem + ".weights.pt"))
+                spec = TorchSpec(["--model", m.name, *(["--tiny"] if args.tiny else []), "--side", side_px,
+                                  *(["--layers", ",".join(map(str, args.layers))] if args.layers else [])], weights,
+                                 tuple(args.compile_modes), args.compile_limit)
         except Exception as exc:  # an export the exporter cannot make: said in a row, and on to the next
             why = _last_words(exc)
             print(f"  not exported: {why}", flush=True)
@@ -575,33 +606,42 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
             out += failed
             continue
         print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
-        free = {0: m.batch, 2: (32 if args.tiny else side) // 8, 3: (32 if args.tiny else side) // 8}
-        step = (built[0], built[2], built[1], not m.transformer) if compiled and built else None
+        lat = (32 if args.tiny else side_px) // 8
+        free = {0: m.batch, 2: lat, 3: lat}
         for layout, name in zip(args.layouts, names):  # one export, each layout's rewrite timed against it
             try:
                 if layout not in rewritten or not args.dynamic:
                     rewritten[layout] = rewrite(path, library, layout=layout)
+                resize = resized(m, exporter, dtype, args, library, work, built, layout) if args.resize else None
             except Exception as exc:  # a rewrite refused (onnxruntime refuses the export, say): a row, and on
                 why = _last_words(exc)
                 print(f"  not rewritten: {why}", flush=True)
                 out.append(Result(label, name, dtype, error=f"rewrite: {why}"))
                 record(out[-1:], device, results_path)
                 continue
+            if layout == args.layouts[0]:
+                built = _free(built, args.provider)  # the sides need the GPU's memory
             r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                        Result(label, name, dtype), rewritten=rewritten[layout], free=free, best=best,
-                        torch_step=step)
+                        Result(label, name, dtype), rewritten=rewritten[layout], free=free, best=best, layout=layout,
+                        torch=spec, first_result=args.first_result, resize=resize)
             out.append(r)
             record([r], device, results_path)
             print("  " + table([r])[2], flush=True)
-        del built, step
-        if args.provider == "cuda" and compiled:
-            import torch
-
-            torch.cuda.empty_cache()
+        built = _free(built, args.provider)
         if not args.dynamic and not args.keep and not (exporter == "torchscript" and dtype == "fp32"
                                                        and "ort" in args.exporters):
             shutil.rmtree(path.parent)  # disks are finite: an SDXL UNet is 10 GB in fp32
     return out
+
+
+def _free(built, provider: str):
+    """Drop this process's module and give its GPU memory back."""
+    if built is not None and provider == "cuda":
+        import torch
+
+        del built
+        torch.cuda.empty_cache()
+    return None
 
 
 def main(argv=None) -> int:
@@ -610,6 +650,7 @@ def main(argv=None) -> int:
     what.add_argument("--model", help="comma list of benchmarks/e2e_models.py models, or all")
     what.add_argument("--onnx", type=Path, help="an ONNX model of your own to time as is and rewritten")
     what.add_argument("--report", action="store_true", help="print the table of the e2e rows of --results")
+    what.add_argument("--headline", action="store_true", help="print the README's table of the e2e rows")
     what.add_argument("--list-models", action="store_true", help="print the models --model knows, one per line")
     ap.add_argument("--exporters", default="torchscript,dynamo,ort", help="comma list of torchscript, dynamo, ort")
     ap.add_argument("--dtypes", default="fp16,fp32")
@@ -625,19 +666,31 @@ def main(argv=None) -> int:
     ap.add_argument("--dynamic", action="store_true",
                     help="export with dynamic batch, height and width, once, and run it at every side")
     ap.add_argument("--settings", choices=("default", "best"), default="default",
-                    help="best: also the export under tritonforge_ort.session's settings, and the rewrite under them")
+                    help="best: the export and the rewrite under tritonforge_ort.session's settings")
     ap.add_argument("--layout", default="nchw",
                     help="comma list of the rewrite's layouts, nchw and nhwc (GroupNorms channels-last, for "
                          "--settings best); each is timed against the same export")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
     ap.add_argument("--torch-compile", action="store_true",
-                    help="also the same module under torch.compile(mode='reduce-overhead'), same weights and inputs")
+                    help="also the same module under torch.compile, same weights and inputs, in a process of its own")
+    ap.add_argument("--torch-module", default=None,
+                    help="with --onnx: MODULE:FUNCTION returning (torch module, input names) for (dtype, device, "
+                         "None), the module the file was exported from, for --torch-compile")
+    ap.add_argument("--compile-modes", default=",".join(MODES), help="torch.compile's modes for --torch-compile")
+    ap.add_argument("--compile-limit", type=float, default=600.0,
+                    help="seconds a torch.compile mode may take to its first result before it is stopped")
+    ap.add_argument("--first-result", action="store_true",
+                    help="also the first result with the tune file the first run wrote, and torch.compile's from "
+                         "the cache its first run filled")
+    ap.add_argument("--resize", type=int, default=0,
+                    help="an image side to change to: the dynamic-axes rewrite's and torch.compile's first run there")
     ap.add_argument("--layers", default="",
                     help="build N blocks instead of the config's (Flux: N,M double and single blocks), where the "
                          "export or the GPU's memory demands it")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
     args.layouts = [v.strip() for v in args.layout.split(",") if v.strip()]
+    args.compile_modes = [v.strip() for v in args.compile_modes.split(",") if v.strip()]
     try:
         args.layers = tuple(int(v) for v in args.layers.split(",") if v.strip()) or None
     except ValueError:
@@ -645,26 +698,43 @@ def main(argv=None) -> int:
     bad = [v for v in args.layouts if v not in ("nchw", "nhwc")]
     if bad or not args.layouts:
         raise SystemExit(f"error: --layout: '{args.layout}' is not a comma list of nchw, nhwc")
+    bad = [v for v in args.compile_modes if v not in MODES]
+    if bad or not args.compile_modes:
+        raise SystemExit(f"error: --compile-modes: '{','.join(args.compile_modes)}' is not a comma list of "
+                         f"{', '.join(MODES)}")
+    if args.resize and (args.dynamic or args.tiny or args.onnx):
+        raise SystemExit("error: --resize times a dynamic export of a --model beside its static one, at the model's "
+                         "own side (not with --dynamic, --tiny or --onnx)")
+    if args.onnx and args.torch_compile and not args.torch_module:
+        raise SystemExit("error: --onnx with --torch-compile needs --torch-module (the module the file came from)")
     if args.list_models:
         from benchmarks import e2e_models
 
         print("\n".join(e2e_models.MODELS))
         return 0
-    if args.report:
-        rows = from_rows(args.results or ROOT / "benchmarks" / "results" / "results.csv")
-        print("\n".join(table(sorted(rows, key=report_order))))
+    results_path = args.results or ROOT / "benchmarks" / "results" / "results.csv"
+    if args.report or args.headline:
+        rows = from_rows(results_path)
+        print("\n".join(table(sorted(rows, key=report_order)) if args.report else headline(rows)))
         return 0
+    from tritonforge.runtime import ortlib
+
     library = ortlib.library_path(args.library)
     results: list[Result] = []
     device = _device(args.provider)
-    results_path = args.results or ROOT / "benchmarks" / "results" / "results.csv"
     if args.onnx:
-        dtype = "fp16" if "float16" in _session(args.onnx, "cpu", None).get_inputs()[0].type else "fp32"
+        try:
+            dtype = "fp16" if any(k == "tensor(float16)" for _, k, _ in _inputs(args.onnx)) else "fp32"
+        except Exception as exc:  # onnx's own errors share no base class
+            raise SystemExit(f"error: --onnx {args.onnx}: {exc}") from None
         best = args.settings == "best"
+        spec = TorchSpec(["--factory", args.torch_module], None, tuple(args.compile_modes), args.compile_limit) \
+            if args.torch_compile else None
         for layout in args.layouts:
             name = "file" + ("+best" if best else "") + _layout_tag(layout)
             results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup,
-                                   args.breakdown, Result(args.onnx.stem, name, dtype), best=best, layout=layout))
+                                   args.breakdown, Result(args.onnx.stem, name, dtype), best=best, layout=layout,
+                                   torch=spec, first_result=args.first_result))
     else:
         from benchmarks import e2e_models
 
@@ -698,6 +768,12 @@ def main(argv=None) -> int:
         record(results, device, results_path)
     print("\n".join(table(results)))
     return 0 if all(r.ok for r in results) else 1
+
+
+def _inputs(path: Path):
+    from benchmarks.e2e_sides import model_inputs
+
+    return model_inputs(path)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ in the outputs.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,10 +174,43 @@ def models(spec: str) -> list[E2EModel]:
     return [MODELS[n] for n in names]
 
 
-def build(m: E2EModel, dtype: str, device: str, tiny: bool, side: int | None = None, layers: tuple | None = None):
+def save_weights(module, path: Path) -> Path:
+    """Every parameter and buffer of `module` (non-persistent buffers too, tied ones under each name) to `path`,
+    as a user's weights file holds them: what build(..., weights=path) loads in another process."""
+    import torch
+
+    tensors = itertools.chain(module.named_parameters(remove_duplicate=False),
+                              module.named_buffers(remove_duplicate=False))
+    torch.save({name: t.detach().cpu() for name, t in tensors}, path)
+    return path
+
+
+def _load_weights(module, path: Path, device: str):
+    """save_weights' file into `module`, built on the meta device: each tensor put in place on `device`, in the
+    dtype it was saved in (no random initialization: what loading a checkpoint costs, not what building one does)."""
+    import torch
+
+    for name, t in torch.load(path, map_location="cpu", mmap=True).items():
+        owner, _, leaf = name.rpartition(".")
+        mod = module.get_submodule(owner)
+        value = t.to(device)
+        if leaf in mod._parameters:
+            mod._parameters[leaf] = torch.nn.Parameter(value, requires_grad=False)
+        else:
+            mod._buffers[leaf] = value
+    left = [n for n, t in itertools.chain(module.named_parameters(), module.named_buffers()) if t.is_meta]
+    if left:
+        raise ValueError(f"{path}: holds no {', '.join(left[:3])}: not this model's weights")
+    return module
+
+
+def build(m: E2EModel, dtype: str, device: str, tiny: bool, side: int | None = None, layers: tuple | None = None,
+          weights: Path | None = None):
     """(module, example inputs, input names) of the model, its GroupNorms' affine drawn at random; `side`:
     the image side in pixels (default: the model's); `layers`: the depth to build instead of the config's
-    (DEPTH_KEYS, in order)."""
+    (DEPTH_KEYS, in order); `weights`: save_weights' file of the same model to load instead of drawing them."""
+    import contextlib
+
     import torch
 
     torch.manual_seed(0)
@@ -184,8 +218,10 @@ def build(m: E2EModel, dtype: str, device: str, tiny: bool, side: int | None = N
     for key, n in zip([k for k in DEPTH_KEYS if k in config], layers or ()):
         config[key] = n
     t = getattr(torch, DTYPES[dtype])
+    empty = torch.device("meta") if weights else contextlib.nullcontext()  # the weights come from the file
     if m.transformer:
-        return _build_dit(m, config, t, device, tiny, side)
+        built = _build_dit(m, config, t, device, tiny, side, empty)
+        return (_load_weights(built[0], weights, device).eval(), *built[1:]) if weights else built
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
     if tiny and m.kind == "unet" and not m.text_embeds:
@@ -193,13 +229,22 @@ def build(m: E2EModel, dtype: str, device: str, tiny: bool, side: int | None = N
             config.pop(k, None)
     side = 32 if tiny else side or m.side
     cls = AutoencoderKL if m.kind == "vae_decoder" else UNet2DConditionModel
-    net = cls(**config).eval()
-    with torch.no_grad():
-        for mod in net.modules():
-            if isinstance(mod, torch.nn.GroupNorm) and mod.affine:
-                mod.weight.copy_(1 + 0.2 * torch.randn_like(mod.weight))
-                mod.bias.copy_(0.2 * torch.randn_like(mod.bias))
-    net = net.to(device=device, dtype=t)
+    with empty:
+        net = cls(**config).eval()
+    if not weights:
+        with torch.no_grad():
+            for mod in net.modules():
+                if isinstance(mod, torch.nn.GroupNorm) and mod.affine:
+                    mod.weight.copy_(1 + 0.2 * torch.randn_like(mod.weight))
+                    mod.bias.copy_(0.2 * torch.randn_like(mod.bias))
+        net = net.to(device=device, dtype=t)
+    built = _build_unet_or_vae(m, net, config, t, device, side)
+    return (_load_weights(built[0], weights, device).eval(), *built[1:]) if weights else built
+
+
+def _build_unet_or_vae(m: E2EModel, net, config: dict, t, device: str, side: int):
+    import torch
+
     lat = side // 8
     if m.kind == "vae_decoder":
         class Decoder(torch.nn.Module):
@@ -234,14 +279,18 @@ def build(m: E2EModel, dtype: str, device: str, tiny: bool, side: int | None = N
     return Step(net), tuple(inputs), names
 
 
-def _build_dit(m: E2EModel, config: dict, t, device: str, tiny: bool, side: int | None):
+def _build_dit(m: E2EModel, config: dict, t, device: str, tiny: bool, side: int | None, empty):
     """A diffusion transformer's step: SD3's and PixArt's latent (B, C, h, w), Flux's packed 2x2 patches of it
-    (B, h/2 * w/2, 4C) with their positions (img_ids: 0, row, column) and the text's (txt_ids: zeros)."""
+    (B, h/2 * w/2, 4C) with their positions (img_ids: 0, row, column) and the text's (txt_ids: zeros). Built in
+    the context `empty` (the meta device, when the weights are loaded after)."""
     import torch
     from diffusers import FluxTransformer2DModel, PixArtTransformer2DModel, SD3Transformer2DModel
 
     cls = {"sd3": SD3Transformer2DModel, "flux": FluxTransformer2DModel, "pixart": PixArtTransformer2DModel}[m.kind]
-    net = cls(**config).eval().to(device=device, dtype=t)
+    with empty:
+        net = cls(**config).eval()
+    if not isinstance(empty, torch.device):
+        net = net.to(device=device, dtype=t)
     lat = 8 if tiny else (side or m.side) // 8
     text, b = 5 if tiny else DIT_TEXT[m.kind], m.batch
     rand = lambda *shape: torch.randn(*shape, device=device, dtype=t)  # noqa: E731
