@@ -76,9 +76,9 @@ def test_group_norm_nhwc_past_2_31_elements(cuda, ort_cuda, library):
 
 
 def test_a_value_past_a_kernels_i32_argument_is_refused_naming_it(cuda, ort_cuda, library):
-    """One channel over 65536 x 32769 pixels: H*W (2^31 + 2^16) is past the kernels' i32 `hw`. Every candidate is
-    refused before launch with the kernel and the argument named (it was cut to 32 bits and launched), and a second
-    session runs after it."""
+    """One channel over 65536 x 32769 pixels: H*W (2^31 + 2^16) is past the kernels' i32 `img_size` (the contract's
+    `hw`). Every candidate is refused before launch with the kernel and the argument named (it was cut to 32 bits and
+    launched), and a second session runs after it."""
     shape = (1, 65536, 32769, 1)
     skip_unless_memory(cuda, 2 * 2 * np.prod(shape), "GroupNorm with H*W past the i32 range")
     from onnx import helper
@@ -87,7 +87,7 @@ def test_a_value_past_a_kernels_i32_argument_is_refused_naming_it(cuda, ort_cuda
     s = session(ort_cuda, library, node, [vi("x", "fp16", list(shape)), vi("g", "fp32", [1]), vi("b", "fp32", [1])],
                 [vi("y", "fp16", list(shape))])
     x = np.ones(shape, np.float16)
-    with pytest.raises(Exception, match=r"GroupNorm\w*: argument 'hw' = 2147549184 is past its i32"):
+    with pytest.raises(Exception, match=r"GroupNorm\w*: argument 'img_size' = 2147549184 is past its i32"):
         run_bound(ort_cuda, s, {"x": x, "g": np.ones(1, np.float32), "b": np.zeros(1, np.float32)},
                   {"y": (list(shape), np.float16)})
     del s, x
