@@ -7,6 +7,8 @@ import struct
 
 import numpy as np
 
+from tritonforge.errors import TritonforgeError
+
 FORMATS = {"i1": "?", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "fp16": "e", "bf16": "H",
            "i32": "i", "u32": "I", "fp32": "f", "i64": "q", "u64": "Q", "fp64": "d"}
 
@@ -26,8 +28,8 @@ RANGES = {"i8": (-2**7, 2**7 - 1), "u8": (0, 2**8 - 1), "i16": (-2**15, 2**15 - 
           "i32": (-2**31, 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-2**63, 2**63 - 1), "u64": (0, 2**64 - 1)}
 
 
-class ArgumentRangeError(ValueError):
-    pass
+class ArgumentRangeError(TritonforgeError, ValueError):
+    """A value past the range of the kernel argument it is packed into."""
 
 
 def encode(type_: str, value, name: str = "", kernel: str = "") -> object:
