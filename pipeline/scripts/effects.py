@@ -152,8 +152,9 @@ class _Reader(ast.NodeVisitor):
 
     # -- scopes ------------------------------------------------------------------------------------
     def _function(self, node) -> None:
-        for d in getattr(node, "decorator_list", ()):
-            self._call_of(d, d, implicit=True)
+        for d in getattr(node, "decorator_list", ()):  # each is called with the function
+            if not isinstance(d, ast.Call):
+                self._call_of(d, d)
             self.visit(d)
         args = node.args
         params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
@@ -241,10 +242,8 @@ class _Reader(ast.NodeVisitor):
         self._call_of(node.func, node)
         self.generic_visit(node)
 
-    def _call_of(self, func: ast.AST, node: ast.AST, implicit: bool = False) -> None:
-        """Say a call (or a decorator, `implicit`) whose effects the rules cannot vouch for."""
-        if isinstance(func, ast.Call):  # a decorator with arguments: what it calls is the function it names
-            func = func.func
+    def _call_of(self, func: ast.AST, node: ast.AST) -> None:
+        """Say a call (or a decorator) whose effects the rules cannot vouch for."""
         if isinstance(func, ast.Lambda):
             return  # its body is read with these rules
         if isinstance(func, ast.Name):
