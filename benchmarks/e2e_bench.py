@@ -67,6 +67,7 @@ from benchmarks.e2e_sides import (  # noqa: E402,F401  (KINDS, kernel_name: the 
     TOL,
     _first_line,
     kernel_name,
+    model_inputs,
     random_feeds,
     rel_diff,
     settings_said,
@@ -250,8 +251,6 @@ def measure(path: Path | None, dtype: str, library: Path, provider: str, runs: i
 
 
 def _fixed_shapes(path: Path) -> bool:
-    from benchmarks.e2e_sides import model_inputs
-
     return all(isinstance(d, int) for _, _, dims in model_inputs(path) for d in dims)
 
 
@@ -724,7 +723,7 @@ def main(argv=None) -> int:
     device = _device(args.provider)
     if args.onnx:
         try:
-            dtype = "fp16" if any(k == "tensor(float16)" for _, k, _ in _inputs(args.onnx)) else "fp32"
+            dtype = "fp16" if any(k == "tensor(float16)" for _, k, _ in model_inputs(args.onnx)) else "fp32"
         except Exception as exc:  # onnx's own errors share no base class
             raise SystemExit(f"error: --onnx {args.onnx}: {exc}") from None
         best = args.settings == "best"
@@ -768,12 +767,6 @@ def main(argv=None) -> int:
         record(results, device, results_path)
     print("\n".join(table(results)))
     return 0 if all(r.ok for r in results) else 1
-
-
-def _inputs(path: Path):
-    from benchmarks.e2e_sides import model_inputs
-
-    return model_inputs(path)
 
 
 if __name__ == "__main__":

@@ -339,12 +339,9 @@ def ort_side(args) -> int:
     for name, path in (("ort_best" if args.best else "ort", args.export), ("tritonforge", args.rewrite)):
         if path is None:
             continue
-        try:
-            if args.best or name == "tritonforge":
-                s = _best_session(path, provider, args.library, graph) if args.best else \
-                    _session(path, provider, args.library)
-            else:
-                s = _session(path, provider, None)
+        try:  # the export under ORT's defaults runs without the library; under the best settings, with it
+            s = _best_session(path, provider, args.library, graph) if args.best else \
+                _session(path, provider, args.library if name == "tritonforge" else None)
         except Exception as exc:
             if name == "tritonforge":
                 raise

@@ -220,23 +220,12 @@ class _Reader(ast.NodeVisitor):
                     self.say(node, "a store to an attribute or item of something this code did not make")
                     return
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self._stores(node.targets, node)
+    def _store(self, node) -> None:
+        """An assignment, deletion or for loop: what it stores into."""
+        self._stores(getattr(node, "targets", None) or [node.target], node)
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node) -> None:
-        self._stores([node.target], node)
-        self.generic_visit(node)
-
-    visit_AnnAssign = visit_AugAssign
-
-    def visit_Delete(self, node: ast.Delete) -> None:
-        self._stores(node.targets, node)
-        self.generic_visit(node)
-
-    def visit_For(self, node) -> None:
-        self._stores([node.target], node)
-        self.generic_visit(node)
+    visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Delete = visit_For = _store
 
     def visit_Call(self, node: ast.Call) -> None:
         self._call_of(node.func, node)
