@@ -631,17 +631,19 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
     "library": "the library whose CUDA kernels decide what is rewritten (default: the one ortlib.register finds)",
     "any_dtype": "rewrite every qualifying node, whatever the library's CUDA kernels serve",
     "all_softmax": "also the softmax nodes at row lengths where ORT's own kernel measured faster (77 and 197 "
-                   "columns; runtime/ortlib/rewrite/softmax_measured.py)",
+                   "columns; runtime/ortlib/rewrite/choices.json)",
     "attention": "measured (default: the fastest measured per class of shape), tritonforge (the library's op) or "
                  "ort (com.microsoft.MultiHeadAttention)",
     "layout": "nhwc (default: GroupNorms channels-last, for tritonforge_ort.session's prefer_nhwc) or nchw (the "
               "export's layout, for sessions without prefer_nhwc)",
     "no_load_check": "write even where onnxruntime is not installed to load the rewrite first (unchecked)",
+    "gpu": "the GPU the model will run on (e.g. 'NVIDIA L4'): its measurements, or the nearest GPU's, decide "
+           "between the library's nodes and ORT's (default: the GPU nvidia-smi shows, else the shipped tables')",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
             any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nhwc",
-            no_load_check: bool = False):
+            no_load_check: bool = False, gpu: str | None = None):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
     ORT's own, where it measured faster); any size (external data)."""
@@ -654,7 +656,7 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
         raise Exit(f"error: --layout must be nchw or nhwc, not '{layout}'", code=2)
     rewrite_and_say(model, out, library, any_dtype, all_softmax,
                     attention=None if attention == "measured" else attention, layout=layout,
-                    check_load=not no_load_check)
+                    check_load=not no_load_check, gpu=gpu)
 
 
 @task(name="ort-sources", help={

@@ -18,7 +18,7 @@ each as the exporters write it (`export`, ORT's own LayerNorm and elementwise ke
 it (`tritonforge`, one tritonforge.AdaLayerNorm node), with `torch` (F.layer_norm and the same elementwise maths,
 CUDA-graph replay) and a device-to-device `copy` of x. The library's output is checked against float64 first.
 Rows: benchmark `ada_layer_norm`, shape `<form> <model> <rows>x<width>`, metric `us`;
-benchmarks/ada_layer_norm_choice.py turns them into the rewrite's table.
+benchmarks/choices.py turns them into the rewrite's table.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ kernels), and as the rewrite writes it where measured faster (`tritonforge`: the
 tritonforge.BiasConcat); the MatMuls are timed on both sides. With `torch` (F.linear of each and torch.cat,
 CUDA-graph replay) and a device-to-device `copy` of the joined tensor. Both graphs' outputs are checked against
 float64 first. Rows: benchmark `bias_concat`, shape `<model> <items>x<image>+<text>x<width>`, metric `us`;
-benchmarks/bias_concat_choice.py turns them into the rewrite's table.
+benchmarks/choices.py turns them into the rewrite's table.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ graphs of K identical GELUs on inputs of their own, each `gelu_tanh(x + bias)` o
 - `torch`: F.gelu(x + bias, approximate="tanh"), CUDA-graph replay;
 - `copy`: a device-to-device copy of x, the memory floor of any one-pass version.
 Each ORT form's output is checked against float64 before it is timed. Rows: benchmark `gelu`, shape
-`gelu <model> <rows>x<width>`, metric `us`; benchmarks/gelu_choice.py turns them into the rewrite's table.
+`gelu <model> <rows>x<width>`, metric `us`; benchmarks/choices.py turns them into the rewrite's table.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ initializers: `export` is `MatMul` + `Add` (bias epilogue) or `MatMul` + ORT's `
 epilogue), `tritonforge` is one tritonforge.Linear (cuBLASLt, the epilogue fused). With `torch` (F.linear, and
 F.gelu(approximate="tanh") after it: torch's own cuBLASLt epilogue for the bias; CUDA-graph replay) and `matmul`
 (the GEMM alone, no bias: the floor). Both graphs' outputs are checked against float64 first. Rows: benchmark
-`linear`, shape `<epilogue> <model> <M>x<K>x<N>`, metric `us`; benchmarks/linear_choice.py turns them into the
+`linear`, shape `<epilogue> <model> <M>x<K>x<N>`, metric `us`; benchmarks/choices.py turns them into the
 rewrite's table.
 """
 

@@ -19,7 +19,7 @@ own, one weight shared by them:
   `--library`, default as ortlib.register finds it);
 with `torch` (F.linear and the same maths, CUDA-graph replay) and `matmul`, the MatMul alone in ORT: the floor
 any epilogue sits on. Every ORT form's output is checked against float64 first. Rows: benchmark = the op,
-shape `<model> <rows>x<C>`, metric `us`; benchmarks/skip_layer_norm_choice.py and bias_split_gelu_choice.py turn
+shape `<model> <rows>x<C>`, metric `us`; benchmarks/choices.py turns
 them into the rewrite's tables.
 """
 

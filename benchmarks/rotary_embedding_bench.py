@@ -16,7 +16,7 @@ Forms: `decomposed` the rotation alone; `rms` with the q/k RMSNorm before it (op
 Flux's single blocks export); `rms_joined` with the text's and the image's heads each normalized, then joined on
 the token axis (Flux's double blocks: two RMSNormalizations and a Concat before the rotation).
 Rows: benchmark `rotary_embedding`, shape `[<form> ]<model> <items>x<tokens>x<heads>x<head_dim>` (`rms_joined`:
-tokens as `<text>+<image>`), metric `us`; benchmarks/rotary_embedding_choice.py turns them into the rewrite's table.
+tokens as `<text>+<image>`), metric `us`; benchmarks/choices.py turns them into the rewrite's table.
 """
 
 from __future__ import annotations

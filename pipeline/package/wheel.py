@@ -77,9 +77,10 @@ def _metadata(version: str) -> str:
 
 
 def package_files() -> dict[str, bytes]:
-    """The Python files of the package, as the repository holds them (no C++ sources, no caches)."""
+    """The Python files of the package and the data they read (the rewrite's choices.json), as the repository holds
+    them (no C++ sources, no caches)."""
     files = {}
-    for p in sorted(PACKAGE_DIR.rglob("*.py")):
+    for p in sorted([*PACKAGE_DIR.rglob("*.py"), *PACKAGE_DIR.rglob("*.json")]):
         if "__pycache__" not in p.parts:
             files[f"{NAME}/{p.relative_to(PACKAGE_DIR).as_posix()}"] = p.read_bytes()
     return files

@@ -20,7 +20,8 @@ def output_for(model: str | Path) -> Path:
 
 def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: str | None = None,
                     any_dtype: bool = False, all_softmax: bool = False, say=print,
-                    attention: str | None = None, layout: str = "nhwc", check_load: bool = True) -> list[str]:
+                    attention: str | None = None, layout: str = "nhwc", check_load: bool = True,
+                    gpu: str | None = None) -> list[str]:
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
@@ -28,7 +29,7 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
     try:
         report = rewrite_file(model, out or output_for(model), library, use_library=not any_dtype,
                               softmax_min_cols=0 if all_softmax else None, attention=attention, layout=layout,
-                              check_load=check_load)
+                              check_load=check_load, gpu=gpu)
     except TritonforgeError:
         raise
     except Exception as exc:  # anything else (a library that does not load, a full disk) is one line too
@@ -58,13 +59,17 @@ def main(argv=None) -> int:
                     help="nhwc (default): GroupNorms channels-last between Transposes, which tritonforge_ort.session's "
                          "prefer_nhwc cancels against ORT's own around its NHWC convolutions; nchw: the export's "
                          "layout, for sessions without prefer_nhwc")
+    ap.add_argument("--gpu", default=None,
+                    help="the GPU the model will run on, when it is not this machine's (e.g. 'NVIDIA L4'): its "
+                         "measurements, or the nearest GPU's, decide between the library's nodes and ORT's "
+                         "(default: the GPU nvidia-smi shows here, else the shipped tables' first)")
     ap.add_argument("--no-load-check", action="store_true",
                     help="write even where onnxruntime is not installed to load the rewrite first (unchecked)")
     args = ap.parse_args(argv)
     try:
         rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax,
                         attention=None if args.attention == "measured" else args.attention, layout=args.layout,
-                        check_load=not args.no_load_check)
+                        check_load=not args.no_load_check, gpu=args.gpu)
     except TritonforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

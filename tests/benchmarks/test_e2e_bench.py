@@ -42,7 +42,7 @@ def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_libra
     # the export's own count: each GroupNorm (an InstanceNormalization pattern) and its one attention, one node each,
     # and where the library's Linear measured faster in fp16, the attention's four projections (MatMul + bias Add)
     import onnx
-    from tritonforge.runtime.ortlib.rewrite import linear_measured
+    from tritonforge.runtime.ortlib.rewrite import choices
 
     m = onnx.load(str(EXPORT), load_external_data=False)
     ops = [n.op_type for n in m.graph.node]
@@ -50,7 +50,7 @@ def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_libra
     linears = sum(1 for n in m.graph.node if n.op_type == "MatMul" and n.input[1] in weights)
     done, left = ops.count("InstanceNormalization") + ops.count("Softmax"), 0
     assert (done, ops.count("Softmax"), linears) == (15, 1, 4)
-    done += linears if linear_measured.SPEEDUP.get("fp16", {}).get("none", 0) >= 1 else 0
+    done += linears if choices.table("linear").speedup.get("fp16", {}).get("none", 0) >= 1 else 0
     assert rows[("rewrite", "max_rel_diff")]["extra"].startswith(f"{done} nodes rewritten, {left} left")
     assert (tmp_path / "sd15_vae_decoder_tiny.dynamo.fp16.tf.onnx.data").is_file()
     table = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--report", "--results", str(results)],

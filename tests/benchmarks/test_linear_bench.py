@@ -10,8 +10,8 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
+from benchmarks import choices as choice_file  # noqa: E402
 from benchmarks import linear_bench as bench  # noqa: E402
-from benchmarks import linear_choice as choice  # noqa: E402
 
 M, K, N = 10, 16, 24
 
@@ -53,13 +53,6 @@ def test_a_model_without_a_linear_is_refused_by_name(capsys):
     assert err.value.code == 2 and "sd15_unet: no Linear the rewrite writes" in capsys.readouterr().err
 
 
-def test_the_rewrites_table_is_what_the_rows_give():
-    from tritonforge.runtime.ortlib.rewrite import linear_measured
-
-    assert choice.TABLE.read_text() == choice.module_text(choice.speedups())
-    assert linear_measured.SPEEDUP == choice.speedups()
-
-
 def test_the_speed_up_is_per_epilogue_from_the_shapes_label(tmp_path):
     from benchmarks.results import write_rows
 
@@ -69,4 +62,4 @@ def test_the_speed_up_is_per_epilogue_from_the_shapes_label(tmp_path):
     write_rows("linear", "GPU", [row("none m 8x4x4", "export", 30), row("none m 8x4x4", "tritonforge", 20),
                                  row("gelu_tanh m 8x4x16", "export", 10), row("gelu_tanh m 8x4x16", "tritonforge", 20),
                                  row("none m 8x16x4", "torch", 1)], path)
-    assert choice.speedups(path, "GPU") == {"fp16": {"gelu_tanh": 0.5, "none": 1.5}}
+    assert choice_file.build(path)["tables"]["linear"]["GPU"] == {"SPEEDUP": {"fp16": {"gelu_tanh": 0.5, "none": 1.5}}}

@@ -1,5 +1,5 @@
 """Every committed report is what its script makes of the committed results: the zoo tables, the end-to-end
-report in benchmarks/README.md, and the rewrite's softmax table."""
+report in benchmarks/README.md."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import contextlib
 import io
 import re
 
-import pytest
-
-from benchmarks import attention_choice, e2e_bench, softmax_choice, zoo_report
+from benchmarks import e2e_bench, zoo_report
 
 from ..conftest import ROOT
 
@@ -34,69 +32,9 @@ def test_the_readmes_end_to_end_report_is_what_e2e_bench_prints():
     assert block == _printed(e2e_bench.main, ["--report"])
 
 
-@pytest.mark.parametrize("name", ["gelu", "ada_layer_norm", "skip_layer_norm", "bias_split_gelu"])
-def test_the_rewrites_epilogue_tables_are_what_their_choice_scripts_derive(name):
-    import importlib
-
-    choice = importlib.import_module(f"benchmarks.{name}_choice")
-    measured = importlib.import_module(f"tritonforge.runtime.ortlib.rewrite.{name}_measured")
-    assert choice.TABLE.read_text() == choice.module_text(choice.speedups())
-    tables = choice.speedups()
-    if name == "bias_split_gelu":  # ORT's node and the library's, each of its own rows
-        assert measured.LIBRARY == tables["LIBRARY"]
-        tables = tables["SPEEDUP"]
-    assert measured.SPEEDUP == tables and measured.SPEEDUP, name
-
-
-def test_the_geglu_table_holds_orts_node_and_the_librarys_each_from_its_own_rows(tmp_path):
-    from benchmarks import bias_split_gelu_choice as choice
-    from benchmarks.results import write_rows
-
-    path = tmp_path / "r.csv"
-    write_rows("bias_split_gelu", "GPU", [{"provider": p, "shape": "sd15_unet 8192x320", "dtype": "fp16",
-                                           "metric": "us", "unit": "us", "value": str(us)}
-                                          for p, us in (("decomposed", 60), ("onnx_gelu", 66), ("bias_split_gelu", 30),
-                                                        ("tritonforge", 20))], path)
-    tables = choice.speedups(path, "GPU")
-    assert tables == {"SPEEDUP": {"fp16": {"decomposed": 2.0, "onnx_gelu": 2.2}},
-                      "LIBRARY": {"fp16": {"decomposed": 3.0, "onnx_gelu": 3.3}}}
-    scope: dict = {}
-    exec(choice.module_text(tables, "GPU"), scope)  # the module the rewrite imports
-    assert scope["SPEEDUP"] == tables["SPEEDUP"] and scope["LIBRARY"] == tables["LIBRARY"] and scope["DEVICE"] == "GPU"
-    assert choice.speedups(path, "other GPU") == {}
-
-
-def test_a_fused_ops_speed_up_is_the_geometric_mean_of_its_newest_rows_per_dtype_and_form(tmp_path):
-    from benchmarks import choice_table
-    from benchmarks.results import write_rows
-
-    path = tmp_path / "r.csv"
-    row = lambda shape, dtype, provider, us: {"provider": provider, "shape": shape, "dtype": dtype,  # noqa: E731
-                                              "metric": "us", "unit": "us", "value": str(us)}
-    write_rows("op", "GPU", [row("a", "fp16", "export", 30), row("a", "fp16", "fused", 10),
-                             row("b", "fp16", "export", 40), row("b", "fp16", "fused", 30),
-                             row("a", "fp32", "export", 5), row("a", "fp32", "fused", 10),
-                             row("c", "fp32", "export", 9)], path)  # c: no fused row, no ratio
-    write_rows("op", "other GPU", [row("a", "fp16", "fused", 1)], path)
-    got = choice_table.fused_speedups(path, "GPU", "op", "fused", ("export",))
-    assert got == {"fp16": {"export": round((3 * 4 / 3) ** 0.5, 3)}, "fp32": {"export": 0.5}}
-
-
-def test_the_rewrites_softmax_table_is_what_softmax_choice_derives():
-    from tritonforge.runtime.ortlib.rewrite import softmax_measured
-
-    assert softmax_choice.TABLE.read_text() == softmax_choice.module_text(softmax_choice.speedups())
-    assert softmax_measured.SPEEDUP == softmax_choice.speedups()
-    # what the rows say, read directly: fp16 loses at 77 columns and wins at 4096
-    assert softmax_measured.SPEEDUP["fp16"][77] < 1 < softmax_measured.SPEEDUP["fp16"][4096]
-
-
-def test_the_rewrites_attention_table_is_what_attention_choice_derives():
-    from tritonforge.runtime.ortlib.rewrite import attention_measured
+def test_the_shipped_attention_table_routes_each_class_as_its_rows_say():
     from tritonforge.runtime.ortlib.rewrite.attention import measured_choice
 
-    assert attention_choice.TABLE.read_text() == attention_choice.module_text(attention_choice.speedups())
-    assert attention_measured.SPEEDUP == attention_choice.speedups()
     # what the H200 rows say: the VAE's one wide head stays decomposed; ORT's op (cuDNN's flash kernel) wins SD3's
     # d 64 and Flux's d 128 in fp16 and bf16; the library wins 77-key cross-attention and d 160
     assert measured_choice("fp16", 16384, 16384, 512)[0] == "decomposed"
@@ -184,41 +122,3 @@ def test_the_linear_per_op_table_is_the_rows():
         epilogue, model, mkn = re.fullmatch(r"(.+), (.+) (\d+x\d+x\d+)", label).groups()
         got = rows[f"{names[epilogue]} {models[model]} {mkn}"]
         assert cells == [f"{got[p]:.1f}" for p in ("export", "tritonforge", "torch", "matmul")], line
-
-
-def test_a_choice_table_that_would_lose_a_dtype_is_not_written_unless_allowed(tmp_path, capsys):
-    from benchmarks import ada_layer_norm_choice as choice
-    from benchmarks import choice_table
-    from benchmarks.results import write_rows
-
-    path, table = tmp_path / "r.csv", tmp_path / "ada_layer_norm_measured.py"
-    write_rows("ada_layer_norm", "GPU", [{"provider": p, "shape": "plain sd3_medium 8192x1536", "dtype": "fp16",
-                                          "metric": "us", "unit": "us", "value": str(us)}
-                                         for p, us in (("export", 30), ("tritonforge", 10))], path)
-    committed = choice.module_text({"fp16": {"plain": 2.0}, "fp32": {"plain": 2.0}}, "other GPU")
-    table.write_text(committed)
-    argv = ["--results", str(path), "--device", "GPU"]
-    run = lambda extra: choice_table.run(argv + extra, "", table, "GPU", choice.speedups,  # noqa: E731
-                                         choice.module_text, "ada_layer_norm", choice_table.form_summary)
-    assert run([]) == 1 and table.read_text() == committed
-    assert "would lose SPEEDUP fp32" in capsys.readouterr().err
-    assert run(["--allow-drop"]) == 0
-    scope: dict = {}
-    exec(table.read_text(), scope)
-    assert scope["SPEEDUP"] == {"fp16": {"plain": 3.0}} and scope["DEVICE"] == "GPU"
-
-
-def test_a_dtype_one_device_has_no_rows_of_comes_from_the_next_device_listed(tmp_path):
-    from benchmarks import ada_layer_norm_choice as choice
-    from benchmarks.results import write_rows
-
-    path = tmp_path / "r.csv"
-    for device, dtype, export in (("new GPU", "fp16", 40), ("old GPU", "fp16", 20), ("old GPU", "fp32", 30)):
-        write_rows("ada_layer_norm", device, [{"provider": p, "shape": "plain sd3_medium 8192x1536", "dtype": dtype,
-                                              "metric": "us", "unit": "us", "value": str(us)}
-                                             for p, us in (("export", export), ("tritonforge", 10))], path)
-    table = choice.speedups(path, "new GPU,old GPU")
-    assert table == {"fp16": {"plain": 4.0}, "fp32": {"plain": 3.0}}
-    scope: dict = {}
-    exec(choice.module_text(table, "new GPU,old GPU"), scope)
-    assert scope["DEVICE"] == "new GPU, else old GPU" and scope["SPEEDUP"] == table

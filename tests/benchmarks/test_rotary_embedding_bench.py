@@ -10,9 +10,10 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
+from benchmarks import choices as choice_file  # noqa: E402
 from benchmarks import e2e_models  # noqa: E402
 from benchmarks import rotary_embedding_bench as bench  # noqa: E402
-from benchmarks import rotary_embedding_choice as choice  # noqa: E402
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 ITEMS, TOKENS, HEADS, D = 2, 5, 3, 8
 
@@ -47,9 +48,9 @@ def test_each_graph_computes_the_rotation(ort_library, dtype, fused):
 
 
 def test_the_exports_graph_is_what_the_rewrite_turns_into_the_librarys(ort_library, monkeypatch):
-    from tritonforge.runtime.ortlib.rewrite import rewrite, rotary_embedding_measured
+    from tritonforge.runtime.ortlib.rewrite import rewrite
 
-    monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, "fp16", {"decomposed": 2.0})
+    measured_as(monkeypatch, "rotary_embedding", "fp16", {"decomposed": 2.0})
     model = bench.model(ITEMS, TOKENS, HEADS, D, "fp16", 2, False)
     report = rewrite(model, ort_library)
     assert report.rewritten == {"RotaryEmbedding": 2} and not report.left, report.lines()
@@ -71,12 +72,10 @@ def test_a_model_without_a_rotary_embedding_is_refused_by_name(capsys):
 
 def test_the_rewrites_table_is_what_the_rows_give():
     """The committed rows' table: fp16 and bf16 measured faster; fp32, with no rows, keeps the export's nodes."""
-    from tritonforge.runtime.ortlib.rewrite import rotary_embedding_measured
+    from tritonforge.runtime.ortlib.rewrite import choices
 
-    assert choice.TABLE.read_text() == choice.module_text(choice.speedups())
-    assert rotary_embedding_measured.SPEEDUP == choice.speedups()
-    assert set(choice.speedups()) == {"fp16", "bf16"} and all(
-        by["decomposed"] >= 1 for by in choice.speedups().values())
+    table = choices.table("rotary_embedding").speedup
+    assert set(table) == {"fp16", "bf16"} and all(by["decomposed"] >= 1 for by in table.values())
 
 
 @pytest.mark.parametrize("form", ["rms", "rms_joined"])
@@ -108,9 +107,9 @@ def test_the_norm_forms_graphs_compute_the_norm_then_the_rotation(ort_library, f
 @pytest.mark.parametrize("form", ["rms", "rms_joined"])
 def test_the_norm_forms_export_graph_is_what_the_rewrite_turns_into_the_librarys(ort_library, monkeypatch, form):
     from onnx import numpy_helper
-    from tritonforge.runtime.ortlib.rewrite import rewrite, rotary_embedding_measured
+    from tritonforge.runtime.ortlib.rewrite import rewrite
 
-    monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, "fp16", {"decomposed": 2.0, form: 2.0})
+    measured_as(monkeypatch, "rotary_embedding", "fp16", {"decomposed": 2.0, form: 2.0})
     text = 2 if form == "rms_joined" else 0
     model = bench.model(ITEMS, TOKENS, HEADS, D, "fp16", 2, False, form, text)
     report = rewrite(model, ort_library)
@@ -143,4 +142,5 @@ def test_each_forms_speedup_comes_from_its_own_rows(tmp_path):
         write_rows("rotary_embedding", "GPU X", [
             {"provider": p, "shape": shape, "dtype": "fp16", "metric": "us", "unit": "us", "value": str(v), "extra": ""}
             for p, v in (("decomposed", export), ("tritonforge", ours), ("torch", 1.0))], path)
-    assert choice.speedups(path, "GPU X") == {"fp16": {"decomposed": 3.0, "rms": 2.0, "rms_joined": 0.833}}
+    assert choice_file.build(path)["tables"]["rotary_embedding"]["GPU X"]["SPEEDUP"] == {
+        "fp16": {"decomposed": 3.0, "rms": 2.0, "rms_joined": 0.833}}

@@ -9,7 +9,7 @@ InstanceNormalization -> Reshape -> Mul -> Add, TorchScript and dynamo exporters
 21, ORT's com.microsoft.GroupNorm / SkipGroupNorm, each with a following SiLU fused in where the form allows (with
 layout="nhwc", channels-last, a ResNet's time-embedding Add taken in as a broadcast skip: layout.py), and
 last-axis Softmax / LogSoftmax at row lengths where the library's kernel measured faster than ORT's own
-(softmax_measured.py, derived from the committed measurements by benchmarks/softmax_choice.py: ORT's kernel wins on
+(choices.json's `softmax` table, derived from the committed measurements by benchmarks/choices.py: ORT's kernel wins on
 attention over 77 text tokens or ViT's 197, and on fp32 rows of GPT-2's 50257; `softmax_min_cols` sets a plain
 threshold instead, 0 takes every row), a Linear's GELU-tanh to ORT's own FastGelu with the bias folded in (gelu.py),
 and a diffusion transformer's modulated LayerNorm, with the gated residual before it, to the library's AdaLayerNorm
@@ -43,6 +43,7 @@ from pathlib import Path
 
 from .. import DOMAIN, info, library_path
 from ..errors import TritonforgeError
+from . import choices
 from .ada_layer_norm import ADA_LAYER_NORM, AFFINE_LAYER_NORM
 from .attention import ATTENTION
 from .bias_split_gelu import BIAS_SPLIT_GELU
@@ -82,6 +83,8 @@ class Report:
     wrote: list[str] = field(default_factory=list)  # files written (rewrite_file)
     foreign: list[tuple] = field(default_factory=list)  # (domain, op, dtype, name) of nodes written in ORT's domain
     loads: str = ""  # what rewrite_file checked before writing: "loads in onnxruntime 1.31.1 (...)"
+    gpu: str = ""  # the GPU the choices were made for, as said ("NVIDIA L4 (named)"), or "" for none
+    decided: dict = field(default_factory=dict)  # table consulted -> the GPU(s) whose rows decided (choices.py)
 
     def lines(self) -> list[str]:
         out = []
@@ -90,7 +93,7 @@ class Report:
             to = [(d, k) for (o, d), k in sorted(self.targets.items()) if o == op] or [(DOMAIN, n)]
             named = [(f"{d}.{op}" if d else f"ONNX {op}", k) for d, k in to]
             where = " and ".join(name if len(to) == 1 else f"{k} {name}" for name, k in named)
-            why = ("; ORT's own where it measured faster (rewrite/*_measured.py)"
+            why = ("; ORT's own where it measured faster (rewrite/choices.json)"
                    if any(d not in (DOMAIN, "") for d, _ in to) else "")
             out.append(f"{op}: {n} node(s) -> {where} (from {forms}{why})")
         if self.fused_silu:
@@ -107,6 +110,9 @@ class Report:
         if self.shapes_moved:
             out.append(f"{self.shapes_moved} Shape(s) of a Linear's output read its MatMul, which has that shape "
                        "(rewrite/shapes.py)")
+        if self.decided:
+            out.append(f"choices for {self.gpu or 'no GPU named or seen'}: measured on " +
+                       "; ".join(f"{device} ({table})" for table, device in sorted(self.decided.items())))
         out += [f"note: {why} ({n} node(s))" for why, n in self.notes.items()]
         out += [f"left as is: {why}" for why in self.left]
         return out or ["nothing to rewrite"]
@@ -126,7 +132,8 @@ def _check(model, what: str) -> bool:
 
 def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True,
             softmax_min_cols: dict | int | None = None, base_dir: str | os.PathLike | None = None,
-            check: bool | None = None, attention: str | None = None, layout: str = "nhwc") -> Report:
+            check: bool | None = None, attention: str | None = None, layout: str = "nhwc",
+            gpu: str | None = None) -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
@@ -136,7 +143,9 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     `attention`: "tritonforge" (every attention the matchers find to the library), "ort" (to ORT's
     com.microsoft.MultiHeadAttention), or None: the fastest measured per class of shape (attention.py).
     `layout`: "nhwc" (the default, as tritonforge-rewrite's): GroupNorms channels-last for sessions with
-    prefer_nhwc, which ortlib.session sets (layout.py); or "nchw", the export's, for sessions without it."""
+    prefer_nhwc, which ortlib.session sets (layout.py); or "nchw", the export's, for sessions without it.
+    `gpu`: the GPU whose measurements decide between the library's nodes and ORT's (default: the one nvidia-smi
+    shows here, else none); each table takes the rows of the nearest GPU that measured it (choices.py)."""
     if attention not in (None, "tritonforge", "ort"):
         raise RewriteError(f"attention={attention!r}: choose tritonforge, ort or None (the measured choice)")
     if layout not in ("nchw", "nhwc"):
@@ -153,7 +162,10 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     report.shapes_moved = shapes_past_bias(graph)
     if report.rejoined or report.shapes_moved:  # nodes rewired to values of the same type and shape, or dropped
         graph.reindex()
-    _rewrite_scope(graph, cuda, min_cols, report, attention)
+    with choices.deciding(gpu) as scope:
+        _rewrite_scope(graph, cuda, min_cols, report, attention)
+    report.gpu = f"{scope.gpu} ({'named' if scope.how == 'named' else 'this machine'})" if scope.gpu else ""
+    report.decided = dict(scope.used)
     if layout == "nhwc":
         report.channels_last, report.time_skips, kept = channels_last(graph, cuda)
         report.left += kept
@@ -295,7 +307,8 @@ def _in_order(nodes: list) -> list:
 
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
                  use_library: bool = True, softmax_min_cols: dict | int | None = None,
-                 attention: str | None = None, layout: str = "nhwc", check_load: bool = True) -> Report:
+                 attention: str | None = None, layout: str = "nhwc", check_load: bool = True,
+                 gpu: str | None = None) -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
     model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
     model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one
@@ -318,7 +331,7 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
     except onnx.checker.ValidationError:
         valid = False
     report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False, attention=attention,
-                     layout=layout)
+                     layout=layout, gpu=gpu)
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst, src, report.foreign, required=check_load)

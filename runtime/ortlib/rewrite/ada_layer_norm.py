@@ -21,9 +21,9 @@ constant weight and bias and nothing of the above around it (form `affine`: the 
 transformer block, `norm1`, which no residual precedes): its affine is the node's modulation for all items,
 scale = weight - 1 and shift = bias, exact in the weight's own type for weights within [0.5, 2].
 
-Where it goes is the measured choice (ada_layer_norm_measured.py, derived from the committed rows by
-benchmarks/ada_layer_norm_choice.py): a dtype and form whose library node did not measure faster than the
-export's nodes keep them, and the report says why (for `affine`, once for all of a model's norms).
+Where it goes is the measured choice (choices.json's `ada_layer_norm` table, derived from the committed rows by
+benchmarks/choices.py): a dtype and form whose library node did not measure faster than the export's nodes keep them,
+and the report says why (for `affine`, once for all of a model's norms).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import DOMAIN
-from .ada_layer_norm_measured import DEVICE, SPEEDUP
 from .graph import attrs, is_op, other_operand
 from .patterns import Left, Match, Rewriter, bias_add, measured_form
 
@@ -103,7 +102,7 @@ def choose(r: Rewriter, x: str, form: str) -> str:
     """X's dtype when the library serves it and its AdaLayerNorm measured faster than the export's `form`."""
     if r.dtype(x) is not None:
         r.check_served("AdaLayerNorm", r.dtype(x), ("fp16", "fp32", "bf16"))
-    return measured_form(r, x, SPEEDUP, DEVICE, "the library's AdaLayerNorm", form)
+    return measured_form(r, x, "ada_layer_norm", "the library's AdaLayerNorm", form)
 
 
 class ModulatedLayerNorm:

@@ -1,11 +1,10 @@
 """The forms of multi-head attention the rewrite recognises, one declared matcher each, and where each goes.
 
-Every form ends as one MultiHeadAttention node: `tritonforge.MultiHeadAttention` (the library's
-flash-attention kernels), or ORT's own `com.microsoft.MultiHeadAttention` where that measured faster for
-the shape's class and dtype (attention_measured.py, derived from the committed measurements by
-benchmarks/attention_choice.py), as TunableOp would let ORT's kernel win. Both take (B, S, H*d) query,
-key and value with num_heads, scale and unidirectional; the library's op also takes 4-D heads, (B, H, S, d)
-or (B, S, H, d), and key and value with fewer heads than query (kv_num_heads).
+Every form ends as one MultiHeadAttention node: `tritonforge.MultiHeadAttention` (the library's flash-attention
+kernels), or ORT's own `com.microsoft.MultiHeadAttention` where that measured faster for the shape's class and dtype
+(choices.json's `attention` table, derived from the committed measurements by benchmarks/choices.py), as TunableOp would
+let ORT's kernel win. Both take (B, S, H*d) query, key and value with num_heads, scale and unidirectional; the library's
+op also takes 4-D heads, (B, H, S, d) or (B, S, H, d), and key and value with fewer heads than query (kv_num_heads).
 
 The heads an attention reads are followed back to token-major memory where the graph has it, so the
 transposes into (B, H, S, d) and back go with the attention:
@@ -14,7 +13,7 @@ transposes into (B, H, S, d) and back go with the attention:
 - a Concat on the sequence axis of such heads (SD3's and Flux's joint attention over the image and text
   streams): one Concat of the streams' token-major values on their sequence axis instead; where both are a
   Linear's MatMul + bias, the library's BiasConcat of the MatMuls, adding each stream's bias as it joins them
-  (ORT runs a 3-D Linear's bias as a pass of its own), where that measured faster (bias_concat_measured.py).
+  (ORT runs a 3-D Linear's bias as a pass of its own), where that measured faster (choices.json's `bias_concat`).
 Token-major heads go in as (B, S, H*d) (a Reshape of (B, S, H, d) is a view), so either op can take them,
 and the output comes out token-major for the Transpose [0, 2, 1, 3] and Reshape that read it. Heads the
 graph only has as (B, H, S, d) (SD3.5's per-head RMSNorm on q and k) go in as they are, to the library's
@@ -39,9 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import DOMAIN
-from .attention_measured import DEVICE, SPEEDUP
-from .bias_concat_measured import DEVICE as BIAS_CONCAT_DEVICE
-from .bias_concat_measured import SPEEDUP as BIAS_CONCAT_SPEEDUP
+from . import choices
 from .graph import MS, attrs, domain_of, is_op
 from .loads import ort_runs
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form
@@ -66,26 +63,28 @@ def measured_choice(dtype: str | None, sq, skv, head_dim: int) -> tuple[str, str
     """("tritonforge", "ort" or "decomposed", why): the fastest measured for the shape's class in its dtype's
     own rows (the nearest head dim measured where the class was not). A dtype with no rows goes to the
     library's fused op, and the reason says that nothing was measured for it."""
-    table = SPEEDUP.get(dtype or "")
+    measured = choices.table("attention")
+    table = measured.speedup.get(dtype or "")
+    device = measured.devices.get(dtype or "") or measured.device
     if not table:
-        return "tritonforge", f"no {dtype or 'unknown-type'} attention was measured on {DEVICE}: the library's fused op"
+        return "tritonforge", f"no {dtype or 'unknown-type'} attention was measured on {device}: the library's fused op"
     key = shape_class(sq, skv, head_dim)
     if key not in table:
         selfs = [k for k in table if k.startswith("self d")]
         if key == "cross" or not selfs:
-            return "tritonforge", f"no {dtype} {key} attention was measured on {DEVICE}: the library's fused op"
+            return "tritonforge", f"no {dtype} {key} attention was measured on {device}: the library's fused op"
         key = min(selfs, key=lambda k: abs(math.log(int(k[6:]) / head_dim)))
     rivals = table[key]  # each rival's time over the library's
     best = min(rivals, key=rivals.get)
     where = "tritonforge" if rivals[best] >= 1 else {"ort_mha": "ort", "decomposed": "decomposed"}[best]
     said = ", ".join(f"{v:.2f}x {p}" for p, v in rivals.items())
-    return where, f"on {key} the library measured {said} ({dtype}, {DEVICE})"
+    return where, f"on {key} the library measured {said} ({dtype}, {device})"
 
 
 def table_rival(dtype, sq, skv, d: int, rival: str) -> float:
     """A rival's measured time over the library's for the shape's class in the dtype's rows (1 where not
     measured)."""
-    return (SPEEDUP.get(dtype or "") or {}).get(shape_class(sq, skv, d), {}).get(rival, 1.0)
+    return (choices.table("attention").speedup.get(dtype or "") or {}).get(shape_class(sq, skv, d), {}).get(rival, 1.0)
 
 
 def _target(r: Rewriter, dtype, sq, skv, d: int, causal: bool, keep_ok: bool, cannot: str) -> tuple[str, str]:
@@ -277,8 +276,7 @@ def _bias_concat(r: Rewriter, parts: list, out: str, name: str):
         dtype = r.dtype(parts[0].tokens)
         if dtype is not None:
             r.check_served("BiasConcat", dtype, ("fp16", "fp32", "bf16"))
-        measured_form(r, parts[0].tokens, BIAS_CONCAT_SPEEDUP, BIAS_CONCAT_DEVICE, "the library's BiasConcat",
-                      "joined")
+        measured_form(r, parts[0].tokens, "bias_concat", "the library's BiasConcat", "joined")
     except Left as why:
         return None, f"the streams' Linear biases stay nodes of their own: {why}", []
     ins = [found[0][0], found[1][0], *(bias_input(r, b_name, b) for _, b_name, b, _ in found)]

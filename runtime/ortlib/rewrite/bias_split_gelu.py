@@ -17,8 +17,8 @@ TorchScript computes the halves' bounds from). Two nodes compute it: ORT's, whos
 2560, 5120 or 10240, the UNets' GEGLU widths (320, 640 and 1280 channels), in float and float16, and has CUDA
 kernels only (a rewrite on a machine whose onnxruntime has no CUDA EP cannot write it); and the library's
 `tritonforge.BiasSplitGelu`, the same interface for any even width and every float type
-(kernels/bias_split_gelu_triton.py). Where it goes is the measured choice (bias_split_gelu_measured.py, from the
-committed rows by benchmarks/bias_split_gelu_choice.py): of the two, the one whose speed-up over the export's
+(kernels/bias_split_gelu_triton.py). Where it goes is the measured choice (choices.json's `bias_split_gelu` table, from
+the committed rows by benchmarks/choices.py): of the two, the one whose speed-up over the export's
 form is the larger, at least 1; neither, and the GEGLU stays with the reasons for both.
 
 OrtBiasSplitGelu takes ORT's own node where a model already has it (ORT's Stable Diffusion optimizer writes it) and
@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from .. import DOMAIN
-from .bias_split_gelu_measured import DEVICE, LIBRARY, SPEEDUP
+from . import choices
 from .graph import MS, attrs, is_op, other_operand
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form, measured_ort_op, times_const
 
@@ -129,14 +129,14 @@ class _Geglu:
             if len(dims) != 3 or dims[-1] not in WIDTHS:
                 raise Left(f"ORT's BiasSplitGelu takes (batch, tokens, width) of width "
                            f"{', '.join(map(str, WIDTHS))}; X is {dims}")
-            dtype = measured_ort_op(r, x, SPEEDUP, DEVICE, "BiasSplitGelu", self.form, " (it has CUDA kernels only)")
-            found.append((SPEEDUP[dtype][self.form], MS, dtype))
+            dtype = measured_ort_op(r, x, "bias_split_gelu", "BiasSplitGelu", self.form, " (it has CUDA kernels only)")
+            found.append((choices.table("bias_split_gelu").speedup[dtype][self.form], MS, dtype))
         except Left as left:
             why.append(str(left))
         try:
             r.check_served("BiasSplitGelu", r.dtype(x), LIBRARY_TYPES)
-            dtype = measured_form(r, x, LIBRARY, DEVICE, "the library's BiasSplitGelu", self.form)
-            found.append((LIBRARY[dtype][self.form], DOMAIN, dtype))
+            dtype = measured_form(r, x, "bias_split_gelu", "the library's BiasSplitGelu", self.form, "LIBRARY")
+            found.append((choices.table("bias_split_gelu").library[dtype][self.form], DOMAIN, dtype))
         except Left as left:
             why.append(str(left))
         if not found:
@@ -208,14 +208,15 @@ class OrtBiasSplitGelu:
         if dtype is None:
             raise Left("X's element type is not known")
         r.check_served("BiasSplitGelu", dtype, LIBRARY_TYPES)
-        ours, orts = LIBRARY.get(dtype, {}), SPEEDUP.get(dtype, {})
+        measured = choices.table("bias_split_gelu")
+        ours, orts, device = measured.library.get(dtype, {}), measured.speedup.get(dtype, {}), measured.device
         ratios = [ours[f] / orts[f] for f in ours if f in orts]
         if not ratios:
-            raise Left(f"the library's BiasSplitGelu and ORT's were not both measured in {dtype} on {DEVICE}: ORT's "
+            raise Left(f"the library's BiasSplitGelu and ORT's were not both measured in {dtype} on {device}: ORT's "
                        "node kept")
         if min(ratios) < 1:
             raise Left(f"ORT's BiasSplitGelu measured faster than the library's in {dtype} ({min(ratios):.2f}x, "
-                       f"{DEVICE})")
+                       f"{device})")
         new = helper.make_node("BiasSplitGelu", list(node.input), list(node.output), name=node.name, domain=DOMAIN)
         return Match([node], new, self.source, note=f"the library's measured {min(ratios):.2f}x ORT's", dtype=dtype)
 

@@ -12,8 +12,8 @@ computes `gelu_tanh(x + bias)` in one pass. Forms:
   Gelu runs it in one pass already and the node stays).
 
 The bias is folded in where x is `Add(y, b)` of a constant b with one value per last-axis element that
-only the GELU reads. Where the GELU goes is the measured choice (gelu_measured.py, derived from the
-committed rows by benchmarks/gelu_choice.py): a dtype or form whose fused node did not measure faster
+only the GELU reads. Where the GELU goes is the measured choice (choices.json's `gelu` table, derived from
+the committed rows by benchmarks/choices.py): a dtype or form whose fused node did not measure faster
 than the export's own nodes keeps them, and the report says why.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 
-from .gelu_measured import DEVICE, SPEEDUP
 from .graph import MS, attrs, is_op, other_operand
 from .linear_form import linear_takes
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op, times_const
@@ -46,7 +45,7 @@ def _cube_of(g, value: str) -> tuple[str, list] | None:
 def choose(r: Rewriter, x: str, form: str) -> str:
     """X's dtype when FastGelu measured faster than `form` for it and the installed onnxruntime runs it; Left
     with the reason otherwise."""
-    return measured_ort_op(r, x, SPEEDUP, DEVICE, "FastGelu", form)
+    return measured_ort_op(r, x, "gelu", "FastGelu", form)
 
 
 def _fast_gelu(r: Rewriter, anchor, x: str, out: str, removed: list, form: str, source: str) -> Match | None:

@@ -11,11 +11,11 @@ is that one call. The form, anchored at the MatMul:
 - optionally GELU-tanh of that Add, as gelu.py finds it (TorchScript's decomposition or ONNX Gelu(approximate=
   "tanh")), read by nothing else.
 
-Linears run last: the fusions that take a Linear's bias into a node of their own (SkipLayerNormalization,
-BiasSplitGelu, BiasConcat, attention's projections) are tried first, and a Linear one of them took stays theirs.
-Where it goes is the measured choice (linear_measured.py, derived from the committed rows by
-benchmarks/linear_choice.py), per dtype and epilogue: one without rows, or whose node did not measure faster than
-ORT running the export's nodes, keeps them, and the report says why.
+Linears run last: the fusions that take a Linear's bias into a node of their own (SkipLayerNormalization, BiasSplitGelu,
+BiasConcat, attention's projections) are tried first, and a Linear one of them took stays theirs. Where it goes is the
+measured choice (choices.json's `linear` table, derived from the committed rows by benchmarks/choices.py), per dtype and
+epilogue: one without rows, or whose node did not measure faster than ORT running the export's nodes, keeps them, and
+the report says why.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ epilogue."""
 
 from __future__ import annotations
 
+from . import choices
 from .graph import MS, domain_of, is_op
-from .linear_measured import DEVICE, SPEEDUP
 from .patterns import Left, Rewriter, bias_add
 
 FORMS = {"none": "bias", "gelu_tanh": "GELU-tanh"}
@@ -51,13 +51,14 @@ def measured(r: Rewriter, x: str, activation: str) -> str:
     if dtype is None:
         raise Left("X's element type is not known")
     r.check_served("Linear", dtype)
-    speedup = SPEEDUP.get(dtype, {}).get(activation)
+    measured = choices.table("linear")
+    speedup, device = measured.speedup.get(dtype, {}).get(activation), measured.devices.get(dtype, measured.device)
     if speedup is None:
-        raise Left(f"the library's Linear ({FORMS[activation]} epilogue) was not measured in {dtype} on {DEVICE}: "
+        raise Left(f"the library's Linear ({FORMS[activation]} epilogue) was not measured in {dtype} on {device}: "
                    "the export's nodes kept")
     if speedup < 1:
         raise Left(f"the export's nodes measured faster than the library's Linear ({speedup:.2f}x, "
-                   f"{FORMS[activation]} epilogue, {dtype}, {DEVICE})")
+                   f"{FORMS[activation]} epilogue, {dtype}, {device})")
     return dtype
 
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import DOMAIN
 from ..errors import TritonforgeError
+from . import choices
 from .graph import FLOAT_TYPES, MS, Graph, attrs, fresh, is_op
-from .softmax_measured import DEVICE, SPEEDUP
 
 _ALL = ("fp16", "fp32", "bf16", "fp64")  # what ONNX's float ops admit; the library has no fp64 kernels
 _NP_TYPES = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float64": "fp64"}
@@ -101,14 +101,16 @@ class Rewriter:
         return fresh(base, self.graph.node_names)
 
 
-def measured_form(r: Rewriter, x: str, speedups: dict, device: str, what: str, form: str) -> str:
+def measured_form(r: Rewriter, x: str, table: str, what: str, form: str, key: str = "SPEEDUP") -> str:
     """X's dtype where `what` (an op the rewrite writes, e.g. "ORT's FastGelu") measured faster than the export's
-    `form` of nodes in that dtype's own rows (`speedups`: {dtype: {form: speed-up}}, a *_measured.py table);
+    `form` of nodes in that dtype's own rows (choices.table(`table`)'s `key` entries: {dtype: {form: speed-up}});
     Left naming the reason otherwise: the dtype unknown, not measured, or measured slower."""
     dtype = r.dtype(x)
     if dtype is None:
         raise Left("X's element type is not known")
-    speedup = speedups.get(dtype, {}).get(form)
+    t = choices.table(table)
+    device = t.devices.get(dtype) or t.device
+    speedup = (t.library if key == "LIBRARY" else t.speedup).get(dtype, {}).get(form)
     if speedup is None:
         raise Left(f"{what} was not measured against the export's {form} form in {dtype} on {device}: the "
                    "export's nodes kept")
@@ -117,12 +119,12 @@ def measured_form(r: Rewriter, x: str, speedups: dict, device: str, what: str, f
     return dtype
 
 
-def measured_ort_op(r: Rewriter, x: str, speedups: dict, device: str, op: str, form: str, why: str = "") -> str:
+def measured_ort_op(r: Rewriter, x: str, table: str, op: str, form: str, why: str = "") -> str:
     """X's dtype where ORT's own `op` measured faster than the export's `form` (measured_form) and an execution
     provider of the installed onnxruntime runs it in that dtype; Left naming the reason otherwise."""
     from .loads import ort_runs
 
-    dtype = measured_form(r, x, speedups, device, f"ORT's {op}", form)
+    dtype = measured_form(r, x, table, f"ORT's {op}", form)
     if not ort_runs(MS, op, dtype):
         raise Left(f"no execution provider of the installed onnxruntime runs ORT's {op} in {dtype}{why}")
     return dtype
@@ -385,14 +387,15 @@ class OrtGroupNorm:
 
 def measured(dtype: str | None) -> dict[int, float]:
     """The library's softmax speed-up over ORT's own per measured row length in `dtype`'s own rows
-    (softmax_measured.py, which benchmarks/softmax_choice.py derives from the committed rows); Left naming
+    (choices.table("softmax"), which benchmarks/choices.py derives from the committed rows); Left naming
     the dtype where it has none (bf16: no ORT rival measured) or is not known."""
     if dtype is None:
         raise Left("X's element type is not known, and the softmax tables are per type")
-    if not SPEEDUP.get(dtype):
-        raise Left(f"the library's softmax was not measured against ORT's own in {dtype} on {DEVICE}: ORT's node "
+    t = choices.table("softmax")
+    if not t.speedup.get(dtype):
+        raise Left(f"the library's softmax was not measured against ORT's own in {dtype} on {t.device}: ORT's node "
                    f"kept; {LastAxisSoftmax.anyway}")
-    return SPEEDUP[dtype]
+    return t.speedup[dtype]
 
 
 def measured_speedup(dtype: str | None, cols: int) -> tuple[int, float]:
@@ -444,7 +447,7 @@ class LastAxisSoftmax:
                            f"keeps them; {self.anyway}")
             if speedup < 1:
                 raise Left(f"rows of {cols}: ORT's own kernel measured faster (the library {speedup:.2f}x at {near} "
-                           f"columns, {dtype}, {DEVICE}); {self.anyway}")
+                           f"columns, {dtype}, {choices.table('softmax').devices[dtype]}); {self.anyway}")
         else:
             shortest = r.min_cols.get(dtype, 0)
             if shortest and not isinstance(cols, int):

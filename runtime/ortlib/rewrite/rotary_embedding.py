@@ -19,10 +19,10 @@ in its double blocks one per stream, joined by a Concat on the token axis before
 the rotation alone, is such a norm (form `rms`) or such a join of two (form `rms_joined`), the node takes them too:
 X (and X_b), gamma (and gamma_b) as fp32, epsilon and the join's axis; the norm's output is then never written.
 
-Where it goes is the measured choice (rotary_embedding_measured.py, derived from the committed rows by
-benchmarks/rotary_embedding_choice.py), per form: a dtype whose library node did not measure faster than the
-export's nodes keeps them (a norm the node may not take stays ORT's, and the rotation alone is taken where that
-measured faster), and the report says why.
+Where it goes is the measured choice (choices.json's `rotary_embedding` table, derived from the committed rows by
+benchmarks/choices.py), per form: a dtype whose library node did not measure faster than the export's nodes keeps them
+(a norm the node may not take stays ORT's, and the rotation alone is taken where that measured faster), and the report
+says why.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import numpy as np
 from .. import DOMAIN
 from .graph import FLOAT_TYPES, attrs, is_op, other_operand
 from .patterns import Left, Match, Rewriter, measured_form
-from .rotary_embedding_measured import DEVICE, SPEEDUP
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 # The widest head the norm forms' kernels take: they hold a row in one tile (kernels/rotary_embedding_triton.py's
@@ -99,7 +98,7 @@ def choose(r: Rewriter, x: str, form: str = "decomposed") -> str:
     """X's dtype when the library serves it and its RotaryEmbedding measured faster than the export's nodes."""
     if r.dtype(x) is not None:
         r.check_served("RotaryEmbedding", r.dtype(x), ("fp16", "fp32", "bf16"))
-    return measured_form(r, x, SPEEDUP, DEVICE, "the library's RotaryEmbedding", form)
+    return measured_form(r, x, "rotary_embedding", "the library's RotaryEmbedding", form)
 
 
 def _rms(g, value: str) -> tuple[str, np.ndarray, float, object] | None:

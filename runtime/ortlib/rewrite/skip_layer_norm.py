@@ -14,8 +14,8 @@ next residual reads it, the sum (its output 3). The form, anchored at the LayerN
   attention's `rescale_output_factor` so).
 
 LayerNorms without an affine that a modulation follows are the AdaLayerNorm matcher's (ada_layer_norm.py),
-tried first. Where it goes is the measured choice (skip_layer_norm_measured.py, derived from the committed rows
-by benchmarks/skip_layer_norm_choice.py): a dtype without rows, or whose fused node did not measure faster than
+tried first. Where it goes is the measured choice (choices.json's `skip_layer_norm` table, derived from the
+committed rows by benchmarks/choices.py): a dtype without rows, or whose fused node did not measure faster than
 the export's nodes, keeps them, and the report says why.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from .graph import MS, attrs, is_op
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_ort_op
-from .skip_layer_norm_measured import DEVICE, SPEEDUP
 
 
 def _by_one(g, value: str):
@@ -103,7 +102,7 @@ class ResidualLayerNorm:
                 raise Left("the Linear's bias Add before the residual is read elsewhere too, or the residual or the "
                            f"Linear's output is not of X's shape {dims}")
             return None  # an Add of two values, no Linear's bias: not this form (SD3.5's embedding, say)
-        dtype = measured_ort_op(r, x, SPEEDUP, DEVICE, "SkipLayerNormalization", "export")
+        dtype = measured_ort_op(r, x, "skip_layer_norm", "SkipLayerNormalization", "export")
         for name in (skip, ln.input[1], b_name, *([ln.input[2]] if beta is not None else [])):
             if g.elem(name) != g.elem(x):
                 raise Left(f"'{name}' is not of X's element type")

@@ -65,6 +65,30 @@ def test_the_layout_is_chosen_on_the_command_line_and_through_invoke(ort_library
     assert bad.returncode == 2 and "error: --layout must be nchw or nhwc, not 'hwc'" in bad.stdout, bad.stdout
 
 
+def test_the_gpu_named_is_the_one_whose_measurements_decide_and_the_report_says_whose_did(ort_library, tmp_path):
+    from tests.cli import invoke
+
+    from .rewrite.test_attention import _decomposed
+
+    onnx.save(_decomposed(), str(tmp_path / "attn.onnx"))
+    proc = _cli("attn.onnx", "--library", ort_library, "--gpu", "NVIDIA L4", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # only the H200 measured attention: an Ada GPU takes the nearest measured architecture's rows, and says so
+    assert "choices for NVIDIA L4 (named): measured on NVIDIA H200 (attention)" in proc.stdout.splitlines(), \
+        proc.stdout
+    (tmp_path / "attn.tf.onnx").unlink()
+    bad = _cli("attn.onnx", "--library", ort_library, "--gpu", "Radeon RX 7900", cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: --gpu 'Radeon RX 7900' is no GPU the rewrite knows")
+    assert not (tmp_path / "attn.tf.onnx").exists()
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    done = invoke(root, "rewrite", "--model", str(tmp_path / "attn.onnx"), "--out", str(tmp_path / "i.onnx"),
+                  "--library", str(ort_library), "--gpu", "NVIDIA B200")
+    assert done.returncode == 0 and "choices for NVIDIA B200 (named): measured on NVIDIA H200 (attention)" in \
+        done.stdout, done.stdout
+
+
 @pytest.mark.parametrize("case", ["no model", "not a model", "a library that does not load", "no library"])
 def test_every_failure_is_one_line_on_stderr(ort_library, tmp_path, case):
     from .rewrite.test_rewrite import sd_block

@@ -9,7 +9,9 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import ada_layer_norm_measured, rewrite  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import rewrite  # noqa: E402
+
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 B, S, C = 2, 5, 16
 
@@ -17,7 +19,7 @@ B, S, C = 2, 5, 16
 @pytest.fixture
 def measured(monkeypatch):
     """The table as rows make it where the library's node measured faster in fp32, both forms."""
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"gated": 3.0, "gated_bias": 3.0, "plain": 3.0})
+    measured_as(monkeypatch, "ada_layer_norm", "fp32", {"gated": 3.0, "gated_bias": 3.0, "plain": 3.0})
 
 
 def _c(name, v):
@@ -123,7 +125,7 @@ def test_a_norm_with_an_affine_is_left_with_the_reason(ort_library, measured):
 
 
 def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch):
-    monkeypatch.delitem(ada_layer_norm_measured.SPEEDUP, "fp32", raising=False)
+    measured_as(monkeypatch, "ada_layer_norm", "fp32", None)
     model = _model(gated=True)
     before = _ops(model)
     report = rewrite(model, ort_library)
@@ -152,7 +154,7 @@ def _affine_norms(elem=TensorProto.FLOAT, dims=(B, S, C), weight_const=True):
 @pytest.mark.parametrize("dims", [(B, S, C), (B * S, C)])
 def test_a_norm_of_a_constant_affine_becomes_the_node_with_the_affine_as_its_modulation(ort_library, monkeypatch,
                                                                                         dims):
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    measured_as(monkeypatch, "ada_layer_norm", "fp32", {"affine": 1.5})
     model = _affine_norms(dims=dims)
     x = np.random.default_rng(3).standard_normal(dims).astype(np.float32)
     want = _run_x(model, x)
@@ -170,7 +172,7 @@ def test_a_norm_of_a_constant_affine_becomes_the_node_with_the_affine_as_its_mod
 def test_the_affine_is_written_in_x_s_own_type(ort_library, monkeypatch):
     """bf16: scale and shift as bfloat16 initializers beside X (the CPU EP runs no bfloat16 LayerNormalization, so
     the numbers are the fp32 test's)."""
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "bf16", {"affine": 1.5})
+    measured_as(monkeypatch, "ada_layer_norm", "bf16", {"affine": 1.5})
     model = _affine_norms(TensorProto.BFLOAT16)
     report = rewrite(model, ort_library)
     assert report.rewritten == {"AdaLayerNorm": 2}, report.lines()
@@ -187,7 +189,7 @@ def test_an_unmeasured_affine_form_keeps_the_norms_and_says_so_once(ort_library,
 
 
 def test_a_norm_whose_weight_is_not_a_constant_is_not_its_business(ort_library, monkeypatch):
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    measured_as(monkeypatch, "ada_layer_norm", "fp32", {"affine": 1.5})
     report = rewrite(_affine_norms(weight_const=False), ort_library)
     assert not report.rewritten and not report.left and not report.notes
 
@@ -207,7 +209,7 @@ def test_a_linear_branchs_bias_goes_into_the_node_and_its_matmul_stays(ort_libra
 
 
 def test_an_unmeasured_bias_form_keeps_the_bias_add_and_says_why(ort_library, measured, monkeypatch):
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"gated": 3.0, "plain": 3.0})
+    measured_as(monkeypatch, "ada_layer_norm", "fp32", {"gated": 3.0, "plain": 3.0})
     model = _model(gated=True, linear=True)
     want = _run(model)
     report = rewrite(model, ort_library)

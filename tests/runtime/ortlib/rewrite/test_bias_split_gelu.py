@@ -15,7 +15,9 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import bias_split_gelu_measured, loads, rewrite  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import loads, rewrite  # noqa: E402
+
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 C, S, D = 8, 3, 2560  # D: the GEGLU width of a 320-channel UNet level, one ORT's kernel serves
 CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -23,7 +25,7 @@ CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
 
 @pytest.fixture
 def measured(monkeypatch):
-    monkeypatch.setitem(bias_split_gelu_measured.SPEEDUP, "fp32", {"decomposed": 2.0, "onnx_gelu": 1.5})
+    measured_as(monkeypatch, "bias_split_gelu", "fp32", {"decomposed": 2.0, "onnx_gelu": 1.5})
 
 
 @pytest.fixture
@@ -125,7 +127,7 @@ def test_a_width_orts_kernel_does_not_serve_is_left_with_the_widths(ort_library,
 
 
 def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch, runs_anywhere):
-    monkeypatch.delitem(bias_split_gelu_measured.SPEEDUP, "fp32", raising=False)
+    measured_as(monkeypatch, "bias_split_gelu", "fp32", None)
     report = rewrite(_model("onnx_gelu"), ort_library)
     assert not report.rewritten
     said = "BiasSplitGelu was not measured against the export's onnx_gelu form in fp32"
@@ -145,7 +147,7 @@ def test_where_the_librarys_node_measured_faster_it_takes_the_geglu_at_any_width
                                                                                 runs_anywhere, monkeypatch, form,
                                                                                 width):
     """A width ORT's kernel has no instance for, and one it has where the library's measured the larger speed-up."""
-    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", {"decomposed": 3.0, "onnx_gelu": 3.0})
+    measured_as(monkeypatch, "bias_split_gelu", "fp32", {"decomposed": 3.0, "onnx_gelu": 3.0}, "LIBRARY")
     model = _model(form, width=width)
     want = _run_lib(model, ort_library)
     report = rewrite(model, ort_library)
@@ -157,7 +159,7 @@ def test_where_the_librarys_node_measured_faster_it_takes_the_geglu_at_any_width
 
 def test_where_orts_node_measured_the_larger_speedup_it_stays_orts(ort_library, measured, runs_anywhere,
                                                                   monkeypatch):
-    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", {"onnx_gelu": 1.2})
+    measured_as(monkeypatch, "bias_split_gelu", "fp32", {"onnx_gelu": 1.2}, "LIBRARY")
     model = _model("onnx_gelu")
     rewrite(model, ort_library)
     assert [n.domain for n in model.graph.node if n.op_type == "BiasSplitGelu"] == ["com.microsoft"]
@@ -215,7 +217,7 @@ def _ort_node_model(width: int = D):
 
 def test_orts_own_node_becomes_the_librarys_where_that_measured_faster_and_computes_its_definition(
         ort_library, measured, monkeypatch):
-    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", {"decomposed": 3.0, "onnx_gelu": 3.0})
+    measured_as(monkeypatch, "bias_split_gelu", "fp32", {"decomposed": 3.0, "onnx_gelu": 3.0}, "LIBRARY")
     model = _ort_node_model()
     report = rewrite(model, ort_library)
     assert report.rewritten == {"BiasSplitGelu": 1}, report.lines()
@@ -232,7 +234,7 @@ def test_orts_own_node_becomes_the_librarys_where_that_measured_faster_and_compu
 @pytest.mark.parametrize("library", [{"onnx_gelu": 1.2}, {}])
 def test_orts_own_node_stays_where_it_measured_faster_or_the_two_were_not_both_measured(ort_library, measured,
                                                                                       monkeypatch, library):
-    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, "fp32", library)
+    measured_as(monkeypatch, "bias_split_gelu", "fp32", library, "LIBRARY")
     model = _ort_node_model()
     report = rewrite(model, ort_library)
     assert not report.rewritten and [n.domain for n in model.graph.node][1:] == ["com.microsoft"]

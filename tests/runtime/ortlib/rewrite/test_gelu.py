@@ -11,7 +11,9 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import gelu_measured, rewrite  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import rewrite  # noqa: E402
+
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 C, S = 16, 6
 K = math.sqrt(2 / math.pi)
@@ -20,7 +22,7 @@ K = math.sqrt(2 / math.pi)
 @pytest.fixture
 def measured(monkeypatch):
     """The table as rows would make it where FastGelu measured faster than both forms in fp32."""
-    monkeypatch.setitem(gelu_measured.SPEEDUP, "fp32", {"decomposed": 2.0, "onnx_gelu": 1.2})
+    measured_as(monkeypatch, "gelu", "fp32", {"decomposed": 2.0, "onnx_gelu": 1.2})
 
 
 def _const(name, v):
@@ -106,7 +108,7 @@ def test_a_bias_of_rank_three_is_passed_one_dimensional(ort_library, measured):
 
 
 def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch):
-    monkeypatch.delitem(gelu_measured.SPEEDUP, "fp32", raising=False)
+    measured_as(monkeypatch, "gelu", "fp32", None)
     model = _model("decomposed")
     before = _ops(model)
     report = rewrite(model, ort_library)
@@ -116,7 +118,7 @@ def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, mo
 
 
 def test_a_form_that_measured_slower_is_left_with_the_number(ort_library, monkeypatch):
-    monkeypatch.setitem(gelu_measured.SPEEDUP, "fp32", {"decomposed": 0.8})
+    measured_as(monkeypatch, "gelu", "fp32", {"decomposed": 0.8})
     report = rewrite(_model("decomposed"), ort_library)
     assert not report.rewritten
     assert any("measured faster than ORT's FastGelu (0.80x" in why for why in report.left), report.left

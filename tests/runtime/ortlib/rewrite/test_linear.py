@@ -13,7 +13,9 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import gelu_measured, linear_measured, rewrite, rewrite_file  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import choices, rewrite, rewrite_file  # noqa: E402
+
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 from .test_rewrite import DIT_GELUS, EXPORTS, TOL, _dit_feeds, _ops, _rel, session  # noqa: E402
 
@@ -24,7 +26,7 @@ K, N, S = 16, 24, 6
 def measured(monkeypatch):
     """The table as rows would make it where the Linear measured faster with either epilogue in every dtype."""
     for dtype in ("fp32", "fp16", "bf16"):
-        monkeypatch.setitem(linear_measured.SPEEDUP, dtype, {"none": 1.5, "gelu_tanh": 1.8})
+        measured_as(monkeypatch, "linear", dtype, {"none": 1.5, "gelu_tanh": 1.8})
 
 
 def _const(name, v):
@@ -82,7 +84,7 @@ def _nodes(model):
                                              ("fast_gelu", "gelu_tanh")])
 def test_each_form_becomes_one_linear_that_computes_the_same(ort_library, measured, monkeypatch, gelu, activation):
     # FastGelu measured faster too: the GELU still goes into the Linear's epilogue, not into a FastGelu of its own
-    monkeypatch.setitem(gelu_measured.SPEEDUP, "fp32", {"decomposed": 2.0, "onnx_gelu": 1.2})
+    measured_as(monkeypatch, "gelu", "fp32", {"decomposed": 2.0, "onnx_gelu": 1.2})
     model = _model(gelu)
     want = _run(model)
     report = rewrite(model, ort_library)
@@ -111,15 +113,15 @@ def test_a_shape_of_the_matmul_reads_the_linear_which_has_its_shape(ort_library,
 
 
 def test_without_rows_the_export_keeps_its_nodes_and_the_report_says_so_once(ort_library, monkeypatch):
-    monkeypatch.setitem(linear_measured.SPEEDUP, "fp32", {"none": 0.9})
+    measured_as(monkeypatch, "linear", "fp32", {"none": 0.9})
     model = _model()
     report = rewrite(model, ort_library)
     assert not report.rewritten and not report.left
     assert report.notes == {"the export's nodes measured faster than the library's Linear (0.90x, bias epilogue, fp32, "
-                            f"{linear_measured.DEVICE})": 1}, report.lines()
+                            f"{choices.table('linear').device})": 1}, report.lines()
     # the bias epilogue measured, the GELU's not, and no FastGelu either: the Linear takes the bias, the GELU stays
-    monkeypatch.setitem(linear_measured.SPEEDUP, "fp32", {"none": 1.5})
-    monkeypatch.setitem(gelu_measured.SPEEDUP, "fp32", {})
+    measured_as(monkeypatch, "linear", "fp32", {"none": 1.5})
+    measured_as(monkeypatch, "gelu", "fp32", {})
     model = _model("decomposed")
     want = _run(model)
     report = rewrite(model, ort_library)
@@ -127,7 +129,7 @@ def test_without_rows_the_export_keeps_its_nodes_and_the_report_says_so_once(ort
     assert report.sources == {("Linear", "MatMul + bias Add"): 1}
     np.testing.assert_allclose(_run(model, ort_library)[0], want[0], rtol=1e-5, atol=1e-5)
     # the GELU epilogue unmeasured: the GELU and the bias go to ORT's FastGelu where that measured faster (gelu.py)
-    monkeypatch.setitem(gelu_measured.SPEEDUP, "fp32", {"onnx_gelu": 1.2})
+    measured_as(monkeypatch, "gelu", "fp32", {"onnx_gelu": 1.2})
     model = _model("onnx")
     report = rewrite(model, ort_library)
     assert report.rewritten == {"FastGelu": 1} and not report.notes, report.lines()

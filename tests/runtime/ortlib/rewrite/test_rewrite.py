@@ -14,17 +14,13 @@ onnx = pytest.importorskip("onnx", reason="the rewrite edits ONNX models")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tritonforge.runtime.ortlib.rewrite import (  # noqa: E402
     RewriteError,
-    ada_layer_norm_measured,
-    bias_concat_measured,
-    bias_split_gelu_measured,
-    gelu_measured,
-    linear_measured,
+    choices,
     rewrite,
     rewrite_file,
-    rotary_embedding_measured,
-    skip_layer_norm_measured,
 )
 from tritonforge.runtime.ortlib.rewrite.graph import Graph  # noqa: E402
+
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 
 def model(nodes, inputs, outputs, inits, opset, extra=()):
@@ -239,8 +235,8 @@ UNET_SKIP_NORMS, UNET_GEGLUS = 8, 4
 @pytest.fixture
 def linears_kept(monkeypatch):
     """No Linear measured: the tests of the other fusions count their nodes alone (test_linear.py has the Linear's)."""
-    for dtype in list(linear_measured.SPEEDUP):
-        monkeypatch.delitem(linear_measured.SPEEDUP, dtype)
+    for dtype in list(choices.table("linear").speedup):
+        measured_as(monkeypatch, "linear", dtype, None)
 
 
 def _ops(path) -> Counter:
@@ -294,13 +290,13 @@ def test_every_group_norm_and_attention_of_an_export_is_rewritten_and_it_compute
     report = rewrite_file(src, dst, ort_library, softmax_min_cols=0, attention="tritonforge", layout="nchw")
     norms, attentions = before[("", "InstanceNormalization")], before[("", "Softmax")]
     blocks, gegl = (UNET_SKIP_NORMS, UNET_GEGLUS) if "_unet_" in name else (0, 0)  # a VAE has neither
-    skips = blocks if skip_layer_norm_measured.SPEEDUP.get(name.split(".")[-2]) else 0
+    skips = blocks if choices.table("skip_layer_norm").speedup.get(name.split(".")[-2]) else 0
     # the library's BiasSplitGelu serves every width where rows measured it; ORT's none of this one's
-    library_gegl = gegl if bias_split_gelu_measured.LIBRARY.get(name.split(".")[-2]) else 0
+    library_gegl = gegl if choices.table("bias_split_gelu").library.get(name.split(".")[-2]) else 0
     # where the affine form measured faster: each block's first norm (no residual before it), and the norms after
     # a residual that SkipLayerNormalization does not take (the LayerNormalization alone)
     firsts = before[("", "LayerNormalization")] - skips \
-        if ada_layer_norm_measured.SPEEDUP.get(name.split(".")[-2], {}).get("affine") else 0
+        if choices.table("ada_layer_norm").speedup.get(name.split(".")[-2], {}).get("affine") else 0
     assert report.rewritten == {"GroupNormalization": norms, "MultiHeadAttention": attentions,
                                 **({"SkipLayerNormalization": skips} if skips else {}),
                                 **({"BiasSplitGelu": library_gegl} if library_gegl else {}),
@@ -345,9 +341,9 @@ def test_each_unet_blocks_norms_become_a_skip_layer_norm_or_the_librarys_node_an
     and where the library's BiasSplitGelu measured faster each GEGLU to it (at the tiny models' widths, which ORT's
     has no kernel for)."""
     dtype = name.split(".")[-2]
-    monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, dtype, {"export": 1.5})
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, dtype, {"affine": 1.5})
-    monkeypatch.setitem(bias_split_gelu_measured.LIBRARY, dtype, {"decomposed": 2.0, "onnx_gelu": 2.0})
+    measured_as(monkeypatch, "skip_layer_norm", dtype, {"export": 1.5})
+    measured_as(monkeypatch, "ada_layer_norm", dtype, {"affine": 1.5})
+    measured_as(monkeypatch, "bias_split_gelu", dtype, {"decomposed": 2.0, "onnx_gelu": 2.0}, "LIBRARY")
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     before = _ops(src)
     report = rewrite_file(src, dst, ort_library, layout="nchw")
@@ -427,19 +423,19 @@ def test_every_attention_of_a_diffusion_transformer_export_is_fused_and_it_compu
     # each GELU goes to ORT's FastGelu where that measured faster for the form and dtype, and the installed
     # onnxruntime runs FastGelu in that dtype (its CPU kernels: float and float16); else it stays and is named
     form = "decomposed" if ".torchscript." in name else "onnx_gelu"
-    fused = gelu_measured.SPEEDUP.get(dtype, {}).get(form, 0) >= 1 and (
+    fused = choices.table("gelu").speedup.get(dtype, {}).get(form, 0) >= 1 and (
         dtype != "bf16" or "CUDAExecutionProvider" in ort.get_available_providers())
     gelus = DIT_GELUS[model] if fused else 0
     orts = DIT_GELUS[model] if ".ort." in name else 0  # ORT's optimizer wrote its FastGelus already: they stay
     # where the library's Linear measured faster with the GELU in its epilogue, the GELU goes there instead
-    linear = {k: v >= 1 for k, v in linear_measured.SPEEDUP.get(dtype, {}).items()}
+    linear = {k: v >= 1 for k, v in choices.table("linear").speedup.get(dtype, {}).items()}
     in_linear = DIT_GELUS[model] if linear.get("gelu_tanh") and not orts else 0
     gelus = 0 if orts or in_linear else gelus
     linears = report.rewritten.get("Linear", 0)
-    ada = ada_layer_norm_measured.SPEEDUP.get(dtype, {})
+    ada = choices.table("ada_layer_norm").speedup.get(dtype, {})
     affine = DIT_AFFINE_NORMS[model] if ada.get("affine") else 0
     norms = (DIT_NORMS[model] if ada else 0) + affine
-    rotaries = DIT_ROTARIES[model] if rotary_embedding_measured.SPEEDUP.get(dtype) else 0
+    rotaries = DIT_ROTARIES[model] if choices.table("rotary_embedding").speedup.get(dtype) else 0
     before, after = _ops(src), _ops(dst)
     einsums = before[("", "Einsum")] if dtype == "bf16" else 0  # SD3's unpatchify: a Transpose, which bf16 has
     assert report.rewritten == {"MultiHeadAttention": attentions, **({"FastGelu": gelus} if gelus else {}),
@@ -476,7 +472,7 @@ def test_a_gated_linears_bias_goes_into_the_norm_after_it_where_that_measured_fa
     """With the gated_bias form measured faster: every norm after a Linear's gated residual takes the Linear's
     bias, as either exporter writes it, dynamic axes included; its MatMul stays, and the numbers are the export's."""
     model, dtype = name.split("_tiny")[0], name.split(".")[-2]
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, dtype, {"plain": 2.0, "gated": 2.0, "gated_bias": 2.0})
+    measured_as(monkeypatch, "ada_layer_norm", dtype, {"plain": 2.0, "gated": 2.0, "gated_bias": 2.0})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     report = rewrite_file(src, dst, ort_library)
     assert report.rewritten["AdaLayerNorm"] == DIT_NORMS[model], report.lines()
@@ -496,7 +492,7 @@ def test_fluxs_rotary_embeddings_become_one_node_each_where_that_measured_faster
     the dynamo exporter writes it at opset 18 and 23, dynamic axes included; in half precision it reads x itself and
     writes x's type (the casts to fp32 and back go), and the numbers are the export's."""
     dtype = name.split(".")[-2]
-    monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, dtype, {"decomposed": 2.0})
+    measured_as(monkeypatch, "rotary_embedding", dtype, {"decomposed": 2.0})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     report = rewrite_file(src, dst, ort_library)
     assert report.rewritten["RotaryEmbedding"] == DIT_ROTARIES["flux_dev"], report.lines()
@@ -525,8 +521,8 @@ def test_fluxs_q_k_norms_and_their_join_go_into_the_rotation_where_that_measured
     block's value heads, which Flux joins as (B, S, H, d), are the two streams' MatMuls joined with their biases
     (the Linears measured faster leave those MatMuls to the join). The numbers are the export's."""
     dtype = name.split(".")[-2]
-    monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, dtype, {"decomposed": 2.0, "rms": 2.0, "rms_joined": 2.0})
-    monkeypatch.setitem(bias_concat_measured.SPEEDUP, dtype, {"joined": 2.0})
+    measured_as(monkeypatch, "rotary_embedding", dtype, {"decomposed": 2.0, "rms": 2.0, "rms_joined": 2.0})
+    measured_as(monkeypatch, "bias_concat", dtype, {"joined": 2.0})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     report = rewrite_file(src, dst, ort_library)
     before, after = _ops(src), _ops(dst)
@@ -563,7 +559,7 @@ def test_the_joint_attentions_stream_biases_go_into_the_join_where_that_measured
     (the dynamic TorchScript export's key Shape reads the MatMul). (SD3.5's joint attention reads its normed query
     and key heads as (B, H, S, d): its value heads are read so too, and no join is written.)"""
     model, dtype = name.split("_tiny")[0], name.split(".")[-2]
-    monkeypatch.setitem(bias_concat_measured.SPEEDUP, dtype, {"joined": 2.0})
+    measured_as(monkeypatch, "bias_concat", dtype, {"joined": 2.0})
     src, dst = EXPORTS / name, tmp_path / "m.tf.onnx"
     report = rewrite_file(src, dst, ort_library)
     before, after = _ops(src), _ops(dst)

@@ -9,7 +9,9 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import rewrite, rotary_embedding_measured  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import choices, rewrite  # noqa: E402
+
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 B, S, H, D = 2, 6, 3, 8
 NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
@@ -19,7 +21,7 @@ NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
 def measured(monkeypatch):
     """The table as rows make it where the library's node measured faster, fp32 and fp16."""
     for dtype in ("fp32", "fp16"):
-        monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, dtype, {"decomposed": 2.0})
+        measured_as(monkeypatch, "rotary_embedding", dtype, {"decomposed": 2.0})
 
 
 def _c(name, v):
@@ -169,13 +171,13 @@ def test_a_rotation_whose_inside_is_read_elsewhere_is_left_with_the_reason(ort_l
 
 
 def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch):
-    monkeypatch.delitem(rotary_embedding_measured.SPEEDUP, "fp32", raising=False)
+    measured_as(monkeypatch, "rotary_embedding", "fp32", None)
     model = _model()
     report = rewrite(model, ort_library)
     assert not report.rewritten and "Neg" in {n.op_type for n in model.graph.node}
     assert report.left == ["Neg node 'rope/Neg': the library's RotaryEmbedding was not measured against the "
-                           f"export's decomposed form in fp32 on {rotary_embedding_measured.DEVICE}: the export's "
-                           "nodes kept"]
+                           f"export's decomposed form in fp32 on {choices.table('rotary_embedding').device}: the "
+                           "export's nodes kept"]
 
 
 def test_a_negation_that_is_no_rotation_is_not_the_matchers_business(ort_library, measured):
@@ -192,7 +194,7 @@ def test_a_negation_that_is_no_rotation_is_not_the_matchers_business(ort_library
 def norms_measured(monkeypatch):
     """The norm forms measured faster too, fp32 and fp16."""
     for dtype in ("fp32", "fp16"):
-        monkeypatch.setitem(rotary_embedding_measured.SPEEDUP, dtype, {"decomposed": 2.0, "rms": 2.0,
+        measured_as(monkeypatch, "rotary_embedding", dtype, {"decomposed": 2.0, "rms": 2.0,
                                                                         "rms_joined": 2.0})
 
 
@@ -241,7 +243,7 @@ def test_an_unmeasured_norm_form_keeps_orts_norm_and_says_so(ort_library, measur
         n.op_type == "RMSNormalization" for n in model.graph.node) == 2
     assert list(report.notes) == [
         "the q/k RMSNormalization stays ORT's: the library's RotaryEmbedding was not measured against the export's "
-        f"rms_joined form in fp32 on {rotary_embedding_measured.DEVICE}: the export's nodes kept"]
+        f"rms_joined form in fp32 on {choices.table('rotary_embedding').device}: the export's nodes kept"]
 
 
 def test_the_norm_forms_widest_head_is_the_kernels_widest_row(root):

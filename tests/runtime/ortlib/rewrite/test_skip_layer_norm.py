@@ -10,7 +10,9 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tritonforge.runtime.ortlib.rewrite import ada_layer_norm_measured, rewrite, skip_layer_norm_measured  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import choices, rewrite  # noqa: E402
+
+from tests.runtime.ortlib.rewrite.measured import measured_as  # noqa: E402
 
 C, S = 16, 6
 NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
@@ -20,15 +22,15 @@ NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
 def no_affine_form(monkeypatch):
     """The LayerNormalization alone in the library's AdaLayerNorm (its `affine` form) left out of the tables: these
     tests are about what SkipLayerNormalization takes or leaves; the one that has both sets the form itself."""
-    for dtype, forms in list(ada_layer_norm_measured.SPEEDUP.items()):
-        monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, dtype, {k: v for k, v in forms.items() if k != "affine"})
+    for dtype, forms in list(choices.table("ada_layer_norm").speedup.items()):
+        measured_as(monkeypatch, "ada_layer_norm", dtype, {k: v for k, v in forms.items() if k != "affine"})
 
 
 @pytest.fixture
 def measured(monkeypatch):
     """The table as rows would make it where the fused node measured faster in fp32 and fp16."""
     for dtype in ("fp32", "fp16"):
-        monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, dtype, {"export": 1.5})
+        measured_as(monkeypatch, "skip_layer_norm", dtype, {"export": 1.5})
 
 
 def _model(elem=TensorProto.FLOAT, order="bias_first", div_one=False, sum_read=True, bias_read=False,
@@ -127,7 +129,7 @@ def test_a_layer_norm_after_a_bias_add_alone_is_not_its_business(ort_library, me
 
 
 def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, monkeypatch):
-    monkeypatch.delitem(skip_layer_norm_measured.SPEEDUP, "fp32", raising=False)
+    measured_as(monkeypatch, "skip_layer_norm", "fp32", None)
     model = _model()
     before = _ops(model)
     report = rewrite(model, ort_library)
@@ -137,7 +139,7 @@ def test_an_unmeasured_dtype_keeps_the_exports_nodes_and_says_so(ort_library, mo
 
 
 def test_a_dtype_that_measured_slower_is_left_with_the_number(ort_library, monkeypatch):
-    monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, "fp32", {"export": 0.9})
+    measured_as(monkeypatch, "skip_layer_norm", "fp32", {"export": 0.9})
     report = rewrite(_model(), ort_library)
     assert not report.rewritten
     assert any("measured faster than ORT's SkipLayerNormalization (0.90x" in why for why in report.left), report.left
@@ -145,14 +147,14 @@ def test_a_dtype_that_measured_slower_is_left_with_the_number(ort_library, monke
 
 def test_with_the_affine_form_measured_too_the_norm_after_a_residual_stays_the_fused_nodes(ort_library, measured,
                                                                                           monkeypatch):
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    measured_as(monkeypatch, "ada_layer_norm", "fp32", {"affine": 1.5})
     report = rewrite(_model(), ort_library)
     assert report.rewritten == {"SkipLayerNormalization": 1}, report.lines()
 
 
 def test_where_the_fused_node_measured_slower_the_affine_form_takes_the_norm_alone(ort_library, monkeypatch):
-    monkeypatch.setitem(skip_layer_norm_measured.SPEEDUP, "fp32", {"export": 0.9})
-    monkeypatch.setitem(ada_layer_norm_measured.SPEEDUP, "fp32", {"affine": 1.5})
+    measured_as(monkeypatch, "skip_layer_norm", "fp32", {"export": 0.9})
+    measured_as(monkeypatch, "ada_layer_norm", "fp32", {"affine": 1.5})
     model = _model()
     want = _run(model)
     report = rewrite(model, ort_library)
