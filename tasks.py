@@ -626,8 +626,8 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
 
 
 @task(help={
-    "model": "the ONNX model to read",
-    "out": "where the rewritten model goes (default: <model>.tf.onnx beside it)",
+    "model": "the ONNX model to read, or a pipeline folder as optimum-cli export onnx writes it",
+    "out": "where the rewritten model goes (default: <model>.tf.onnx beside it; a folder's: <folder>.tf)",
     "library": "the library whose CUDA kernels decide what is rewritten (default: the one ortlib.register finds)",
     "any_dtype": "rewrite every qualifying node, whatever the library's CUDA kernels serve",
     "all_softmax": "also the softmax nodes at row lengths where ORT's own kernel measured faster (77 and 197 "

@@ -36,7 +36,8 @@ NAME = "tritonforge_ort"
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib"
 REQUIRES = ["onnx>=1.16"]  # the rewrite reads and writes models (numpy comes with it)
 OLDEST_ONNXRUNTIME = "1.18.0"  # the library's oldest C API (runtime/ortlib/src/ops.cc: kOldestApi), as README says
-EXTRAS = {"gpu": [f"onnxruntime-gpu>={OLDEST_ONNXRUNTIME}"]}
+# gpu: onnxruntime-gpu; optimum: what runs a rewritten pipeline folder (tritonforge_ort.pipeline_sessions)
+EXTRAS = {"gpu": [f"onnxruntime-gpu>={OLDEST_ONNXRUNTIME}"], "optimum": ["optimum-onnx>=0.1.0"]}
 REQUIRES_PYTHON = ">=3.9"
 NEWEST_GLIBC = 28  # onnxruntime-gpu's wheels are manylinux_2_28: a wheel that needs more installs nowhere it does
 

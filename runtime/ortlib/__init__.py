@@ -105,3 +105,24 @@ def session(model, library: str | os.PathLike | None = None, **settings):
 
     return make_session(model, library_path(library), **settings)
 
+
+# the component folders whose sessions optimum's ORTDiffusionPipeline.from_pretrained takes as `<name>_session`
+PIPELINE_MODELS = ("unet", "transformer", "vae_encoder", "vae_decoder", "text_encoder", "text_encoder_2",
+                   "text_encoder_3")
+
+
+def pipeline_sessions(folder, library: str | os.PathLike | None = None, **settings) -> dict:
+    """A session (session(), the same `settings`) for each model of a pipeline folder (an optimum-onnx export,
+    rewritten or not), keyed as optimum takes them:
+
+        from optimum.onnxruntime import ORTDiffusionPipeline
+        pipe = ORTDiffusionPipeline.from_pretrained(folder, **tritonforge_ort.pipeline_sessions(folder))
+
+    optimum makes its own sessions without the library otherwise, which cannot load a rewritten model."""
+    lib = library_path(library)
+    found = {name: Path(folder) / name / "model.onnx" for name in PIPELINE_MODELS}
+    found = {name: path for name, path in found.items() if path.is_file()}
+    if not found:
+        raise TritonforgeError(f"{folder}: no {', '.join(PIPELINE_MODELS)} folder with a model.onnx")
+    return {f"{name}_session": session(path, lib, **settings) for name, path in found.items()}
+

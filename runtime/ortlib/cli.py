@@ -1,6 +1,7 @@
-"""`tritonforge-rewrite MODEL [-o OUT]`: a model's GroupNorms and softmaxes put into the library's ops,
-from the command line. It is the `tritonforge_ort` wheel's console script; in a checkout, `invoke
-rewrite` and `python -m tritonforge.runtime.ortlib.cli` run the same code."""
+"""`tritonforge-rewrite MODEL|FOLDER [-o OUT]`: a model's GroupNorms, attention, norms and Linears put into the
+library's ops (or a whole pipeline folder's, as optimum-onnx exports it), from the command line. It is the
+`tritonforge_ort` wheel's console script; in a checkout, `invoke rewrite` and `python -m
+tritonforge.runtime.ortlib.cli` run the same code."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from .settings import meant_for
 
 
 def output_for(model: str | Path) -> Path:
-    """Where the rewrite of `model` goes by default: `<name>.tf.onnx` beside it."""
+    """Where the rewrite of `model` goes by default: `<name>.tf.onnx` beside it; a pipeline folder's, `<name>.tf`."""
     src = Path(model)
+    if src.is_dir():
+        return src.with_name(src.resolve().name + ".tf")
     return src.with_name(src.name.removesuffix(".onnx") + ".tf.onnx")
 
 
@@ -25,11 +28,24 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
+    from .rewrite.folder import rewrite_folder
 
+    options = dict(library=library, use_library=not any_dtype, softmax_min_cols=0 if all_softmax else None,
+                   attention=attention, layout=layout, check_load=check_load, gpu=gpu)
     try:
-        report = rewrite_file(model, out or output_for(model), library, use_library=not any_dtype,
-                              softmax_min_cols=0 if all_softmax else None, attention=attention, layout=layout,
-                              check_load=check_load, gpu=gpu)
+        if Path(model).is_dir():
+            dst = Path(out) if out else output_for(model)
+            reports = rewrite_folder(model, dst, say=say, **options)
+            for name, report in reports.items():
+                say(f"== {name}")
+                for line in report.lines():
+                    say(line)
+            say(f"wrote {dst}: " + ", ".join(f"{name}/model.onnx" for name in reports) + " rewritten, every other file "
+                "copied")
+            say(f"run it with optimum: ORTDiffusionPipeline.from_pretrained('{dst}', "
+                f"**tritonforge_ort.pipeline_sessions('{dst}'))")
+            return [str(dst)]
+        report = rewrite_file(model, out or output_for(model), **options)
     except TritonforgeError:
         raise
     except Exception as exc:  # anything else (a library that does not load, a full disk) is one line too
@@ -45,8 +61,10 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tritonforge-rewrite", description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="the ONNX model to read (external data beside it is read where it lies)")
-    ap.add_argument("-o", "--out", help="where the rewrite goes (default: <model>.tf.onnx beside it)")
+    ap.add_argument("model", help="the ONNX model to read (external data beside it is read where it lies), or a "
+                                   "pipeline folder as optimum-cli export onnx writes it")
+    ap.add_argument("-o", "--out", help="where the rewrite goes (default: <model>.tf.onnx beside it; for a folder, "
+                                        "<folder>.tf, which must not exist)")
     ap.add_argument("--library", help="the library whose CUDA kernels decide what is rewritten (default: the "
                                       "one register() finds)")
     ap.add_argument("--any-dtype", action="store_true", help="rewrite whatever the library's CUDA kernels serve")

@@ -42,6 +42,7 @@ def test_the_wheel_is_the_package_the_library_and_a_record_that_checks(built_whe
         assert z.read("tritonforge_ort/libtritonforge_ort.so") == ort_library.read_bytes()
         meta = z.read("tritonforge_ort-0.9.0.dist-info/METADATA").decode()
         assert "Requires-Dist: onnx>=1.16" in meta and 'Requires-Dist: onnxruntime-gpu>=1.18.0; extra == "gpu"' in meta
+        assert 'Requires-Dist: optimum-onnx>=0.1.0; extra == "optimum"' in meta
         assert "Requires-Python: >=3.9" in meta
         assert "tritonforge-rewrite = tritonforge_ort.cli:main" in z.read(
             "tritonforge_ort-0.9.0.dist-info/entry_points.txt").decode()
