@@ -18,9 +18,8 @@ for _module in ("torch", "diffusers", "transformers", "optimum.onnxruntime"):
     pytest.importorskip(_module, reason="the pipeline is exported by optimum-onnx (pins/optimum.txt; scripts/setup "
                                         "installs it)")
 
+from benchmarks.pipeline_models import save  # noqa: E402
 from tests.cli import invoke  # noqa: E402
-
-from .tiny_pipeline import save  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[4]
 COMPONENTS = ["text_encoder", "unet", "vae_decoder", "vae_encoder"]
@@ -35,7 +34,7 @@ def _cli(*args, cwd, env=None):
 def exported(tmp_path_factory):
     """The tiny SD 1.5-style pipeline, exported as a user does: optimum-cli export onnx --task text-to-image."""
     where = tmp_path_factory.mktemp("pipeline")
-    save(where / "torch")
+    save("sd15", where / "torch", tiny=True)
     cli = Path(sys.executable).with_name("optimum-cli")
     done = subprocess.run([str(cli), "export", "onnx", "--model", str(where / "torch"), "--task", "text-to-image",
                            str(where / "onnx")], capture_output=True, text=True, timeout=600)

@@ -1,0 +1,187 @@
+"""The whole pipeline, as users run it: seconds per image and seconds from a fresh process to the first image, for an
+optimum-onnx export run by optimum's ORTDiffusionPipeline as exported and rewritten (tritonforge-rewrite DIR), and for
+diffusers' own pipeline with torch.compile on its denoiser; each side in a process of its own.
+
+    python benchmarks/pipeline_bench.py --model sd15 [--steps 30] [--side 512] [--library L] [--compile reduce-overhead]
+    python benchmarks/pipeline_bench.py --model sd15 --tiny --provider cpu --steps 2 --compile none   # a smoke run
+
+This process builds the pipeline from its published configs with random weights (pipeline_models.py), saves it,
+exports it with `optimum-cli export onnx --task text-to-image` (fp16 on the GPU, fp32 on the CPU) and rewrites the
+folder. Each side then starts fresh (`--side-of`), makes its pipeline (optimum's with its own sessions; optimum's
+with tritonforge_ort.pipeline_sessions; diffusers' with `torch.compile(unet, mode=...)`, `cudnn.benchmark` on),
+draws the same prompt, seed, steps, guidance and resolution, and records the time to its first image (the process's
+start to the image in host memory: imports, sessions or compile, and one whole generation) and the median seconds
+per image of `--runs` more. The rewritten pipeline's image is checked against the export's first (max |a - b| of
+pixels in [0, 1]), and diffusers' beside them. Rows: benchmark `pipeline`, shape `<model>@<side> <steps> steps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PROMPT = "a photograph of an astronaut riding a horse"
+SIDES = {"export": "optimum (the export)", "tritonforge": "optimum (rewritten)", "torch": "diffusers"}
+TOL = {"fp16": 2e-2, "fp32": 1e-3}  # pixels in [0, 1] after the whole denoising loop
+
+
+def _generate(pipe, args, torch):
+    out = pipe(PROMPT, num_inference_steps=args.steps, height=args.side, width=args.side, guidance_scale=7.5,
+               output_type="np", generator=torch.Generator().manual_seed(0))
+    return out.images[0]
+
+
+def side_main(args) -> int:
+    """One side in this fresh process (--side-of): its pipeline made, the first image timed from the process's
+    start (--t0), then --runs more; JSON and the first image into --out."""
+    import numpy as np
+    import torch
+
+    cuda = args.provider == "cuda"
+    if args.side_of == "torch":
+        from diffusers import StableDiffusionPipeline
+
+        torch.backends.cudnn.benchmark = True
+        pipe = StableDiffusionPipeline.from_pretrained(args.folder, torch_dtype=torch.float16 if cuda else None)
+        pipe = pipe.to("cuda" if cuda else "cpu")
+        pipe.set_progress_bar_config(disable=True)
+        if args.compile != "none":
+            pipe.unet = torch.compile(pipe.unet, mode=args.compile)
+    else:
+        from optimum.onnxruntime import ORTDiffusionPipeline
+
+        provider = "CUDAExecutionProvider" if cuda else "CPUExecutionProvider"
+        sessions = {}
+        if args.side_of == "tritonforge":
+            from tritonforge.runtime import ortlib
+
+            sessions = ortlib.pipeline_sessions(args.folder, args.library, providers=[provider])
+        pipe = ORTDiffusionPipeline.from_pretrained(args.folder, provider=provider, **sessions)
+        pipe.set_progress_bar_config(disable=True)
+    image = _generate(pipe, args, torch)
+    first = time.time() - args.t0
+    np.save(args.out.with_suffix(".npy"), image)
+    times = []
+    for _ in range(args.runs):
+        t = time.perf_counter()
+        _generate(pipe, args, torch)
+        times.append(time.perf_counter() - t)
+    median = statistics.median(times) if times else None
+    args.out.write_text(json.dumps({"first_image_s": first, "s_per_image": median}))
+    return 0
+
+
+def _run_side(name: str, folder: Path, args, work: Path) -> dict:
+    out = work / f"{name}.json"
+    argv = [sys.executable, __file__, "--side-of", name, "--folder", str(folder), "--out", str(out), "--t0",
+            repr(time.time()), "--provider", args.provider, "--steps", str(args.steps), "--side-px", str(args.side),
+            "--runs", str(args.runs), "--compile", args.compile,
+            *(["--library", str(args.library)] if args.library else [])]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.limit)
+    if done.returncode != 0 or not out.is_file():
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    return json.loads(out.read_text())
+
+
+def prepare(args, work: Path) -> tuple[Path, Path, Path]:
+    """(the diffusers folder, the optimum export, its rewrite) made in `work`."""
+    from tritonforge.runtime.ortlib.rewrite.folder import rewrite_folder
+
+    from benchmarks import pipeline_models
+
+    dtype = "fp16" if args.provider == "cuda" else "fp32"
+    torch_dir = pipeline_models.save(args.model, work / "torch", args.tiny, dtype)
+    export = work / "onnx"
+    cli = Path(sys.executable).with_name("optimum-cli")
+    argv = [str(cli), "export", "onnx", "--model", str(torch_dir), "--task", "text-to-image", str(export)]
+    if args.provider == "cuda":
+        argv += ["--dtype", "fp16", "--device", "cuda"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"error: optimum-cli export onnx failed: {done.stderr.strip()[-1500:]}")
+    rewritten = work / "onnx.tf"
+    rewrite_folder(export, rewritten, library=args.library)
+    return torch_dir, export, rewritten
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=("sd15",), default="sd15")
+    ap.add_argument("--tiny", action="store_true", help="the same classes, tiny (a smoke run)")
+    ap.add_argument("--provider", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--side", type=int, default=0, help="image side in pixels (default: 512; --tiny: 32)")
+    ap.add_argument("--runs", type=int, default=3, help="images timed after the first")
+    ap.add_argument("--compile", default="reduce-overhead", help="torch.compile's mode for the denoiser, or none")
+    ap.add_argument("--library", type=Path, default=None)
+    ap.add_argument("--limit", type=float, default=1800.0, help="seconds a side may take")
+    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
+    # one side, in a process of its own (what this script starts)
+    ap.add_argument("--side-of", choices=tuple(SIDES), help=argparse.SUPPRESS)
+    ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--t0", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--side-px", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.side_of:
+        args.side = args.side_px
+        return side_main(args)
+    import numpy as np
+    from tritonforge.runtime import ortlib
+
+    from benchmarks.e2e_bench import _device
+    from benchmarks.results import write_rows
+
+    args.side = args.side or (32 if args.tiny else 512)
+    args.library = ortlib.library_path(args.library)
+    work = args.work or Path(tempfile.mkdtemp(prefix="tritonforge-pipeline-"))
+    work.mkdir(parents=True, exist_ok=True)
+    torch_dir, export, rewritten = prepare(args, work)
+    got = {"export": _run_side("export", export, args, work),
+           "tritonforge": _run_side("tritonforge", rewritten, args, work),
+           "torch": _run_side("torch", torch_dir, args, work)}
+    images = {k: np.load(work / f"{k}.npy") for k in got if (work / f"{k}.npy").is_file()}
+    diff = {k: float(np.abs(images[k] - images["export"]).max()) for k in images if "export" in images}
+    dtype = "fp16" if args.provider == "cuda" else "fp32"
+    label = f"{args.model}{'_tiny' if args.tiny else ''}@{args.side} {args.steps} steps"
+    device = _device(args.provider)
+    rows = []
+    for k, g in got.items():
+        compiled = f"; torch.compile(mode={args.compile!r}), own process" if args.compile != "none" else "; eager"
+        name = ("torch_compile" if args.compile != "none" else "torch_eager") if k == "torch" else k
+        extra = SIDES[k] + (compiled if k == "torch" else "") + \
+            (f"; not run: {g['error']}" if "error" in g else "")
+        for metric, unit in (("s_per_image", "s"), ("first_image_s", "s")):
+            if g.get(metric) is not None:
+                rows.append({"provider": name, "shape": label, "dtype": dtype, "metric": metric, "unit": unit,
+                             "value": f"{g[metric]:.3f}", "extra": extra})
+        if k in diff:
+            rows.append({"provider": name, "shape": label, "dtype": dtype, "metric": "max_abs_diff", "unit": "",
+                         "value": f"{diff[k]:.3g}", "extra": "pixels in [0, 1], against the export's image"})
+    write_rows("pipeline", device, rows, args.results or ROOT / "benchmarks" / "results" / "results.csv")
+    print(f"{label} on {device}: seconds per image / first image")
+    for k, g in got.items():
+        said = g.get("error") or f"{g.get('s_per_image') or float('nan'):.3f} s / {g['first_image_s']:.1f} s"
+        print(f"  {SIDES[k]}: {said}" + (f" (image max diff {diff[k]:.3g})" if k in diff and k != "export" else ""))
+    ok = "error" not in got["tritonforge"] and diff.get("tritonforge", 1.0) <= TOL[dtype]
+    if not args.work:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())

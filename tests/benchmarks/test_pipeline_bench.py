@@ -1,0 +1,27 @@
+"""The pipeline bench's machinery on a tiny pipeline on the CPU: export, folder rewrite, each side in a process of its
+own, images compared, rows written (the numbers mean nothing on a CPU: the GPU's rows are the measurements)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+for _module in ("torch", "diffusers", "transformers", "optimum.onnxruntime", "onnxruntime"):
+    pytest.importorskip(_module, reason="the bench exports with optimum-onnx (pins/optimum.txt)")
+
+from benchmarks import pipeline_bench  # noqa: E402
+
+
+@pytest.mark.full
+def test_a_tiny_pipeline_runs_on_every_side_and_writes_its_rows(ort_library, tmp_path):
+    results = tmp_path / "r.csv"
+    assert pipeline_bench.main(["--model", "sd15", "--tiny", "--provider", "cpu", "--steps", "2", "--runs", "1",
+                                "--compile", "none", "--library", str(ort_library), "--results", str(results)]) == 0
+    rows = list(csv.DictReader(results.open()))
+    got = {(r["provider"], r["metric"]) for r in rows}
+    for side in ("export", "tritonforge", "torch_eager"):
+        assert {(side, "s_per_image"), (side, "first_image_s"), (side, "max_abs_diff")} <= got, got
+    diff = next(float(r["value"]) for r in rows if r["provider"] == "tritonforge" and r["metric"] == "max_abs_diff")
+    assert diff < pipeline_bench.TOL["fp32"]
+    assert {r["shape"] for r in rows} == {"sd15_tiny@32 2 steps"}
