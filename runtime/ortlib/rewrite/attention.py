@@ -39,6 +39,7 @@ import numpy as np
 
 from .. import DOMAIN
 from . import choices
+from .causal import why_not_causal
 from .graph import MS, attrs, domain_of, is_op
 from .loads import ort_runs
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form
@@ -194,10 +195,11 @@ def _split(g, reshape, what: str) -> tuple[str, int, int]:
         raise Left(f"{what} does not come from a Reshape of a (batch, sequence, heads * head_dim) projection")
     x = reshape.input[0]
     src, out = g.dims(x), g.dims(reshape.output[0])
-    if src is None or out is None or len(src) != 3 or len(out) != 4 or not isinstance(out[2], int) or (
-            out[3] is None and src[2] is None):
+    if src is None or out is None or len(src) != 3 or len(out) != 4 or not (
+            isinstance(out[2], int) and (out[3] is not None or src[2] is not None) or
+            isinstance(out[3], int) and isinstance(src[2], int)):  # H from H*d and d: a -1 in the target's heads
         raise Left(f"the Reshape '{reshape.name}' of {what} is not (B, S, H*d) -> (B, S, H, d) with H and d known")
-    heads = out[2]
+    heads = out[2] if isinstance(out[2], int) else src[2] // out[3]
     d = out[3] if out[3] is not None else src[2] // heads
     if src[2] is not None and src[2] != heads * d:
         raise Left(f"the Reshape '{reshape.name}' of {what} does not split {src[2]} channels into {heads} x {d}")
@@ -409,16 +411,27 @@ class DecomposedAttention:
 
     def match(self, r: Rewriter, sm):
         g = r.graph
-        on_scores = _scaled(g, sm.input[0])
-        mm1 = g.producer.get(on_scores[0])
-        chain = [on_scores[3]] if on_scores[3] is not None else []
         mm2 = g.only_reader(sm.output[0])
         if not is_op(mm2, "MatMul") or mm2.input[0] != sm.output[0]:
             return None  # not attention: a softmax of its own
+        masked, scores, not_causal = None, sm.input[0], ""
+        added = g.producer.get(sm.input[0])
+        if is_op(added, "Add"):  # a causal mask added to the scores (CLIP's text encoder): the op's unidirectional
+            for x, m in ((0, 1), (1, 0)):
+                why = why_not_causal(g, added.input[m])
+                if why is None:
+                    masked, scores = added, added.input[x]
+                    break
+                not_causal = not_causal or f" (the value added is not a causal mask: {why})"
+        on_scores = _scaled(g, scores)
+        mm1 = g.producer.get(on_scores[0])
+        chain = [n for n in (on_scores[3], masked) if n is not None]
         if not is_op(mm1, "MatMul"):
             made = f"{mm1.op_type} '{mm1.name}'" if mm1 is not None else "a graph input"
             raise Left(f"its scores come from {made}, not a MatMul of Q and K^T (a mask or bias added?): the "
-                       "library's op takes none")
+                       f"library's op takes none{not_causal}")
+        if len(chain) == 2 and g.only_reader(on_scores[3].output[0]) is not masked:
+            raise Left("the scaled scores are read by other nodes too")
         dims = g.dims(sm.input[0])
         if dims is None or len(dims) != 4:
             return None
@@ -439,7 +452,7 @@ class DecomposedAttention:
         name = (sm.name.replace("Softmax", "MultiHeadAttention") if "Softmax" in sm.name
                 else f"{sm.name or mm2.output[0]}_attention")
         return attention_match(r, self.source, [*chain, mm1, sm, mm2], q, k, v, mm2.output[0], True, name, scale,
-                               False, keep_ok=True)
+                               masked is not None, keep_ok=True)
 
 
 class OnnxAttention:

@@ -64,6 +64,9 @@ def test_the_folder_is_rewritten_whole_and_optimum_runs_it_to_the_exports_image(
     assert [f"== {c}" for c in COMPONENTS] == [line for line in lines if line.startswith("== ")]
     said = proc.stdout
     assert "GroupNormalization: 21 node(s)" in said and "MultiHeadAttention: 8 node(s)" in said  # the UNet's
+    # the text encoder's: CLIP's causal-masked attention (causal.py) and its LayerNorms
+    encoder = said.split("== text_encoder")[1].split("== unet")[0]
+    assert "MultiHeadAttention: 2 node(s)" in encoder and "AdaLayerNorm: 5 node(s)" in encoder, encoder
     assert f"wrote {out}: " + ", ".join(f"{c}/model.onnx" for c in COMPONENTS) in said
     # every file but the models is the export's, byte for byte; each model is a rewrite onnxruntime loads
     for path in exported.rglob("*"):
