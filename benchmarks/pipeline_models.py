@@ -2,9 +2,12 @@
 `optimum-cli export onnx --task text-to-image` reads and what diffusers' own pipeline loads.
 
 SD 1.5 (stable-diffusion-v1-5/stable-diffusion-v1-5): its UNet and VAE configs (e2e_models.py), its text encoder's
-(CLIP ViT-L/14: 12 layers of 768, 77 positions, 49408 tokens) and a DDIM scheduler. The tokenizer is a CLIP tokenizer
-of the 54 letters and specials made here (the real vocabulary is a download; random weights make any token ids as
-good as others). `tiny=True`: the same classes at widths of 32 and 64, for CPU tests.
+(CLIP ViT-L/14: 12 layers of 768, 77 positions, 49408 tokens) and a DDIM scheduler. SD3-medium
+(stabilityai/stable-diffusion-3-medium-diffusers): its transformer (e2e_models.py), CLIP-L and CLIP-G with their
+projections, T5 v1.1 XXL's encoder, a 16-channel VAE and the flow-matching Euler scheduler. The tokenizers are made
+here: CLIP's of the 54 letters and specials, T5's a unigram model of the letters (the real vocabularies are
+downloads; random weights make any token ids as good as others). `tiny=True`: the same classes at widths of 32 and
+64, for CPU tests.
 """
 
 from __future__ import annotations
@@ -13,9 +16,17 @@ import json
 import tempfile
 from pathlib import Path
 
-PIPELINES = ("sd15",)
+PIPELINES = ("sd15", "sd3")
 _CLIP_L = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
            "max_position_embeddings": 77, "projection_dim": 768, "vocab_size": 49408, "hidden_act": "quick_gelu"}
+_CLIP_G = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 20,
+           "max_position_embeddings": 77, "projection_dim": 1280, "vocab_size": 49408, "hidden_act": "gelu"}
+_T5_XXL = {"d_model": 4096, "d_ff": 10240, "num_layers": 24, "num_heads": 64, "d_kv": 64, "vocab_size": 32128,
+           "feed_forward_proj": "gated-gelu"}
+_TINY_T5 = {"d_model": 32, "d_ff": 64, "num_layers": 2, "num_heads": 4, "d_kv": 8}
+_TINY_SD3 = {"sample_size": 8, "patch_size": 2, "in_channels": 4, "num_layers": 2, "attention_head_dim": 8,
+             "num_attention_heads": 4, "joint_attention_dim": 32, "caption_projection_dim": 32,
+             "pooled_projection_dim": 64, "out_channels": 4, "pos_embed_max_size": 16}
 _TINY_CLIP = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
               "max_position_embeddings": 16, "projection_dim": 32}
 _TINY_UNET = {"sample_size": 8, "in_channels": 4, "out_channels": 4, "layers_per_block": 1,
@@ -41,27 +52,76 @@ def _tokenizer(max_length: int):
                              model_max_length=max_length), len(vocab)
 
 
+def _t5_tokenizer(max_length: int):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import T5TokenizerFast
+
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), *((c, -1.0) for c in "abcdefghijklmnopqrstuvwxyz"),
+             ("\u2581", -1.0)]
+    unigram = Tokenizer(models.Unigram(vocab, unk_id=2))
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    with tempfile.TemporaryDirectory() as tmp:
+        unigram.save(str(Path(tmp) / "tokenizer.json"))
+        return T5TokenizerFast(tokenizer_file=str(Path(tmp) / "tokenizer.json"), model_max_length=max_length,
+                               pad_token="<pad>", eos_token="</s>", unk_token="<unk>", extra_ids=0), len(vocab)
+
+
 def save(name: str, out: Path, tiny: bool = False, dtype: str = "fp32") -> Path:
     """Pipeline `name` (PIPELINES) saved into `out` (a diffusers pipeline folder), weights drawn with seed 0."""
     import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel
-
-    from benchmarks.e2e_models import _SD15_UNET, _VAE
 
     if name not in PIPELINES:
         raise ValueError(f"unknown pipeline '{name}' (one of {', '.join(PIPELINES)})")
     torch.manual_seed(0)
-    clip = _TINY_CLIP if tiny else _CLIP_L
-    tokenizer, letters = _tokenizer(clip["max_position_embeddings"])
-    text = CLIPTextModel(CLIPTextConfig(**{"vocab_size": letters, **clip}, bos_token_id=0, eos_token_id=1,
-                                        pad_token_id=1))
-    unet = UNet2DConditionModel(**(_TINY_UNET if tiny else _SD15_UNET))
-    vae = AutoencoderKL(**(_TINY_VAE if tiny else {**_VAE, "sample_size": 512}))
-    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet,
-                                   scheduler=DDIMScheduler(), safety_checker=None, feature_extractor=None,
-                                   requires_safety_checker=False)
+    pipe = _sd3(tiny) if name == "sd3" else _sd15(tiny)
     if dtype == "fp16":
         pipe = pipe.to(torch.float16)
     pipe.save_pretrained(out)
     return out
+
+
+def _clip(config: dict, letters: int, projection: bool):
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
+
+    cls = CLIPTextModelWithProjection if projection else CLIPTextModel
+    return cls(CLIPTextConfig(**{"vocab_size": letters, **config}, bos_token_id=0, eos_token_id=1, pad_token_id=1))
+
+
+def _sd15(tiny: bool):
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+
+    from benchmarks.e2e_models import _SD15_UNET, _VAE
+
+    clip = _TINY_CLIP if tiny else _CLIP_L
+    tokenizer, letters = _tokenizer(clip["max_position_embeddings"])
+    return StableDiffusionPipeline(
+        vae=AutoencoderKL(**(_TINY_VAE if tiny else {**_VAE, "sample_size": 512})),
+        text_encoder=_clip(clip, letters, False), tokenizer=tokenizer,
+        unet=UNet2DConditionModel(**(_TINY_UNET if tiny else _SD15_UNET)),
+        scheduler=DDIMScheduler(), safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+
+
+def _sd3(tiny: bool):
+    from diffusers import (
+        AutoencoderKL,
+        FlowMatchEulerDiscreteScheduler,
+        SD3Transformer2DModel,
+        StableDiffusion3Pipeline,
+    )
+    from transformers import T5Config, T5EncoderModel
+
+    from benchmarks.e2e_models import _SD3_MEDIUM, _VAE
+
+    clip_l, clip_g = (_TINY_CLIP, _TINY_CLIP) if tiny else (_CLIP_L, _CLIP_G)
+    tokenizer, letters = _tokenizer(clip_l["max_position_embeddings"])
+    t5_tokenizer, t5_letters = _t5_tokenizer(16 if tiny else 256)
+    t5 = T5EncoderModel(T5Config(**{**(_TINY_T5 if tiny else _T5_XXL), "vocab_size": t5_letters}))
+    vae = {**_TINY_VAE, "latent_channels": 4} if tiny else {**_VAE, "latent_channels": 16, "sample_size": 1024}
+    return StableDiffusion3Pipeline(
+        transformer=SD3Transformer2DModel(**(_TINY_SD3 if tiny else _SD3_MEDIUM)),
+        scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0),
+        vae=AutoencoderKL(**vae, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609,
+                          scaling_factor=1.5305),
+        text_encoder=_clip(clip_l, letters, True), tokenizer=tokenizer,
+        text_encoder_2=_clip(clip_g, letters, True), tokenizer_2=tokenizer,
+        text_encoder_3=t5, tokenizer_3=t5_tokenizer)

@@ -82,6 +82,34 @@ def test_the_folder_is_rewritten_whole_and_optimum_runs_it_to_the_exports_image(
     assert ours.shape == (32, 32, 3) and np.abs(ours - theirs).max() < 1e-4
 
 
+@pytest.mark.full
+def test_an_sd3_style_folder_with_three_text_encoders_runs_to_the_exports_image(ort_library, tmp_path):
+    """SD3's pipeline: two CLIP encoders with projections and T5's, a joint-attention transformer, a 16-channel VAE
+    and flow matching; the rewritten folder's image is the export's."""
+    import numpy as np
+    import torch
+    from optimum.onnxruntime import ORTDiffusionPipeline
+    from tritonforge.runtime import ortlib
+
+    save("sd3", tmp_path / "torch", tiny=True)
+    cli = Path(sys.executable).with_name("optimum-cli")
+    done = subprocess.run([str(cli), "export", "onnx", "--model", str(tmp_path / "torch"), "--task", "text-to-image",
+                           str(tmp_path / "onnx")], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    proc = _cli(tmp_path / "onnx", "--library", ort_library, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    names = ["text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "vae_decoder", "vae_encoder"]
+    assert [line[3:] for line in proc.stdout.splitlines() if line.startswith("== ")] == names
+    images = []
+    for folder, sessions in ((tmp_path / "onnx", {}), (tmp_path / "onnx.tf", None)):
+        if sessions is None:
+            sessions = ortlib.pipeline_sessions(folder, ort_library, providers=["CPUExecutionProvider"])
+        pipe = ORTDiffusionPipeline.from_pretrained(folder, **sessions)
+        images.append(pipe("a cat", num_inference_steps=2, height=32, width=32, output_type="np",
+                           max_sequence_length=16, generator=torch.Generator().manual_seed(0)).images[0])
+    assert np.abs(images[0] - images[1]).max() < 1e-4
+
+
 def test_invoke_rewrite_takes_a_folder_too(exported, ort_library, tmp_path):
     done = invoke(ROOT, "rewrite", "--model", str(exported), "--out", str(tmp_path / "i.tf"), "--library",
                   str(ort_library))
