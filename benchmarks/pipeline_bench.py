@@ -125,7 +125,9 @@ def main(argv=None) -> int:
     ap.add_argument("--compile", default="reduce-overhead", help="torch.compile's mode for the denoiser, or none")
     ap.add_argument("--library", type=Path, default=None)
     ap.add_argument("--limit", type=float, default=1800.0, help="seconds a side may take")
-    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--work", type=Path, default=None,
+                    help="where the pipeline, its export and its rewrite go (kept; a later run with the same --work "
+                         "reuses them)")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     # one side, in a process of its own (what this script starts)
     ap.add_argument("--side-of", choices=tuple(SIDES), help=argparse.SUPPRESS)
@@ -147,7 +149,11 @@ def main(argv=None) -> int:
     args.library = ortlib.library_path(args.library)
     work = args.work or Path(tempfile.mkdtemp(prefix="tritonforge-pipeline-"))
     work.mkdir(parents=True, exist_ok=True)
-    torch_dir, export, rewritten = prepare(args, work)
+    if args.work and all((work / d).is_dir() for d in ("torch", "onnx", "onnx.tf")):
+        torch_dir, export, rewritten = work / "torch", work / "onnx", work / "onnx.tf"  # made by an earlier run
+        print(f"reusing the pipeline, its export and its rewrite in {work}")
+    else:
+        torch_dir, export, rewritten = prepare(args, work)
     got = {"export": _run_side("export", export, args, work),
            "tritonforge": _run_side("tritonforge", rewritten, args, work),
            "torch": _run_side("torch", torch_dir, args, work)}
