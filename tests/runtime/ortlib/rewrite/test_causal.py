@@ -13,6 +13,8 @@ onnx = pytest.importorskip("onnx", reason="onnx builds the test graphs")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tritonforge.runtime.ortlib.rewrite import rewrite  # noqa: E402
 
+from .test_layout import _run  # noqa: E402  (random feeds for every input, on the CPU EP)
+
 B, S, H, D = 2, 6, 2, 8
 LOWEST = float(np.finfo(np.float32).min)
 
@@ -49,19 +51,6 @@ def _masked(mask: str, seq=S):
     g = helper.make_graph(nodes, "attn", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, seq, c])],
                           inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _run(model, lib=None):
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    if lib:
-        so.register_custom_ops_library(str(lib))
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    feeds = {x: rng.standard_normal((B, S, H * D)).astype(np.float32) for x in "qkv"}
-    if "am" in {i.name for i in sess.get_inputs()}:
-        feeds["am"] = np.zeros((B, 1, 1, S), np.float32)
-    return sess.run(None, feeds)[0]
 
 
 @pytest.mark.parametrize("mask", ["causal constant", "causal from the shape"])
