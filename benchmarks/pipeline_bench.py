@@ -102,11 +102,7 @@ def prepare(args, work: Path) -> tuple[Path, Path, Path]:
     dtype = "fp16" if args.provider == "cuda" else "fp32"
     torch_dir = pipeline_models.save(args.model, work / "torch", args.tiny, dtype)
     export = work / "onnx"
-    cli = Path(sys.executable).with_name("optimum-cli")
-    argv = [str(cli), "export", "onnx", "--model", str(torch_dir), "--task", "text-to-image", str(export)]
-    if args.provider == "cuda":
-        argv += ["--dtype", "fp16", "--device", "cuda"]
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = pipeline_models.export(torch_dir, export, fp16_on_cuda=args.provider == "cuda")
     if done.returncode != 0:
         raise SystemExit(f"error: optimum-cli export onnx failed: {done.stderr.strip()[-1500:]}")
     rewritten = work / "onnx.tf"

@@ -52,6 +52,17 @@ def _tokenizer(max_length: int):
                              model_max_length=max_length), len(vocab)
 
 
+def export(pipeline_dir: Path, out: Path, fp16_on_cuda: bool = False, timeout: float = 1800.0):
+    """`optimum-cli export onnx --task text-to-image` of a saved pipeline into `out` (fp16 on the GPU when asked), in a
+    process of its own; returns the finished process (its returncode and stderr say how it went)."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "onnx", "--model", str(pipeline_dir),
+            "--task", "text-to-image", *(["--dtype", "fp16", "--device", "cuda"] if fp16_on_cuda else []), str(out)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
 def _t5_tokenizer(max_length: int):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import T5TokenizerFast

@@ -18,7 +18,7 @@ for _module in ("torch", "diffusers", "transformers", "optimum.onnxruntime"):
     pytest.importorskip(_module, reason="the pipeline is exported by optimum-onnx (pins/optimum.txt; scripts/setup "
                                         "installs it)")
 
-from benchmarks.pipeline_models import save  # noqa: E402
+from benchmarks.pipeline_models import export, save  # noqa: E402
 from tests.cli import invoke  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -35,9 +35,7 @@ def exported(tmp_path_factory):
     """The tiny SD 1.5-style pipeline, exported as a user does: optimum-cli export onnx --task text-to-image."""
     where = tmp_path_factory.mktemp("pipeline")
     save("sd15", where / "torch", tiny=True)
-    cli = Path(sys.executable).with_name("optimum-cli")
-    done = subprocess.run([str(cli), "export", "onnx", "--model", str(where / "torch"), "--task", "text-to-image",
-                           str(where / "onnx")], capture_output=True, text=True, timeout=600)
+    done = export(where / "torch", where / "onnx")
     assert done.returncode == 0, done.stderr[-3000:]
     return where / "onnx"
 
@@ -92,9 +90,7 @@ def test_an_sd3_style_folder_with_three_text_encoders_runs_to_the_exports_image(
     from tritonforge.runtime import ortlib
 
     save("sd3", tmp_path / "torch", tiny=True)
-    cli = Path(sys.executable).with_name("optimum-cli")
-    done = subprocess.run([str(cli), "export", "onnx", "--model", str(tmp_path / "torch"), "--task", "text-to-image",
-                           str(tmp_path / "onnx")], capture_output=True, text=True, timeout=900)
+    done = export(tmp_path / "torch", tmp_path / "onnx")
     assert done.returncode == 0, done.stderr[-3000:]
     proc = _cli(tmp_path / "onnx", "--library", ort_library, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
