@@ -100,11 +100,17 @@ def prepare(args, work: Path) -> tuple[Path, Path, Path]:
     from benchmarks import pipeline_models
 
     dtype = "fp16" if args.provider == "cuda" else "fp32"
-    torch_dir = pipeline_models.save(args.model, work / "torch", args.tiny, dtype)
-    export = work / "onnx"
-    done = pipeline_models.export(torch_dir, export, fp16_on_cuda=args.provider == "cuda")
-    if done.returncode != 0:
-        raise SystemExit(f"error: optimum-cli export onnx failed: {done.stderr.strip()[-1500:]}")
+    torch_dir, export = work / "torch", work / "onnx"
+    if not (torch_dir / "model_index.json").is_file():
+        pipeline_models.save(args.model, torch_dir, args.tiny, dtype)
+    if not (export / "model_index.json").is_file():
+        done = pipeline_models.export(torch_dir, export, fp16_on_cuda=args.provider == "cuda")
+        saved = "the model was saved nonetheless" in done.stderr  # optimum's own check of its export against torch
+        if done.returncode != 0 and not saved:
+            raise SystemExit(f"error: optimum-cli export onnx failed: {done.stderr.strip()[-1500:]}")
+        if saved:
+            print("optimum's validation of its export failed (" + done.stderr.strip().splitlines()[-1][:200] +
+                  "); the images are compared here")
     rewritten = work / "onnx.tf"
     rewrite_folder(export, rewritten, library=args.library)
     return torch_dir, export, rewritten
