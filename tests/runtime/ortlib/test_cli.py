@@ -65,7 +65,8 @@ def test_the_layout_is_chosen_on_the_command_line_and_through_invoke(ort_library
     assert bad.returncode == 2 and "error: --layout must be nchw or nhwc, not 'hwc'" in bad.stdout, bad.stdout
 
 
-def test_the_gpu_named_is_the_one_whose_measurements_decide_and_the_report_says_whose_did(ort_library, tmp_path):
+def test_the_gpu_named_is_the_one_whose_measurements_decide_and_the_report_says_whose_did(ort_library, tmp_path,
+                                                                                           capsys):
     from tests.cli import invoke
 
     from .rewrite.test_attention import _decomposed
@@ -77,8 +78,10 @@ def test_the_gpu_named_is_the_one_whose_measurements_decide_and_the_report_says_
     assert "choices for NVIDIA L4 (named): measured on NVIDIA H200 (attention)" in proc.stdout.splitlines(), \
         proc.stdout
     (tmp_path / "attn.tf.onnx").unlink()
-    bad = _cli("attn.onnx", "--library", ort_library, "--gpu", "Radeon RX 7900", cwd=tmp_path)
-    assert bad.returncode == 1 and bad.stderr.startswith("error: --gpu 'Radeon RX 7900' is no GPU the rewrite knows")
+    from tritonforge.runtime.ortlib import cli
+
+    assert cli.main([str(tmp_path / "attn.onnx"), "--library", str(ort_library), "--gpu", "Radeon RX 7900"]) == 1
+    assert capsys.readouterr().err.startswith("error: --gpu 'Radeon RX 7900' is no GPU the rewrite knows")
     assert not (tmp_path / "attn.tf.onnx").exists()
     from pathlib import Path
 
