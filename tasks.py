@@ -646,7 +646,8 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
             no_load_check: bool = False, gpu: str | None = None):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
-    ORT's own, where it measured faster); any size (external data)."""
+    ORT's own, where it measured faster); any size (external data); or every model of a pipeline folder that
+    optimum-cli export onnx wrote, into a new folder."""
     from tritonforge.runtime.ortlib.cli import rewrite_and_say
 
     _need("rewrite", model=model)
