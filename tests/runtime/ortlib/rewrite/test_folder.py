@@ -1,27 +1,31 @@
 """A pipeline folder as optimum-onnx exports it, rewritten in one command: every component's model rewritten, every
-other file copied, the result run by optimum's ORTDiffusionPipeline with the library on the CPU EP and its image the
-export's; bad folders refused with no OUT."""
+other file copied, a failing component named and no OUT left. The default suite checks the folder mechanics on a
+folder laid out as optimum lays one out, made of committed tiny exports; the full run exports tiny SD 1.5- and
+SD3-style pipelines with optimum-cli and runs each rewrite in optimum's ORTDiffusionPipeline to the export's image."""
 
 from __future__ import annotations
 
 import filecmp
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="the rewrite edits ONNX models")
 pytest.importorskip("onnxruntime", reason="the rewritten models run in onnxruntime")
-for _module in ("torch", "diffusers", "transformers", "optimum.onnxruntime"):
-    pytest.importorskip(_module, reason="the pipeline is exported by optimum-onnx (pins/optimum.txt; scripts/setup "
-                                        "installs it)")
 
-from benchmarks.pipeline_models import export, save  # noqa: E402
 from tests.cli import invoke  # noqa: E402
 
+from .test_layout import _run  # noqa: E402  (random feeds for every input, on the CPU EP)
+
 ROOT = Path(__file__).resolve().parents[4]
-COMPONENTS = ["text_encoder", "unet", "vae_decoder", "vae_encoder"]
+EXPORTS = Path(__file__).parent / "exports"
+# component -> the committed export it holds (the VAE's keeps its weights in a .data file beside it)
+LAID_OUT = {"unet": "sd15_unet_tiny.torchscript.fp16.onnx", "vae_decoder": "sd15_vae_decoder_tiny.dynamo.fp16.onnx"}
 
 
 def _cli(*args, cwd, env=None):
@@ -29,14 +33,30 @@ def _cli(*args, cwd, env=None):
                           capture_output=True, text=True, timeout=300, env=env)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """The tiny SD 1.5-style pipeline, exported as a user does: optimum-cli export onnx --task text-to-image."""
-    where = tmp_path_factory.mktemp("pipeline")
-    save("sd15", where / "torch", tiny=True)
-    done = export(where / "torch", where / "onnx")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return where / "onnx"
+@pytest.fixture
+def folder(tmp_path):
+    """A pipeline folder laid out as optimum-cli export onnx writes one: model_index.json, a model.onnx (and its
+    external data, under its own name) and a config.json per component, a tokenizer and a scheduler."""
+    src = tmp_path / "sd-onnx"
+    for name, export in LAID_OUT.items():
+        (src / name).mkdir(parents=True)
+        shutil.copy(EXPORTS / export, src / name / "model.onnx")
+        if (EXPORTS / f"{export}.data").is_file():
+            shutil.copy(EXPORTS / f"{export}.data", src / name / f"{export}.data")
+        (src / name / "config.json").write_text(json.dumps({"_class_name": name}))
+    for part, file in (("tokenizer", "vocab.json"), ("scheduler", "scheduler_config.json")):
+        (src / part).mkdir()
+        (src / part / file).write_text(json.dumps({"part": part}))
+    (src / "model_index.json").write_text(json.dumps({"_class_name": "StableDiffusionPipeline"}))
+    return src
+
+
+def _optimum():
+    for module in ("torch", "diffusers", "transformers", "optimum.onnxruntime"):
+        pytest.importorskip(module, reason="the pipeline is exported by optimum-onnx (pins/optimum.txt)")
+    from benchmarks.pipeline_models import export, save
+
+    return export, save
 
 
 def _image(folder: Path, library=None) -> np.ndarray:  # noqa: F821
@@ -51,31 +71,46 @@ def _image(folder: Path, library=None) -> np.ndarray:  # noqa: F821
     return out.images[0]
 
 
-def test_the_folder_is_rewritten_whole_and_optimum_runs_it_to_the_exports_image(exported, ort_library, tmp_path):
-    import numpy as np
-
+def test_the_folder_is_rewritten_whole_every_other_file_copied_and_each_model_computes_the_same(folder,
+                                                                                               ort_library, tmp_path):
     out = tmp_path / "sd.tf"
-    proc = _cli(exported, "--out", out, "--library", ort_library, cwd=tmp_path)
+    proc = _cli(folder, "--out", out, "--library", ort_library, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert [f"== {c}" for c in COMPONENTS] == [line for line in lines if line.startswith("== ")]
+    assert [line for line in lines if line.startswith("== ")] == ["== unet", "== vae_decoder"]
+    assert f"wrote {out}: unet/model.onnx, vae_decoder/model.onnx rewritten, every other file copied" in lines
+    # every file but the models and their data is the export's, byte for byte
+    for path in folder.rglob("*"):
+        if path.is_file() and path.name != "model.onnx" and not path.name.endswith(".onnx.data"):
+            assert filecmp.cmp(path, out / path.relative_to(folder), shallow=False), path
+    assert sorted(p.name for p in (out / "vae_decoder").iterdir()) == ["config.json", "model.onnx", "model.onnx.data"]
+    for name in LAID_OUT:
+        theirs, ours = onnx.load(str(folder / name / "model.onnx")), onnx.load(str(out / name / "model.onnx"))
+        assert "tritonforge" in {n.domain for n in ours.graph.node}, name
+        want, got = _run(theirs), _run(ours, ort_library)
+        assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max(), name
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+
+@pytest.mark.full
+def test_an_sd15_style_folder_exported_by_optimum_runs_to_the_exports_image(ort_library, tmp_path):
+    """optimum-cli's export of a tiny SD 1.5-style pipeline (CLIP, UNet, VAE), rewritten whole, run by optimum's
+    ORTDiffusionPipeline with the library's sessions: the export's image."""
+    export, save = _optimum()
+    save("sd15", tmp_path / "torch", tiny=True)
+    done = export(tmp_path / "torch", tmp_path / "onnx")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "sd.tf"
+    proc = _cli(tmp_path / "onnx", "--out", out, "--library", ort_library, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     said = proc.stdout
+    names = ["text_encoder", "unet", "vae_decoder", "vae_encoder"]
+    assert [line[3:] for line in said.splitlines() if line.startswith("== ")] == names
     assert "GroupNormalization: 21 node(s)" in said and "MultiHeadAttention: 8 node(s)" in said  # the UNet's
     # the text encoder's: CLIP's causal-masked attention (causal.py) and its LayerNorms
     encoder = said.split("== text_encoder")[1].split("== unet")[0]
     assert "MultiHeadAttention: 2 node(s)" in encoder and "AdaLayerNorm: 5 node(s)" in encoder, encoder
-    assert f"wrote {out}: " + ", ".join(f"{c}/model.onnx" for c in COMPONENTS) in said
-    # every file but the models is the export's, byte for byte; each model is a rewrite onnxruntime loads
-    for path in exported.rglob("*"):
-        twin = out / path.relative_to(exported)
-        assert twin.exists(), twin
-        if path.is_file() and path.name != "model.onnx":
-            assert filecmp.cmp(path, twin, shallow=False), twin
-    for c in COMPONENTS:
-        domains = {n.domain for n in onnx.load(str(out / c / "model.onnx")).graph.node}
-        assert "tritonforge" in domains, c
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
-    ours, theirs = _image(out, ort_library), _image(exported)
+    ours, theirs = _image(out, ort_library), _image(tmp_path / "onnx")
     assert ours.shape == (32, 32, 3) and np.abs(ours - theirs).max() < 1e-4
 
 
@@ -83,7 +118,7 @@ def test_the_folder_is_rewritten_whole_and_optimum_runs_it_to_the_exports_image(
 def test_an_sd3_style_folder_with_three_text_encoders_runs_to_the_exports_image(ort_library, tmp_path):
     """SD3's pipeline: two CLIP encoders with projections and T5's, a joint-attention transformer, a 16-channel VAE
     and flow matching; the rewritten folder's image is the export's."""
-    import numpy as np
+    export, save = _optimum()
     import torch
     from optimum.onnxruntime import ORTDiffusionPipeline
     from tritonforge.runtime import ortlib
@@ -105,19 +140,16 @@ def test_an_sd3_style_folder_with_three_text_encoders_runs_to_the_exports_image(
     assert np.abs(images[0] - images[1]).max() < 1e-4
 
 
-def test_invoke_rewrite_takes_a_folder_too(exported, ort_library, tmp_path):
-    done = invoke(ROOT, "rewrite", "--model", str(exported), "--out", str(tmp_path / "i.tf"), "--library",
+def test_invoke_rewrite_takes_a_folder_too(folder, ort_library, tmp_path):
+    done = invoke(ROOT, "rewrite", "--model", str(folder), "--out", str(tmp_path / "i.tf"), "--library",
                   str(ort_library))
     assert done.returncode == 0, done.stdout
     assert (tmp_path / "i.tf/unet/model.onnx").is_file() and "== unet" in done.stdout
 
 
 @pytest.mark.parametrize("case", ["no model_index.json", "a component that fails", "OUT exists", "OUT inside"])
-def test_a_bad_folder_is_refused_naming_what_and_leaves_no_out(exported, ort_library, tmp_path, case, capsys):
-    import shutil
-
-    src = tmp_path / "src"
-    shutil.copytree(exported, src)
+def test_a_bad_folder_is_refused_naming_what_and_leaves_no_out(folder, ort_library, tmp_path, case, capsys):
+    src = folder
     out = tmp_path / "out"
     if case == "no model_index.json":
         (src / "model_index.json").unlink()
@@ -140,6 +172,8 @@ def test_a_bad_folder_is_refused_naming_what_and_leaves_no_out(exported, ort_lib
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no OUT, no staging folder
     if case == "OUT exists":
         assert not any(out.iterdir())
+    else:
+        assert not out.exists()
 
 
 def test_pipeline_sessions_refuses_a_folder_without_models(tmp_path, ort_library):
