@@ -25,7 +25,7 @@ def why_not_causal(g, value: str) -> str | None:
         return _why_not(np.asarray(fixed, np.float64))
     if g.outer is not None:
         return "it is computed inside a subgraph"
-    nodes, inputs, shaped, seen, todo = [], set(), {}, set(), [value]
+    nodes, taken, inputs, shaped, seen, todo = [], set(), set(), {}, set(), [value]
     inits = {t.name for t in g.model.graph.initializer}
     graph_inputs = {i.name for i in g.model.graph.input} - inits
     while todo:
@@ -48,12 +48,13 @@ def why_not_causal(g, value: str) -> str | None:
                 shaped[x] = g.dims(x)
         else:
             todo.extend(node.input)
-        if id(node) not in {id(n) for n in nodes}:
+        if id(node) not in taken:
+            taken.add(id(node))
             nodes.append(node)
         if len(nodes) > MOST_NODES:
             return f"it takes more than {MOST_NODES} nodes to make"
     order = {id(n): i for i, n in enumerate(g.model.graph.node)}
-    if any(id(n) not in order for n in nodes):
+    if taken - set(order):
         return "its nodes are not all in the main graph"
     nodes.sort(key=lambda n: order[id(n)])
     used = {i for n in nodes for i in n.input}
