@@ -183,7 +183,8 @@ def _torch_run(ort_library, tmp_path, *extra):
     return proc, {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())} if results.is_file() else {}
 
 
-@pytest.mark.parametrize("again", [False, pytest.param(True, marks=pytest.mark.full)])
+@pytest.mark.full  # 25 s on the 2-core CI machine: the default suite keeps the compile-limit and refused-export runs
+@pytest.mark.parametrize("again", [False, True])
 def test_torch_compile_is_timed_in_a_process_of_its_own_with_both_sides_first_results(ort_library, tmp_path, again):
     """The torch side's machinery on the CPU: the module compiled in a fresh process, its output checked against the
     export's, timed once steady; both sides' first result from a fresh process; with --first-result (`again`, in the
