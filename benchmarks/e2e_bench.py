@@ -78,6 +78,8 @@ SIDES = ROOT / "benchmarks" / "e2e_sides.py"
 MODES = ("reduce-overhead", "max-autotune")
 # the torch sides' row names, by mode
 TORCH = {"reduce-overhead": "torch_compile", "max-autotune": "torch_compile_max_autotune"}
+RATIO_RIVALS = {"speedup_same_settings": "ort_best", "speedup_vs_torch_compile": "torch_compile",
+                "speedup_vs_max_autotune": "torch_compile_max_autotune"}  # the ratio rows a run writes
 OWN_PROCESS = "own process"  # what a torch row's extra says: timed with nothing else in its process
 ORT_SIDES = ("ort", "ort_best", "tritonforge")
 
@@ -102,6 +104,8 @@ class Result:
     error: str = ""  # what stopped the measurement
     export_error: str = ""  # why onnxruntime refuses the export as it is (then checked against eager torch)
     recorded_speedup: float | None = None  # as a results file holds it: its ms are rounded, the ratio was not
+    recorded_over: dict = field(default_factory=dict)  # rival side -> the ratio its run took (a column merged in
+    #                                                     from a later run keeps that run's own ratio)
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped, said in a line
     compile_diff: dict = field(default_factory=dict)  # a torch side -> its output against the export's
     compile_error: dict = field(default_factory=dict)  # a torch side -> why it was not timed
@@ -125,6 +129,8 @@ class Result:
 
     def over(self, side: str) -> float | None:
         """`side`'s time over the rewrite's (above 1: the rewrite is faster), else None."""
+        if side in self.recorded_over:
+            return self.recorded_over[side]
         return self.ms[side] / self.ms["tritonforge"] if side in self.ms and "tritonforge" in self.ms else None
 
     @property
@@ -346,8 +352,7 @@ def record(results: list[Result], device: str, path) -> None:
         if "ort" in r.ms and "tritonforge" in r.ms:
             rows.append({**common, "provider": "tritonforge", "metric": "speedup", "unit": "x",
                          "value": f"{r.speedup:.3f}"})
-        for metric, rival in (("speedup_same_settings", "ort_best"), ("speedup_vs_torch_compile", "torch_compile"),
-                              ("speedup_vs_max_autotune", "torch_compile_max_autotune")):
+        for metric, rival in RATIO_RIVALS.items():
             if r.over(rival) is not None:
                 rows.append({**common, "provider": "tritonforge", "metric": metric, "unit": "x",
                              "value": f"{r.over(rival):.3f}"})
@@ -396,7 +401,9 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
             elif metric == "speedup":
                 r.recorded_speedup = value
             elif metric.startswith("speedup_"):
-                continue  # derived again from the ms rows
+                rival = RATIO_RIVALS.get(metric)
+                if rival:  # the ratio as its own run took it, not one across two runs' rows
+                    r.recorded_over[rival] = value
             elif metric == "max_rel_diff" and side != "rewrite":
                 if value == value:
                     r.compile_diff[side] = value
@@ -486,25 +493,34 @@ HEADLINE = ("sd15_unet", "sdxl_unet", "sd15_vae_decoder", "sd3_medium", "flux_de
 
 def headline(results: list[Result]) -> list[str]:
     """The README's table: per model of HEADLINE, its newest fp16 row with torch.compile timed on its own (rows
-    written later win): the GPU, both sides' ms, the ratio, the rewrite against the export at its best settings,
-    and both sides' first result."""
+    written later win): the GPU, both sides' ms, the ratio, max-autotune's ms and ratio (or why it was not timed),
+    the rewrite against the export at its best settings, and both sides' first result."""
     newest: dict[str, Result] = {}
     for r in results:
         model = r.model.partition(":")[0].partition("@")[0]
         if model in HEADLINE and r.dtype == "fp16" and "torch_compile" in r.ms and "tritonforge" in r.ms:
             newest[model] = r
-    lines = ["| model | GPU | rewritten ms | torch.compile ms | vs torch.compile | vs export at best | "
-             "first result s: rewritten / torch.compile |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | GPU | rewritten ms | torch.compile ms | vs torch.compile | max-autotune ms (vs) | "
+             "vs export at best | first result s: rewritten / torch.compile |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for model in HEADLINE:
         r = newest.get(model)
         if r is None:
             continue
         depth = f" ({r.model.partition(':')[2]} blocks)" if ":" in r.model else ""
         lines.append(f"| {model}{depth} | {_device_cell(r)} | {r.ms['tritonforge']:.2f} | "
-                     f"{r.ms['torch_compile']:.2f} | {_ratio(r.vs_compile)} | {_ratio(r.same_settings_speedup)} | "
+                     f"{r.ms['torch_compile']:.2f} | {_ratio(r.vs_compile)} | {_autotuned(r)} | "
+                     f"{_ratio(r.same_settings_speedup)} | "
                      f"{_seconds(r, 'tritonforge')} / {_seconds(r, 'torch_compile')} |")
     return lines
+
+
+def _autotuned(r: Result) -> str:
+    """max-autotune's ms with the rewrite's ratio over it, or why it was not timed."""
+    side = "torch_compile_max_autotune"
+    if side in r.ms:
+        return f"{r.ms[side]:.2f} ({_ratio(r.over(side))})"
+    return r.compile_error.get(side, "-")
 
 
 def _device_cell(r: Result) -> str:

@@ -4,6 +4,11 @@ A run replaces its own earlier rows for what it measured (same benchmark, device
 and keeps everyone else's, so a run over a subset of shapes updates just those.
 
     python benchmarks/results.py merge OTHER.csv   # fold a results file from a GPU machine in
+    python benchmarks/results.py merge OTHER.csv --only torch_compile_max_autotune,tritonforge:speedup_vs_max_autotune
+
+`--only` folds in just the rows of those providers (or provider:metric pairs), each replacing the row of the same
+provider and metric and keeping the rest of the earlier run: a later run that measured one more column (a ratio it
+took within its own run) adds that column without mixing its other numbers into the earlier run's.
 """
 
 from __future__ import annotations
@@ -56,16 +61,39 @@ def write_rows(benchmark: str, device: str, rows: list[dict], path: Path | str =
     return _replace(Path(path), new)
 
 
-def merge(src: Path | str, dst: Path | str = RESULTS) -> int:
-    """Fold the rows of another results file into `dst` (same replacement rule); returns rows merged."""
+def _selected(row: dict, only: list[str]) -> bool:
+    return row["provider"] in only or f"{row['provider']}:{row['metric']}" in only
+
+
+def merge(src: Path | str, dst: Path | str = RESULTS, only: list[str] | None = None) -> int:
+    """Fold the rows of another results file into `dst` (same replacement rule); returns rows merged. `only`:
+    just the rows of those providers or provider:metric pairs, each replacing its own provider and metric's row."""
     rows = _read(Path(src))
     if rows and set(rows[0]) != set(COLUMNS):
         raise SystemExit(f"error: {src} does not have the columns {COLUMNS}")
-    _replace(Path(dst), [{c: r[c] for c in COLUMNS} for r in rows])
+    rows = [{c: r[c] for c in COLUMNS} for r in rows]
+    if only is None:
+        _replace(Path(dst), rows)
+        return len(rows)
+    rows = [r for r in rows if _selected(r, only)]
+    if not rows:
+        raise SystemExit(f"error: {src} has no rows of {','.join(only)}")
+    cell = lambda r: (_key(r), r["provider"], r["metric"])  # noqa: E731
+    taken = {cell(r) for r in rows}
+    keep = [r for r in _read(Path(dst)) if cell(r) not in taken]
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=COLUMNS)
+    w.writeheader()
+    w.writerows(keep + rows)
+    write_text(Path(dst), text.getvalue())
     return len(rows)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "merge":
-        raise SystemExit("usage: python benchmarks/results.py merge OTHER.csv")
-    print(f"merged {merge(sys.argv[2])} rows into {RESULTS}")
+    args = sys.argv[1:]
+    only = None
+    if len(args) == 4 and args[2] == "--only":
+        only, args = [s for s in args[3].split(",") if s], args[:2]
+    if len(args) != 2 or args[0] != "merge":
+        raise SystemExit("usage: python benchmarks/results.py merge OTHER.csv [--only PROVIDER[:METRIC],...]")
+    print(f"merged {merge(args[1], only=only)} rows into {RESULTS}")

@@ -165,6 +165,23 @@ def test_an_export_onnxruntime_refuses_is_timed_rewritten_against_torch_compile_
             "torch") in lines
 
 
+def test_a_column_merged_from_a_later_run_keeps_that_runs_ratio(tmp_path):
+    """`results.py merge --only` adds max-autotune's rows from a later run beside an earlier run's: the report's
+    ratio is the one the later run took against its own rewrite, not one across the two runs' rows."""
+    from benchmarks.results import merge
+
+    first, later = tmp_path / "first.csv", tmp_path / "later.csv"
+    e2e_bench.record([e2e_bench.Result("vae", "ts+best", "fp16", ms={"tritonforge": 6.0, "torch_compile": 8.0},
+                                       diff=0.001)], "test GPU", first)
+    e2e_bench.record([e2e_bench.Result("vae", "ts+best", "fp16", ms={"tritonforge": 7.0,
+                                                                      "torch_compile_max_autotune": 7.7},
+                                       diff=0.001)], "test GPU", later)
+    merge(later, first, only=["torch_compile_max_autotune", "tritonforge:speedup_vs_max_autotune"])
+    (back,) = e2e_bench.from_rows(first)
+    assert back.ms["tritonforge"] == 6.0 and back.over("torch_compile") == pytest.approx(8.0 / 6.0, abs=1e-3)
+    assert back.over("torch_compile_max_autotune") == pytest.approx(1.1, abs=1e-3)  # 7.7 / 7.0, not 7.7 / 6.0
+
+
 TORCH_SIDE = dict(own="own process; torch.compile(mode='reduce-overhead'); cudnn.benchmark")
 
 
