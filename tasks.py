@@ -639,11 +639,16 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
     "no_load_check": "write even where onnxruntime is not installed to load the rewrite first (unchecked)",
     "gpu": "the GPU the model will run on (e.g. 'NVIDIA L4'): its measurements, or the nearest GPU's, decide "
            "between the library's nodes and ORT's (default: the GPU nvidia-smi shows, else the shipped tables')",
+    "precision": "fp8: the float16 / bfloat16 model's large Linears as fp8 e4m3 GEMMs (GPUs with fp8 tensor "
+                 "cores, sm_89+)",
+    "fp8_min_features": "with --precision fp8: Linears with fewer input or output features stay in their type "
+                        "(default: runtime/ortlib/rewrite/fp8.py's FP8_MIN_FEATURES; 0 takes every one)",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
             any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nhwc",
-            no_load_check: bool = False, gpu: str | None = None):
+            no_load_check: bool = False, gpu: str | None = None, precision: str | None = None,
+            fp8_min_features: int | None = None):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
     ORT's own, where it measured faster); any size (external data); or every model of a pipeline folder that
@@ -655,9 +660,14 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
         raise Exit(f"error: --attention must be measured, tritonforge or ort, not '{attention}'", code=2)
     if layout not in ("nchw", "nhwc"):
         raise Exit(f"error: --layout must be nchw or nhwc, not '{layout}'", code=2)
+    if precision not in (None, "fp8"):
+        raise Exit(f"error: --precision must be fp8 (or left out: the model's own), not '{precision}'", code=2)
+    if fp8_min_features is not None and not str(fp8_min_features).isdigit():
+        raise Exit(f"error: --fp8-min-features must be a count of features >= 0, not '{fp8_min_features}'", code=2)
     rewrite_and_say(model, out, library, any_dtype, all_softmax,
                     attention=None if attention == "measured" else attention, layout=layout,
-                    check_load=not no_load_check, gpu=gpu)
+                    check_load=not no_load_check, gpu=gpu, precision=precision,
+                    fp8_min_features=None if fp8_min_features is None else int(fp8_min_features))
 
 
 @task(name="ort-sources", help={

@@ -110,6 +110,7 @@ class Result:
     compile_diff: dict = field(default_factory=dict)  # a torch side -> its output against the export's
     compile_error: dict = field(default_factory=dict)  # a torch side -> why it was not timed
     device: str = ""  # the device it ran on, as its rows name it (set once recorded)
+    cosine: float | None = None  # the rewrite's output against the export's, where a bound on it decides (fp8)
 
     @property
     def speedup(self) -> float:
@@ -135,16 +136,23 @@ class Result:
 
     @property
     def ok(self) -> bool:
+        if "+fp8" in self.exporter:  # held to its cosine: e4m3 moves single values past the dtype's tolerance
+            return not self.error and self.cosine is not None and self.cosine >= FP8_MIN_COSINE
         return not self.error and bool(self.diff <= TOL.get(self.dtype, 5e-3))
+
+
+PRECISION: dict = {}  # --precision fp8's options for every rewrite of the run (rewrite_file's precision, ...)
+FP8_MIN_COSINE = 0.995  # the fp8 rewrite's output against the export's: the bound it is held to before timing
 
 
 def rewrite(path: Path, library: Path, log=print, layout: str = "nchw") -> tuple[Path, object]:
     """`path` rewritten beside it: (the rewrite's path, its report)."""
     from tritonforge.runtime.ortlib.rewrite import rewrite_file
 
-    out = path.with_name(path.name.removesuffix(".onnx") + _layout_tag(layout).replace("+", ".") + ".tf.onnx")
+    out = path.with_name(path.name.removesuffix(".onnx") + (_layout_tag(layout) + _precision_tag()).replace("+", ".")
+                         + ".tf.onnx")
     t = time.perf_counter()
-    report = rewrite_file(path, out, library, layout=layout)
+    report = rewrite_file(path, out, library, layout=layout, **PRECISION)
     log(f"  rewrite ({time.perf_counter() - t:.1f} s): " + "; ".join(report.lines()[:3]) +
         (f"; {len(report.left)} left" if report.left else ""))
     return out, report
@@ -224,7 +232,8 @@ def measure(path: Path | None, dtype: str, library: Path, provider: str, runs: i
         ort_args = ["ort", *common, "--rewrite", out, "--library", library, "--provider", provider,
                     "--tune-out", work / "tuned.tune", "--save-outputs", work,
                     *(["--export", path] if path else []), *(["--best"] if best else []),
-                    *(["--graph"] if best and _fixed_shapes(out) else []), *(["--breakdown"] if breakdown else [])]
+                    *(["--graph"] if best and _fixed_shapes(out) else []), *(["--breakdown"] if breakdown else []),
+                    *(["--min-cosine", FP8_MIN_COSINE] if PRECISION else [])]
         got, _ = side(ort_args, work / "ort.json", log)
         _take_ort(result, got, "tritonforge")
         if result.error:
@@ -267,6 +276,7 @@ def _take_ort(result: Result, got: dict, first: str) -> None:
     result.ms.update(got.get("ms", {}))
     result.settings.update(got.get("settings", {}))
     result.diff = got.get("max_rel_diff", float("nan"))
+    result.cosine = got.get("cosine", result.cosine)
     result.export_error = got.get("export_error", result.export_error)
     result.error = got.get("error", "") if "ms" not in got else ""
     if "resize_first_result_s" in got:
@@ -333,6 +343,9 @@ def record(results: list[Result], device: str, path) -> None:
         r.device = device
         common = {"shape": f"{r.model}/{r.exporter}", "dtype": r.dtype}
         left = "; ".join(r.left)
+        if r.cosine is not None:
+            rows.append({**common, "provider": "rewrite", "metric": "cosine", "unit": "", "value": f"{r.cosine:.6f}",
+                         "extra": "the rewrite's output against the export's"})
         rows.append({**common, "provider": "rewrite", "metric": "max_rel_diff", "unit": "", "value": f"{r.diff:.3g}",
                      "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")
                      + (f" | export refused: {r.export_error}" if r.export_error else "")
@@ -404,6 +417,8 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 rival = RATIO_RIVALS.get(metric)
                 if rival:  # the ratio as its own run took it, not one across two runs' rows
                     r.recorded_over[rival] = value
+            elif metric == "cosine":
+                r.cosine = value
             elif metric == "max_rel_diff" and side != "rewrite":
                 if value == value:
                     r.compile_diff[side] = value
@@ -559,6 +574,10 @@ def _layout_tag(layout: str) -> str:
     return "" if layout == "nchw" else f"+{layout}"
 
 
+def _precision_tag() -> str:
+    return f"+{PRECISION['precision']}" if PRECISION else ""
+
+
 # ---- models -----------------------------------------------------------------------------------------------------
 
 def input_shapes(m, dtype: str, tiny: bool, side: int, layers: tuple | None) -> dict[str, tuple]:
@@ -599,7 +618,7 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
         t = time.perf_counter()
         best = args.settings == "best"
         names = [exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(layout)
-                 for layout in args.layouts]
+                 + _precision_tag() for layout in args.layouts]
         compiled = args.torch_compile and not args.dynamic
         spec = None
         try:
@@ -685,6 +704,10 @@ def main(argv=None) -> int:
     ap.add_argument("--layout", default="nchw",
                     help="comma list of the rewrite's layouts, nchw and nhwc (GroupNorms channels-last, for "
                          "--settings best); each is timed against the same export")
+    ap.add_argument("--precision", choices=("fp8",), default=None,
+                    help="rewrite with tritonforge-rewrite --precision fp8 (its rows' exporter ends in +fp8; the "
+                         f"rewrite is held to cosine >= {FP8_MIN_COSINE} against the export before it is timed)")
+    ap.add_argument("--fp8-min-features", type=int, default=None, help="with --precision fp8: the rewrite's option")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kind of kernel (needs torch)")
     ap.add_argument("--torch-compile", action="store_true",
                     help="also the same module under torch.compile, same weights and inputs, in a process of its own")
@@ -705,6 +728,10 @@ def main(argv=None) -> int:
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
     args.layouts = [v.strip() for v in args.layout.split(",") if v.strip()]
+    if args.fp8_min_features is not None and not args.precision:
+        ap.error("--fp8-min-features goes with --precision fp8")
+    if args.precision:
+        PRECISION.update(precision=args.precision, fp8_min_features=args.fp8_min_features)
     args.compile_modes = [v.strip() for v in args.compile_modes.split(",") if v.strip()]
     try:
         args.layers = tuple(int(v) for v in args.layers.split(",") if v.strip()) or None

@@ -263,6 +263,13 @@ def rel_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) if a.size else 0.0
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The cosine of the two outputs as vectors, in float64 (NaN where either is not finite or all zero)."""
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    norm = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / norm) if a.shape == b.shape and np.isfinite(norm) and norm > 0 else float("nan")
+
+
 def until_steady(runs: dict, warmup: int) -> int:
     """Run each of `runs` ({side: fn returning ms}) in turn at least `warmup` times, then until every side's median of
     its last STEADY_WINDOW runs is within STEADY_TOL of the median of the window before (STEADY_MOST rounds or
@@ -361,8 +368,14 @@ def ort_side(args) -> int:
             np.save(Path(args.save_outputs) / "export.npy", reference.astype(np.float32))
     diff = rel_diff(reference, got) if reference is not None else float("nan")
     report.put(max_rel_diff=diff, settings={**report.data["settings"], **said})
+    if reference is not None and args.min_cosine is not None:  # fp8: held to the cosine, not the dtype's tolerance
+        cos = cosine(reference, got)
+        report.put(cosine=cos)
+        if not cos >= args.min_cosine:
+            report.put(error=f"outputs differ: cosine {cos:.5f} < {args.min_cosine}; not timed")
+            return 0
     # no reference (onnxruntime refuses the export): the caller checks rewrite.npy against the module in torch
-    if reference is not None and not diff <= TOL.get(args.dtype, 5e-3):
+    elif reference is not None and not diff <= TOL.get(args.dtype, 5e-3):
         report.put(error=f"outputs differ: {diff:.3g} > {TOL.get(args.dtype)} ({args.dtype}); not timed")
         return 0
     until_steady({k: b.run for k, b in sessions.items()}, args.warmup)
@@ -496,6 +509,8 @@ def main(argv=None) -> int:
     o.add_argument("--tune-out", type=Path, default=None, help="write the library's choices here (a tune file)")
     o.add_argument("--save-outputs", type=Path, default=None, help="a directory for export.npy and rewrite.npy")
     o.add_argument("--breakdown", action="store_true")
+    o.add_argument("--min-cosine", type=float, default=None,
+                   help="hold the rewrite to this cosine against the export instead of the dtype's tolerance (fp8)")
     t = sub.choices["torch"]
     t.add_argument("--model", default=None, help="a model of benchmarks/e2e_models.py")
     t.add_argument("--factory", default=None, help="MODULE:FN returning (module, input names) for (dtype, device, "

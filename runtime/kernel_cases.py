@@ -22,6 +22,7 @@ from .ops.ada_layer_norm import ada_layer_norm_mismatch, ada_layer_norm_ref
 from .ops.attention import attention_mismatch, attention_ref
 from .ops.bias_concat import bias_concat_mismatch, bias_concat_ref
 from .ops.bias_split_gelu import bias_split_gelu_mismatch, bias_split_gelu_ref
+from .ops.fp8_quant_rows import fp8_quant_rows_mismatch, fp8_quant_rows_ref
 from .ops.group_norm import group_norm_mismatch, group_norm_ref
 from .ops.rotary_embedding import rms_norm_ref, rotary_embedding_mismatch, rotary_embedding_ref
 from .ops.softmax import softmax_ref
@@ -58,6 +59,8 @@ class KernelSpec:
             return "bias_concat"
         if self.group.startswith("bias_split_gelu"):
             return "bias_split_gelu"
+        if self.group.startswith("fp8_quant_rows"):
+            return "fp8_quant_rows"
         return "nchw" if self.group.startswith("GroupNormNCHW") else "nhwc"
 
 
@@ -93,7 +96,8 @@ def case_with(spec: KernelSpec, env: dict, seed: int = 0) -> Case:
     rng = np.random.default_rng([seed, spec.index])
     return {"softmax": _softmax, "nhwc": _group_norm, "nchw": _nchw, "attention": _attention,
             "ada_layer_norm": _ada_layer_norm, "rotary_embedding": _rotary_embedding,
-            "bias_concat": _bias_concat, "bias_split_gelu": _bias_split_gelu}[spec.family](spec, env, rng)
+            "bias_concat": _bias_concat, "bias_split_gelu": _bias_split_gelu,
+            "fp8_quant_rows": _fp8_quant_rows}[spec.family](spec, env, rng)
 
 
 def grid(spec: KernelSpec, env: dict, extra: dict | None = None) -> tuple[int, ...]:
@@ -105,7 +109,7 @@ def _problems(spec: KernelSpec) -> Iterator[dict]:
     return {"softmax": _softmax_problems, "nhwc": _group_norm_problems, "nchw": _nchw_problems,
             "attention": _attention_problems, "ada_layer_norm": _ada_layer_norm_problems,
             "rotary_embedding": _rotary_embedding_problems, "bias_concat": _bias_concat_problems,
-            "bias_split_gelu": _bias_split_gelu_problems}[spec.family](spec)
+            "bias_split_gelu": _bias_split_gelu_problems, "fp8_quant_rows": _fp8_quant_rows_problems}[spec.family](spec)
 
 
 # ---- softmax: rows past the block, a partial vector, several pieces of a streamed row ----------------
@@ -371,6 +375,25 @@ def _bias_concat(spec: KernelSpec, env: dict, rng) -> Case:
     return Case(env, {"in": (a, dtype), "in_b": (b, dtype), "bias": (bias_a, dtype), "bias_b": (bias_b, dtype)},
                 {"out": ((rows, c), dtype)}, {"batch": rows, "n_cols": c, "seq_a": SEQ_A, "seq_b": SEQ_B},
                 lambda got: bias_concat_mismatch(got["out"].reshape(3, SEQ_A + SEQ_B, c), ref, dtype),
+                {"rows": rows, "n_cols": c})
+
+
+# ---- fp8 rows: partial row and column blocks, a row past several slices, an all-zero row -------------------------
+def _fp8_quant_rows_problems(spec: KernelSpec) -> Iterator[dict]:
+    block, rows = spec.constants["BLOCK_C"], spec.constants["BLOCK_R"]
+    for n_cols in (2 * block + 24, block - 8, block // 2 + 8, 77, 1536):
+        yield {"batch": 2 * rows + 1, "n_cols": n_cols}
+
+
+def _fp8_quant_rows(spec: KernelSpec, env: dict, rng) -> Case:
+    """Rows of magnitudes from 2^-12 to 2^6 (subnormal e4m3 values after scaling), the last row all zero."""
+    dtype, rows, c = spec.dtype, env["batch"], env["n_cols"]
+    x = (rng.standard_normal((rows, c)) * np.exp2(rng.uniform(-12, 6, (rows, 1)))).astype(np.float32)
+    x[-1] = 0
+    ref_q, ref_scale = fp8_quant_rows_ref(quantize(x, dtype))
+    return Case(env, {"in": (x, dtype)}, {"out": ((rows, c), "fp8e4nv"), "row_scale": ((rows,), "fp32")},
+                {"batch": rows, "n_cols": c},
+                lambda got: fp8_quant_rows_mismatch(got["out"], got["row_scale"], ref_q, ref_scale),
                 {"rows": rows, "n_cols": c})
 
 

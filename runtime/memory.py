@@ -1,11 +1,14 @@
-"""Device buffers with `__cuda_array_interface__`, and numpy <-> device copies (bf16 as uint16 bits)."""
+"""Device buffers with `__cuda_array_interface__`, and numpy <-> device copies (bf16 as uint16 bits, fp8 e4m3 as
+its bytes)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .ortlib.fp8 import from_e4m3_bytes, to_e4m3_bytes
+
 DTYPES = {"fp32": (np.float32, "<f4"), "fp16": (np.float16, "<f2"), "bf16": (np.uint16, "<u2"),
-          "fp64": (np.float64, "<f8")}
+          "fp64": (np.float64, "<f8"), "fp8e4nv": (np.uint8, "|u1")}
 TYPESTR_TO_DTYPE = {"<f4": "fp32", "<f2": "fp16"}
 
 
@@ -29,10 +32,14 @@ def to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
     """Host array in the kernel's storage type."""
     if dtype == "bf16":
         return f32_to_bf16_bits(x) if x.dtype != np.uint16 else x
+    if dtype == "fp8e4nv":
+        return to_e4m3_bytes(x) if x.dtype != np.uint8 else x
     return np.ascontiguousarray(x, dtype=DTYPES[dtype][0])
 
 
 def from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp8e4nv":
+        return from_e4m3_bytes(x)
     return bf16_bits_to_f32(x) if dtype == "bf16" else x
 
 

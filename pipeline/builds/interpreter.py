@@ -50,11 +50,13 @@ class _Storage:
 
 
 class HostTensor:
-    """A contiguous numpy array as the interpreter sees a tensor (`bfloat16=True`: uint16 bits of bf16)."""
+    """A contiguous numpy array as the interpreter sees a tensor (`bfloat16=True`: uint16 bits of bf16; `fp8=True`:
+    uint8 bytes of e4m3)."""
 
-    def __init__(self, array: np.ndarray, bfloat16: bool = False):
+    def __init__(self, array: np.ndarray, bfloat16: bool = False, fp8: bool = False):
         self.array = np.ascontiguousarray(array)
-        self.dtype = _DType("bfloat16") if bfloat16 else _DType(_NAMES[self.array.dtype.type])
+        self.dtype = (_DType("bfloat16") if bfloat16 else _DType("float8_e4m3fn") if fp8
+                      else _DType(_NAMES[self.array.dtype.type]))
 
     def data_ptr(self) -> int:
         return self.array.ctypes.data
@@ -110,6 +112,19 @@ def _patch() -> None:
         return dot(self, a, b, d, *args)
 
     interp.InterpreterBuilder.create_dot = create_dot
+
+    convert = interp._convert_float
+
+    def convert_float(input, input_dtype, output_dtype, rounding_mode):
+        # The interpreter's own narrowing to fp8 drops the carry of a rounding into the exponent (127.9 becomes 64)
+        # and does not saturate: e4m3 as the GPU's cvt.rn.satfinite rounds it, from the project's numpy codec
+        if output_dtype == tl.float8e4nv and input_dtype == tl.float32:
+            from tritonforge.runtime.ortlib.fp8 import to_e4m3_bytes
+
+            return to_e4m3_bytes(np.asarray(input, dtype=np.float32).astype(np.float64))
+        return convert(input, input_dtype, output_dtype, rounding_mode)
+
+    interp._convert_float = convert_float
 
     from triton.language.extra import libdevice
 

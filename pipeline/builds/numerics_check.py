@@ -99,7 +99,7 @@ def run_one(k: dict) -> dict:
     try:
         interpreter.NUM_WARPS = k["num_warps"]
         func = entry_func(k["script"], k["name"])
-        tensor = lambda a, dt: HostTensor(to_storage(a, dt), bfloat16=dt == "bf16")
+        tensor = lambda a, dt: HostTensor(to_storage(a, dt), bfloat16=dt == "bf16", fp8=dt == "fp8e4nv")
         values = {role: tensor(a, dt) for role, (a, dt) in case.inputs.items()}
         outs = {role: tensor(np.full(shape, np.nan, np.float32), dt) for role, (shape, dt) in case.outputs.items()}
         values.update(outs, **case.scalars)

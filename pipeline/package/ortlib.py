@@ -30,6 +30,7 @@ from tritonforge.runtime.ops import ada_layer_norm as ada_op
 from tritonforge.runtime.ops import attention as attention_op
 from tritonforge.runtime.ops import bias_concat as bias_concat_op
 from tritonforge.runtime.ops import bias_split_gelu as bias_split_gelu_op
+from tritonforge.runtime.ops import fp8_quant_rows as fp8_quant_op
 from tritonforge.runtime.ops import group_norm as nhwc_op
 from tritonforge.runtime.ops import rotary_embedding as rotary_op
 from tritonforge.runtime.ops import softmax as softmax_op
@@ -42,7 +43,7 @@ from tritonforge.atomic import write_bytes
 LIBRARY_NAME = artifact_format.LIBRARY_NAME
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "runtime" / "ortlib" / "src"
 SOURCES = ("ops.cc", "group_norm.cc", "softmax.cc", "attention.cc", "ada_layer_norm.cc", "rotary_embedding.cc",
-           "bias_concat.cc", "bias_split_gelu.cc", "linear.cc", "launch.cc")
+           "bias_concat.cc", "bias_split_gelu.cc", "linear.cc", "fp8_linear.cc", "launch.cc")
 EXPORTS = ("RegisterCustomOps", "TritonforgeInfo", "TritonforgeChoices")
 DTYPES = ("fp16", "fp32", "bf16")
 NCHW_ROLES = {"in", "out", "nchw_scale", "nchw_bias", "ws", "hw", "c_per_group", "eps"}
@@ -53,7 +54,7 @@ ARG_TYPES = {"i32": "T_I32", "i64": "T_I64", "i1": "T_I1", "fp32": "T_FP32", "u3
 OPS = {"nhwc": "OP_GROUP_NORM_NHWC", "nchw": "OP_GROUP_NORM_NCHW", "softmax": "OP_SOFTMAX",
        "log_softmax": "OP_LOG_SOFTMAX", "attention": "OP_ATTENTION", "ada_layer_norm": "OP_ADA_LAYER_NORM",
        "rotary_embedding": "OP_ROTARY_EMBEDDING", "bias_concat": "OP_BIAS_CONCAT",
-       "bias_split_gelu": "OP_BIAS_SPLIT_GELU"}
+       "bias_split_gelu": "OP_BIAS_SPLIT_GELU", "fp8_quant_rows": "OP_FP8_QUANT_ROWS"}
 
 
 def roles() -> list[str]:
@@ -97,6 +98,9 @@ def op_of(group: str, contract: dict | None) -> tuple[str, str, int] | None:
     m = bias_split_gelu_op.GROUP.fullmatch(group)
     if m and params <= bias_split_gelu_op.ROLES and problem <= bias_split_gelu_op.PROBLEM:
         return "bias_split_gelu", m.group("dtype"), 0
+    m = fp8_quant_op.GROUP.fullmatch(group)
+    if m and params <= fp8_quant_op.ROLES and problem <= fp8_quant_op.PROBLEM:
+        return "fp8_quant_rows", m.group("dtype"), 0
     return None
 
 

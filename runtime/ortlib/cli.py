@@ -24,14 +24,16 @@ def output_for(model: str | Path) -> Path:
 def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: str | None = None,
                     any_dtype: bool = False, all_softmax: bool = False, say=print,
                     attention: str | None = None, layout: str = "nhwc", check_load: bool = True,
-                    gpu: str | None = None) -> list[str]:
+                    gpu: str | None = None, precision: str | None = None,
+                    fp8_min_features: int | None = None) -> list[str]:
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
     from .rewrite.folder import rewrite_folder
 
     options = dict(library=library, use_library=not any_dtype, softmax_min_cols=0 if all_softmax else None,
-                   attention=attention, layout=layout, check_load=check_load, gpu=gpu)
+                   attention=attention, layout=layout, check_load=check_load, gpu=gpu, precision=precision,
+                   fp8_min_features=fp8_min_features)
     try:
         if Path(model).is_dir():
             dst = Path(out) if out else output_for(model)
@@ -60,6 +62,8 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
 
 
 def main(argv=None) -> int:
+    from .rewrite.fp8 import FP8_MIN_FEATURES
+
     ap = argparse.ArgumentParser(prog="tritonforge-rewrite", description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="the ONNX model to read (external data beside it is read where it lies), or a "
                                    "pipeline folder as optimum-cli export onnx writes it")
@@ -81,13 +85,20 @@ def main(argv=None) -> int:
                     help="the GPU the model will run on, when it is not this machine's (e.g. 'NVIDIA L4'): its "
                          "measurements, or the nearest GPU's, decide between the library's nodes and ORT's "
                          "(default: the GPU nvidia-smi shows here, else the shipped tables' first)")
+    ap.add_argument("--precision", choices=("fp8",), default=None,
+                    help="fp8: the float16 / bfloat16 model's large Linears as fp8 e4m3 GEMMs (weights quantized per "
+                         "output channel now, activations per token as they run; GPUs with fp8 tensor cores, sm_89+)")
+    ap.add_argument("--fp8-min-features", type=int, default=None, metavar="N",
+                    help="with --precision fp8: Linears with fewer than N input or output features stay in their "
+                         f"type (default: {FP8_MIN_FEATURES}; 0 takes every one)")
     ap.add_argument("--no-load-check", action="store_true",
                     help="write even where onnxruntime is not installed to load the rewrite first (unchecked)")
     args = ap.parse_args(argv)
     try:
         rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax,
                         attention=None if args.attention == "measured" else args.attention, layout=args.layout,
-                        check_load=not args.no_load_check, gpu=args.gpu)
+                        check_load=not args.no_load_check, gpu=args.gpu, precision=args.precision,
+                        fp8_min_features=args.fp8_min_features)
     except TritonforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

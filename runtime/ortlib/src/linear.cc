@@ -16,120 +16,14 @@
 #include <mutex>
 #include <tuple>
 
+#include "cublas_lt.h"
 #include "op_base.h"
 
 namespace tf {
 namespace {
 
-// ---- cuBLASLt, opened at run time: the few entry points and the header's constants this op uses ----------------
-using LtStatus = int;
-using LtHandle = void*;
-using LtDesc = void*;
-using LtLayout = void*;
-using LtPref = void*;
-struct LtAlgo {
-  uint64_t data[8];
-};
-struct LtHeuristic {
-  LtAlgo algo;
-  size_t workspace;
-  LtStatus state;
-  float waves;
-  int reserved[4];
-};
-enum : int32_t {
-  R_32F = 0, R_16F = 2, R_16BF = 14,                      // cudaDataType_t
-  COMPUTE_32F = 68,                                        // cublasComputeType_t
-  DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8,  // cublasLtMatmulDescAttributes_t
-  PREF_MAX_WORKSPACE = 1, PREF_ALIGN_A = 5, PREF_ALIGN_B = 6, PREF_ALIGN_C = 7, PREF_ALIGN_D = 8,
-  OP_N = 0,
-};
-enum : uint32_t { EPILOGUE_BIAS = 4, EPILOGUE_GELU_BIAS = 36 };
-constexpr uint64_t kMaxWorkspace = 4 << 20;  // per node: hundreds of Linears share a model's memory
-constexpr int kCandidates = 8;               // the heuristic's picks timed per shape
-
-struct CublasLt {
-  std::string error;  // why it cannot run, or ""
-  std::string path;
-  LtStatus (*Create)(LtHandle*) = nullptr;
-  LtStatus (*Destroy)(LtHandle) = nullptr;
-  LtStatus (*DescCreate)(LtDesc*, int32_t, int32_t) = nullptr;
-  LtStatus (*DescDestroy)(LtDesc) = nullptr;
-  LtStatus (*DescSet)(LtDesc, int32_t, const void*, size_t) = nullptr;
-  LtStatus (*LayoutCreate)(LtLayout*, int32_t, uint64_t, uint64_t, int64_t) = nullptr;
-  LtStatus (*LayoutDestroy)(LtLayout) = nullptr;
-  LtStatus (*PrefCreate)(LtPref*) = nullptr;
-  LtStatus (*PrefDestroy)(LtPref) = nullptr;
-  LtStatus (*PrefSet)(LtPref, int32_t, const void*, size_t) = nullptr;
-  LtStatus (*Heuristic)(LtHandle, LtDesc, LtLayout, LtLayout, LtLayout, LtLayout, LtPref, int, LtHeuristic*,
-                        int*) = nullptr;
-  LtStatus (*Matmul)(LtHandle, LtDesc, const void*, const void*, LtLayout, const void*, LtLayout, const void*,
-                     const void*, LtLayout, void*, LtLayout, const LtAlgo*, void*, size_t, void*) = nullptr;
-
-  CublasLt() {
-    void* lib = nullptr;
-    for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
-        path = name;
-        break;
-      }
-    }
-    if (!lib) {
-      error = "cannot open libcublasLt.so.13 or .12 (cuBLASLt, which onnxruntime-gpu's CUDA EP loads too): " +
-              std::string(dlerror());
-      return;
-    }
-    auto get = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
-      if (!fn && error.empty()) error = path + " has no " + symbol;
-    };
-    get(Create, "cublasLtCreate");
-    get(Destroy, "cublasLtDestroy");
-    get(DescCreate, "cublasLtMatmulDescCreate");
-    get(DescDestroy, "cublasLtMatmulDescDestroy");
-    get(DescSet, "cublasLtMatmulDescSetAttribute");
-    get(LayoutCreate, "cublasLtMatrixLayoutCreate");
-    get(LayoutDestroy, "cublasLtMatrixLayoutDestroy");
-    get(PrefCreate, "cublasLtMatmulPreferenceCreate");
-    get(PrefDestroy, "cublasLtMatmulPreferenceDestroy");
-    get(PrefSet, "cublasLtMatmulPreferenceSetAttribute");
-    get(Heuristic, "cublasLtMatmulAlgoGetHeuristic");
-    get(Matmul, "cublasLtMatmul");
-  }
-
-  void check(LtStatus s, const char* what) const {
-    if (s != 0) throw std::runtime_error(std::string(what) + " failed: cuBLAS status " + std::to_string(s));
-  }
-};
-
-const CublasLt& cublas_lt() {
-  static CublasLt lt;  // opened once, by whichever thread comes first
-  if (!lt.error.empty()) throw std::runtime_error(lt.error);
-  return lt;
-}
-
-// The largest power of two up to 256 dividing a device address: what the heuristic is told of each pointer.
-uint32_t alignment(const void* p) {
-  uint32_t a = 256;
-  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a) a /= 2;
-  return a;
-}
-
-// One shape's matmul: descriptors, layouts and the heuristic's algorithm. Row-major Y (M, N) = X (M, K) W (K, N) is
-// column-major Y^T (N, M) = W^T (N, K) X^T (K, M): cuBLASLt's A is W, its B is X, and the bias runs along D's rows.
-struct Plan {
-  const CublasLt* lt = nullptr;
-  LtDesc desc = nullptr;
-  LtLayout a = nullptr, b = nullptr, d = nullptr;
-  LtHeuristic pick{};
-  ~Plan() {
-    if (!lt) return;
-    for (LtLayout l : {a, b, d})
-      if (l) lt->LayoutDestroy(l);
-    if (desc) lt->DescDestroy(desc);
-  }
-};
-
+// Row-major Y (M, N) = X (M, K) W (K, N) is column-major Y^T (N, M) = W^T (N, K) X^T (K, M): cuBLASLt's A is W, its
+// B is X, and the bias runs along D's rows.
 class LinearKernel : public KernelBase {
  public:
   LinearKernel(const OrtKernelInfo* info, bool cuda) : KernelBase(info, "Linear", cuda) {
@@ -176,7 +70,7 @@ class LinearKernel : public KernelBase {
     const void* ptrs[] = {x.GetTensorRawData(), w.GetTensorRawData(), bias.GetTensorRawData(), out};
     std::lock_guard<std::mutex> lock(mu_);  // a session's threads share the node's plans and workspace
     void* st = stream(ctx);
-    const Plan& plan = plan_for(in.type, m, k, n, ptrs, xs, ws, st);
+    const LtPlan& plan = plan_for(in.type, m, k, n, ptrs, xs, ws, st);
     const void* bias_ptr = ptrs[2];
     plan.lt->check(plan.lt->DescSet(plan.desc, DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr), "setting the bias");
     LtStatus s = matmul(plan, plan.pick, ptrs, st);
@@ -188,24 +82,12 @@ class LinearKernel : public KernelBase {
  private:
   void cpu(const void* x, const void* w, const void* b, void* y, ONNXTensorElementDataType t, int64_t m, int64_t k,
            int64_t n) const {
-    std::vector<double> wd(static_cast<size_t>(k * n)), acc(static_cast<size_t>(n));
+    std::vector<double> wd(static_cast<size_t>(k * n));
     for (int64_t i = 0; i < k * n; ++i) wd[i] = load(w, t, i);
-    for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < n; ++j) acc[j] = load(b, t, j);
-      for (int64_t i = 0; i < k; ++i) {
-        const double xv = load(x, t, r * k + i);
-        const double* row = &wd[i * n];
-        for (int64_t j = 0; j < n; ++j) acc[j] += xv * row[j];
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        double v = acc[j];
-        if (gelu_) v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-        store(y, t, r * n + j, static_cast<float>(v));
-      }
-    }
+    linear_cpu(x, wd, b, y, t, m, k, n, gelu_);
   }
 
-  LtStatus matmul(const Plan& plan, const LtHeuristic& h, const void* const ptrs[4], void* st) {
+  LtStatus matmul(const LtPlan& plan, const LtHeuristic& h, const void* const ptrs[4], void* st) {
     void* workspace = h.workspace ? reinterpret_cast<void*>(memory_.scratch(0, h.workspace)) : nullptr;
     const float one = 1.0f, zero = 0.0f;
     void* out = const_cast<void*>(ptrs[3]);
@@ -215,7 +97,7 @@ class LinearKernel : public KernelBase {
 
   // The shape's plan, made on its first run for these pointers' alignments: the fastest of the heuristic's picks
   // on `st` (each writes Y, which the run then writes again), or its first where they cannot be timed.
-  const Plan& plan_for(ONNXTensorElementDataType type, int64_t m, int64_t k, int64_t n, const void* const ptrs[4],
+  const LtPlan& plan_for(ONNXTensorElementDataType type, int64_t m, int64_t k, int64_t n, const void* const ptrs[4],
                        const std::vector<int64_t>& xs, const std::vector<int64_t>& ws, void* st) {
     const CublasLt& lt = cublas_lt();
     const auto key = std::make_tuple(m, k, n, alignment(ptrs[0]), alignment(ptrs[1]), alignment(ptrs[3]),
@@ -226,7 +108,7 @@ class LinearKernel : public KernelBase {
     const int32_t dt = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT     ? R_32F
                        : type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 ? R_16F
                                                                        : R_16BF;
-    auto plan = std::make_unique<Plan>();
+    auto plan = std::make_unique<LtPlan>();
     plan->lt = &lt;
     lt.check(lt.DescCreate(&plan->desc, COMPUTE_32F, R_32F), "cublasLtMatmulDescCreate");
     const int32_t op_n = OP_N;
@@ -238,41 +120,69 @@ class LinearKernel : public KernelBase {
     lt.check(lt.LayoutCreate(&plan->a, dt, n, k, n), "cublasLtMatrixLayoutCreate(W)");
     lt.check(lt.LayoutCreate(&plan->b, dt, k, m, k), "cublasLtMatrixLayoutCreate(X)");
     lt.check(lt.LayoutCreate(&plan->d, dt, n, m, n), "cublasLtMatrixLayoutCreate(Y)");
-    LtPref pref = nullptr;
-    lt.check(lt.PrefCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint32_t aligns[] = {std::get<4>(key), std::get<3>(key), std::get<5>(key), std::get<5>(key)};
-    const int32_t align_attrs[] = {PREF_ALIGN_A, PREF_ALIGN_B, PREF_ALIGN_C, PREF_ALIGN_D};
-    LtStatus s = lt.PrefSet(pref, PREF_MAX_WORKSPACE, &kMaxWorkspace, sizeof kMaxWorkspace);
-    for (int i = 0; i < 4 && s == 0; ++i) s = lt.PrefSet(pref, align_attrs[i], &aligns[i], sizeof aligns[i]);
-    int found_algos = 0;
-    LtHeuristic picks[kCandidates] = {};
-    if (s == 0) s = lt.Heuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, kCandidates, picks,
-                                 &found_algos);
-    lt.PrefDestroy(pref);
-    lt.check(s, "cublasLtMatmulAlgoGetHeuristic");
-    if (found_algos < 1)
-      throw std::runtime_error("cuBLASLt (" + lt.path + ") has no algorithm for X " + shape_str(xs) + " by W " +
-                               shape_str(ws) + (gelu_ ? " with the bias and GELU" : " with the bias"));
-    plan->pick = picks[0];
-    if (found_algos > 1 && may_time(st)) {
-      size_t most = 0;  // allocated before timing: no allocation inside the timing's graph capture
-      for (int i = 0; i < found_algos; ++i) most = std::max(most, picks[i].workspace);
-      if (most) memory_.scratch(0, most);
-      plan->pick = picks[fastest(st, found_algos, [&](size_t i) {
-        return picks[i].state == 0 && matmul(*plan, picks[i], ptrs, st) == 0;
-      })];
-    }
+    choose_algo(handle_, *plan, aligns, st, [&](size_t bytes) { memory_.scratch(0, bytes); },
+                [&](const LtHeuristic& h) { return matmul(*plan, h, ptrs, st); },
+                "X " + shape_str(xs) + " by W " + shape_str(ws) + (gelu_ ? " with the bias and GELU" : " with the bias"));
     return *(plans_[key] = std::move(plan));
   }
 
   bool gelu_ = false;
   std::mutex mu_;
   LtHandle handle_ = nullptr;
-  std::map<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t>, std::unique_ptr<Plan>> plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t>, std::unique_ptr<LtPlan>> plans_;
 };
 
-// Y is X's shape with W's N last (from ORT's shapes of X and W: either may be symbolic or unknown).
 OrtStatusPtr linear_shape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+  return shape_n_from_w(ctx, 1, "tritonforge_linear_n");
+}
+
+}  // namespace
+
+void choose_algo(LtHandle handle, LtPlan& plan, const uint32_t aligns[4], void* st,
+                 const std::function<void(size_t)>& workspace,
+                 const std::function<LtStatus(const LtHeuristic&)>& matmul, const std::string& what) {
+  const CublasLt& lt = *plan.lt;
+  LtPref pref = nullptr;
+  lt.check(lt.PrefCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const int32_t align_attrs[] = {PREF_ALIGN_A, PREF_ALIGN_B, PREF_ALIGN_C, PREF_ALIGN_D};
+  LtStatus s = lt.PrefSet(pref, PREF_MAX_WORKSPACE, &kMaxWorkspace, sizeof kMaxWorkspace);
+  for (int i = 0; i < 4 && s == 0; ++i) s = lt.PrefSet(pref, align_attrs[i], &aligns[i], sizeof aligns[i]);
+  int found = 0;
+  LtHeuristic picks[kCandidates] = {};
+  if (s == 0) s = lt.Heuristic(handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref, kCandidates, picks, &found);
+  lt.PrefDestroy(pref);
+  lt.check(s, "cublasLtMatmulAlgoGetHeuristic");
+  if (found < 1) throw std::runtime_error("cuBLASLt (" + lt.path + ") has no algorithm for " + what);
+  plan.pick = picks[0];
+  if (found > 1 && may_time(st)) {
+    size_t most = 0;  // allocated before timing: no allocation inside the timing's graph capture
+    for (int i = 0; i < found; ++i) most = std::max(most, picks[i].workspace);
+    if (most) workspace(most);
+    plan.pick = picks[fastest(st, found, [&](size_t i) { return picks[i].state == 0 && matmul(picks[i]) == 0; })];
+  }
+}
+
+void linear_cpu(const void* x, const std::vector<double>& w, const void* b, void* y, ONNXTensorElementDataType t,
+                int64_t m, int64_t k, int64_t n, bool gelu) {
+  std::vector<double> acc(static_cast<size_t>(n));
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < n; ++j) acc[j] = load(b, t, j);
+    for (int64_t i = 0; i < k; ++i) {
+      const double xv = load(x, t, r * k + i);
+      const double* row = &w[i * n];
+      for (int64_t j = 0; j < n; ++j) acc[j] += xv * row[j];
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      double v = acc[j];
+      if (gelu) v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+      store(y, t, r * n + j, static_cast<float>(v));
+    }
+  }
+}
+
+// Y is X's shape with W's dim `n_axis` last (from ORT's shapes of X and W: either may be symbolic or unknown).
+OrtStatusPtr shape_n_from_w(OrtShapeInferContext* ctx, int n_axis, const char* symbol) {
   const OrtApi& api = Ort::GetApi();
   OrtTensorTypeAndShapeInfo* info = nullptr;
   if (OrtStatusPtr s = shape_of_x(ctx, &info)) return s;
@@ -291,9 +201,9 @@ OrtStatusPtr linear_shape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
       // copies: the names point into `info`, which SetDimensions rewrites
       std::vector<std::string> names;
       for (size_t i = 0; i + 1 < rank; ++i) names.emplace_back(given[i] ? given[i] : "");
-      const bool known = w_rank == 2 && w_dims[1] >= 0;
-      dims.back() = known ? w_dims[1] : -1;
-      names.push_back(known ? "" : "tritonforge_linear_n");  // -1 would read back as a fixed size
+      const bool known = w_rank == 2 && w_dims[n_axis] >= 0;
+      dims.back() = known ? w_dims[n_axis] : -1;
+      names.push_back(known ? "" : symbol);  // -1 would read back as a fixed size
       std::vector<const char*> params;
       for (const auto& n : names) params.push_back(n.c_str());
       s = api.SetDimensions(info, dims.data(), rank);
@@ -304,6 +214,8 @@ OrtStatusPtr linear_shape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   api.ReleaseTensorTypeAndShapeInfo(info);
   return s;
 }
+
+namespace {
 
 struct LinearOp : TypedOp<LinearOp, LinearKernel> {
   LinearOp(bool cuda, ONNXTensorElementDataType type) : TypedOp(cuda, type) { InferOutputShapeFn = linear_shape; }

@@ -197,6 +197,13 @@ class KernelBase {
 // X's type and shape as ORT is told it, unknown dims named (ops.cc; the caller releases it).
 OrtStatusPtr shape_of_x(OrtShapeInferContext* ctx, OrtTensorTypeAndShapeInfo** out);
 
+// Y is X's shape with the Linear weight's dim `n_axis` last, named `symbol` where W does not fix it (linear.cc).
+OrtStatusPtr shape_n_from_w(OrtShapeInferContext* ctx, int n_axis, const char* symbol);
+
+// Y (M, N) = act(X (M, K) W (K, N, doubles) + bias (N)) on the CPU, in double; act GELU-tanh where `gelu` (linear.cc).
+void linear_cpu(const void* x, const std::vector<double>& w, const void* b, void* y, ONNXTensorElementDataType t,
+                int64_t m, int64_t k, int64_t n, bool gelu);
+
 // Every output has X's type and shape (ops.cc).
 OrtStatusPtr same_as_x(const OrtCustomOp* op, OrtShapeInferContext* ctx);
 
@@ -250,5 +257,6 @@ std::vector<OrtCustomOp*> rotary_embedding_ops(bool cuda);
 std::vector<OrtCustomOp*> bias_concat_ops(bool cuda);
 std::vector<OrtCustomOp*> bias_split_gelu_ops(bool cuda);
 std::vector<OrtCustomOp*> linear_ops(bool cuda);
+std::vector<OrtCustomOp*> fp8_linear_ops(bool cuda);
 
 }  // namespace tf

@@ -99,10 +99,11 @@ std::string info_json() {
   for (int g = 0; g < tf::kGroupCount; ++g) out += std::string(g ? ", " : "") + "\"" + tf::kGroups[g].name + "\"";
   // the dtypes each op's CUDA kernels serve (the CPU ops serve fp16, fp32 and bf16)
   const char* ops[] = {"GroupNorm", "SkipGroupNorm", "GroupNormalization", "Softmax", "LogSoftmax",
-                       "MultiHeadAttention", "AdaLayerNorm", "RotaryEmbedding", "BiasConcat", "BiasSplitGelu"};
+                       "MultiHeadAttention", "AdaLayerNorm", "RotaryEmbedding", "BiasConcat", "BiasSplitGelu",
+                       "Fp8Linear"};  // Fp8Linear: the dtypes its activations' quantization kernels serve
   const int kinds[] = {tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NHWC, tf::OP_GROUP_NORM_NCHW, tf::OP_SOFTMAX,
                        tf::OP_LOG_SOFTMAX, tf::OP_ATTENTION, tf::OP_ADA_LAYER_NORM, tf::OP_ROTARY_EMBEDDING,
-                       tf::OP_BIAS_CONCAT, tf::OP_BIAS_SPLIT_GELU};
+                       tf::OP_BIAS_CONCAT, tf::OP_BIAS_SPLIT_GELU, tf::OP_FP8_QUANT_ROWS};
   out += "], \"cuda\": {";
   for (int o = 0; o < static_cast<int>(sizeof kinds / sizeof kinds[0]); ++o) {
     out += std::string(o ? ", " : "") + "\"" + ops[o] + "\": [";
@@ -169,7 +170,7 @@ OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtA
       for (int cuda = 0; cuda < 2; ++cuda) {
         for (auto* family : {tf::group_norm_ops, tf::softmax_ops, tf::attention_ops, tf::ada_layer_norm_ops,
                              tf::rotary_embedding_ops, tf::bias_concat_ops, tf::bias_split_gelu_ops,
-                             tf::linear_ops}) {
+                             tf::linear_ops, tf::fp8_linear_ops}) {
           for (OrtCustomOp* op : family(cuda != 0)) {
             op->version = version;
             d.Add(op);

@@ -653,3 +653,63 @@ def test_linear_matches_float64(ort_cuda, library, dtype, lead, k, n, activation
         ref = 0.5 * ref * (1 + np.tanh(np.sqrt(2 / np.pi) * (ref + 0.044715 * ref ** 3)))
     tol = {"fp16": 1e-2, "bf16": 4e-2, "fp32": 1e-4}[dtype]
     np.testing.assert_allclose(y[rows], ref, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("lead, k, n, activation, graph", [
+    ((2, 4096), 1536, 6144, "gelu_tanh", True),  # SD3's MLP up, in ORT's CUDA graph
+    ((2, 333), 1536, 1536, "none", False),  # SD3's text-stream projection: rows not a multiple of any tile
+    ((4608,), 15360, 3072, "none", False),  # Flux's single blocks' output projection, 2-D
+    ((0, 7), 64, 32, "none", False),  # no tokens
+])
+def test_fp8_linear_matches_float64_of_its_quantized_operands(ort_cuda, library, dtype, lead, k, n, activation,
+                                                               graph):
+    """The e4m3 weight as the rewrite writes it, X cast to the dtype, the library's Fp8Linear (X's rows quantized
+    by kernels/fp8_quant_rows_triton.py, cuBLASLt's fp8 GEMM with both scales, the bias and the GELU in its
+    epilogue): rows sampled against float64 of X's e4m3 rows times their scales (numpy's quantization, as the
+    kernel's) and the dequantized weight, within the output dtype's rounding."""
+    from onnx import TensorProto, helper
+    from tritonforge.runtime.ortlib.fp8 import from_e4m3_bytes, quantize_rows
+    from tritonforge.runtime.reference import quantize
+
+    if not _has_fp8(ort_cuda):
+        pytest.skip("this GPU has no fp8 tensor cores (sm_89+)")
+    t = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
+    rng = np.random.default_rng(k + n + 1)
+    x = (rng.standard_normal((*lead, k)) * rng.uniform(0.1, 4, (*lead, 1))).astype(np.float32)
+    w = rng.standard_normal((k, n)) / np.sqrt(k) * rng.uniform(0.2, 2, n)
+    b = rng.standard_normal(n).astype(np.float32)
+    wq, ws = quantize_rows(w.T)
+    inits = [helper.make_tensor("wq", TensorProto.FLOAT8E4M3FN, wq.shape, wq.tobytes(), raw=True),
+             helper.make_tensor("ws", TensorProto.FLOAT, ws.shape, ws)]
+    nodes = [*(helper.make_node("Cast", [v], [v + "t"], to=t) for v in "xb"),
+             helper.make_node("Fp8Linear", ["xt", "wq", "ws", "bt"], ["yt"], domain="tritonforge",
+                              activation=activation, name="ff"),
+             helper.make_node("Cast", ["yt"], ["y"], to=TensorProto.FLOAT)]
+    m = helper.make_model(helper.make_graph(nodes, "fp8", [vi("x", "fp32", list(x.shape)), vi("b", "fp32", [n])],
+                                            [vi("y", "fp32", [*lead, n])], inits),
+                          opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("tritonforge", 1)])
+    m.ir_version = 10
+    so = ort_cuda.SessionOptions()
+    so.log_severity_level = 3
+    so.register_custom_ops_library(str(library))
+    s = ort_cuda.InferenceSession(m.SerializeToString(), so,
+                                  providers=[(CUDA, {"enable_cuda_graph": "1"} if graph else {})])
+    y = run_bound(ort_cuda, s, {"x": x, "b": b}, {"y": ([*lead, n], np.float32)})["y"].reshape(-1, n)
+    if y.size == 0:
+        return
+    rows = np.unique(np.r_[0, rng.integers(0, y.shape[0], 61), y.shape[0] - 1])
+    xq, xs = quantize_rows(quantize(x, dtype).reshape(-1, k)[rows])
+    ref = (from_e4m3_bytes(xq) * xs[:, None]) @ (from_e4m3_bytes(wq) * ws[:, None]).T + quantize(b, dtype)
+    if activation == "gelu_tanh":
+        ref = 0.5 * ref * (1 + np.tanh(np.sqrt(2 / np.pi) * (ref + 0.044715 * ref ** 3)))
+    tol = {"fp16": 1e-2, "bf16": 4e-2}[dtype]
+    np.testing.assert_allclose(y[rows], ref, atol=tol * np.abs(ref).max(), rtol=tol)
+
+
+def _has_fp8(ort_cuda) -> bool:
+    import subprocess
+
+    cap = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                         text=True).stdout.split()
+    return bool(cap) and float(cap[0]) >= 8.9

@@ -545,3 +545,56 @@ def test_linear_refuses_bad_inputs_naming_the_node_and_input(ort_library):
     bad = helper.make_node("Linear", ["x", "w", "b"], ["y"], domain="tritonforge", activation="relu", name="proj")
     with pytest.raises(Exception, match="activation 'relu' is not one of none, gelu_tanh"):
         session(ort_library, [bad], ins, [vi("y", "fp32", None)])
+
+
+# ---- Fp8Linear -------------------------------------------------------------------------------------------
+def _fp8_weight(w, name="w"):
+    """(the FLOAT8E4M3FN initializer of W (K, N) as the rewrite writes it, (N, K), its scales, W as they give it)."""
+    from tritonforge.runtime.ortlib.fp8 import from_e4m3_bytes, quantize_rows
+
+    q, scale = quantize_rows(w.T.astype(np.float64))
+    init = helper.make_tensor(name, TensorProto.FLOAT8E4M3FN, q.shape, q.tobytes(), raw=True)
+    return init, scale, (from_e4m3_bytes(q) * scale[:, None].astype(np.float64)).T
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("activation", ["none", "gelu_tanh"])
+def test_fp8_linear_matches_float64_with_the_dequantized_weight(ort_library, dtype, activation):
+    """On the CPU the e4m3 weight times its per-channel scale, in double: the float64 product with that weight,
+    and within e4m3's rounding (2^-4 relative a weight) of the unquantized one."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 5, 32)).astype(T[dtype][1])
+    w = rng.standard_normal((32, 48)) * rng.uniform(0.01, 1, 48)  # channels of different magnitudes
+    b = rng.standard_normal(48).astype(T[dtype][1])
+    init, scale, w_deq = _fp8_weight(w)
+    node = helper.make_node("Fp8Linear", ["x", "w", "s", "b"], ["y"], domain="tritonforge", activation=activation,
+                            name="ff")
+    s = session(ort_library, [node], [vi("x", dtype, None), vi("b", dtype, None)], [vi("y", dtype, None)],
+                inits=[init, helper.make_tensor("s", TensorProto.FLOAT, scale.shape, scale)])
+    (y,) = s.run(None, {"x": x, "b": b})
+    assert y.shape == (2, 5, 48) and y.dtype == x.dtype
+    close(y, _linear_ref(x, w_deq, b, activation), dtype)
+    assert np.abs(y - _linear_ref(x, w, b, activation)).max() < 0.1 * np.abs(_linear_ref(x, w, b, "none")).max()
+
+
+def test_fp8_linear_refuses_bad_inputs_naming_the_node_and_input(ort_library):
+    rng = np.random.default_rng(13)
+    init, scale, _ = _fp8_weight(rng.standard_normal((32, 48)))
+    node = helper.make_node("Fp8Linear", ["x", "w", "s", "b"], ["y"], domain="tritonforge", name="blocks.3.attn.to_q")
+
+    def error(x, s, b):
+        sess = session(ort_library, [node], [vi("x", "fp32", None), vi("s", "fp32", None), vi("b", "fp32", None)],
+                       [vi("y", "fp32", None)], inits=[init])
+        with pytest.raises(Exception) as err:
+            sess.run(None, {"x": x, "s": s, "b": b})
+        return str(err.value)
+
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    msg = error(z(2, 24), scale, z(48))
+    assert "tritonforge.Fp8Linear node 'blocks.3.attn.to_q'" in msg
+    assert "input W has shape (48, 32); expected (N, 24)" in msg
+    assert "input w_scale has shape (47); expected (48)" in error(z(2, 32), scale[:47], z(48))
+    assert "input bias has shape (40); expected (48), W's N" in error(z(2, 32), scale, z(40))
+    (y,) = session(ort_library, [node], [vi("x", "fp32", None), vi("s", "fp32", None), vi("b", "fp32", None)],
+                   [vi("y", "fp32", None)], inits=[init]).run(None, {"x": z(0, 32), "s": scale, "b": z(48)})
+    assert y.shape == (0, 48)  # no tokens: an empty output, nothing run

@@ -1,0 +1,92 @@
+"""`--precision fp8`: the model's large Linears as the library's `Fp8Linear`, their weights in fp8 e4m3.
+
+After the rewrite, every Linear by a constant 2-D weight (K, N) of a float16 or bfloat16 model — the library's
+`tritonforge.Linear` nodes and the MatMuls the other fusions left in front of their nodes (attention's
+projections, BiasConcat's, SkipLayerNormalization's) — whose K and N are both at least `min_features` and multiples
+of 16 (cuBLASLt's fp8 layouts) becomes `tritonforge.Fp8Linear(X, W_q, w_scale, bias)`: W_q the (N, K) e4m3 weight
+(ONNX FLOAT8E4M3FN), one float scale per output channel (its largest magnitude over 448), the bias the Linear's (zero
+where the MatMul had none). The activations are quantized per token by the node at run time
+(runtime/ortlib/src/fp8_linear.cc). On a GPU without fp8 tensor cores the node refuses; on the CPU EP it computes
+with the dequantized weight.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import DOMAIN
+from ..fp8 import quantize_rows
+from .graph import Graph, domain_of, fresh, is_op
+
+FP8_MIN_FEATURES = 1024  # narrower Linears stay in their type: their GEMMs are too short to pay the quantization
+
+
+def _candidate(g: Graph, node, min_features: int, served=None):
+    """(x, W (K, N) as float64, bias name or None, activation, ONNX element type) of a Linear to put in fp8, else
+    None."""
+    if domain_of(node) == DOMAIN and node.op_type == "Linear":
+        x, w, bias = node.input
+        act = next((a.s.decode() for a in node.attribute if a.name == "activation"), "none")
+    elif is_op(node, "MatMul") and len(node.input) == 2:
+        (x, w), bias, act = node.input, None, "none"
+    else:
+        return None
+    dims = g.dims(w)
+    if not dims or len(dims) != 2 or not all(isinstance(d, int) for d in dims):
+        return None
+    k, n = dims
+    # the weight's type is X's (a custom op's output may have no type ONNX inference knows)
+    dtype = {10: "fp16", 16: "bf16"}.get(g.elem(x) or g.elem(w))
+    if min(k, n) < max(min_features, 1) or k % 16 or n % 16 or dtype is None or (served is not None and
+                                                                                  dtype not in served):
+        return None
+    weight = g.weight(w)
+    if weight is None or g.const(x) is not None:
+        return None
+    return x, np.asarray(weight, dtype=np.float64), bias, act, {"fp16": 10, "bf16": 16}[dtype]
+
+
+def to_fp8(model, min_features: int = FP8_MIN_FEATURES, base_dir=None, served=None) -> list[str]:
+    """Rewrite `model`'s large Linears in place as Fp8Linear nodes (see the module's text); returns the names of
+    the nodes written. `served`: the dtypes ("fp16", "bf16") the library's CUDA Fp8Linear serves (None: any)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = Graph(model, base_dir)
+    written, nodes = [], []
+    for node in g.nodes:
+        found = _candidate(g, node, min_features, served)
+        if found is None:
+            nodes.append(node)
+            continue
+        x, weight, bias, act, elem = found
+        q, scale = quantize_rows(weight.T)  # (N, K): one row per output channel
+        base = (node.name or node.output[0]).rsplit("/", 1)[0] + "/Fp8Linear"
+        w_name, s_name = g.unique(base + ".weight_e4m3"), g.unique(base + ".weight_scale")
+        w_q = helper.make_tensor(w_name, TensorProto.FLOAT8E4M3FN, q.shape, q.tobytes(), raw=True)
+        model.graph.initializer.extend([w_q, numpy_helper.from_array(scale.astype(np.float32), s_name)])
+        if bias is None:
+            bias = g.unique(base + ".bias")
+            zeros = np.zeros(weight.shape[1], dtype=np.uint16)  # float16's and bfloat16's zero: two zero bytes
+            model.graph.initializer.append(helper.make_tensor(bias, elem, zeros.shape, zeros.tobytes(), raw=True))
+        name = fresh(base, g.node_names)
+        nodes.append(helper.make_node("Fp8Linear", [x, w_name, s_name, bias], list(node.output), name=name,
+                                      domain=DOMAIN, activation=act))
+        written.append(name)
+    if written:
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+        _drop_unread(model)
+        if DOMAIN not in {o.domain for o in model.opset_import}:
+            model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+    return written
+
+
+def _drop_unread(model) -> None:
+    """The fp16 weights the fp8 nodes replaced, where nothing reads them any more."""
+    from .graph import every_node
+
+    read = {i for n in every_node(model.graph) for i in n.input} | {o.name for o in model.graph.output}
+    keep = [t for t in model.graph.initializer if t.name in read]
+    if len(keep) != len(model.graph.initializer):
+        del model.graph.initializer[:]
+        model.graph.initializer.extend(keep)

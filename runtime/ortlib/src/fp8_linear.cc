@@ -1,0 +1,202 @@
+// Fp8Linear: a Linear whose weight was quantized to fp8 e4m3 when the model was rewritten (one scale per output
+// channel), its activations quantized per token as they arrive: Y = act((X_q * x_scale) (W_q * w_scale)^T + bias).
+// On CUDA (sm_89 and newer: fp8 tensor cores) kernels/fp8_quant_rows_triton.py writes X's e4m3 rows and their scales
+// and one cuBLASLt fp8 matmul applies both scale vectors (its outer-vector scale mode), the bias and the GELU in its
+// epilogue, accumulating in fp32. On the CPU the weight is dequantized and X is used as it is, in double: the model
+// runs everywhere it loads, the activations' rounding being the GPU's alone.
+//
+// Inputs: X (..., K) float16 or bfloat16 (or float on the CPU), W (N, K) float8e4m3fn, w_scale (N) float,
+// bias (N) X's type. Output: Y (..., N) X's type. Attribute: activation, "none" (the default) or "gelu_tanh".
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "cublas_lt.h"
+#include "op_base.h"
+
+namespace tf {
+namespace {
+
+enum : int32_t {
+  R_8F_E4M3 = 28, OP_T = 1,  // cudaDataType_t, cublasOperation_t
+  DESC_A_SCALE_POINTER = 17, DESC_B_SCALE_POINTER = 18, DESC_BIAS_DATA_TYPE = 26, DESC_A_SCALE_MODE = 31,
+  DESC_B_SCALE_MODE = 32,  // cublasLtMatmulDescAttributes_t (cuBLAS 12.9+)
+  SCALE_MODE_OUTER_VEC_32F = 3,  // one fp32 scale per row of op(A) / column of op(B)
+};
+constexpr ONNXTensorElementDataType kE4M3 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN;
+// scratch keys of the node's DeviceMemory: below the kernel indices Triton's own scratch is kept under
+enum : int { kQuantRows = -1, kRowScales = -2, kLtWorkspace = -3 };
+
+// e4m3fn's value of a byte (0x7f and 0xff are NaN).
+double e4m3(uint8_t b) {
+  const int exp = (b >> 3) & 0xF, mant = b & 7;
+  if ((b & 0x7F) == 0x7F) return NAN;
+  const double mag = exp == 0 ? std::ldexp(mant, -9) : std::ldexp(1.0 + mant / 8.0, exp - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+class Fp8LinearKernel : public KernelBase {
+ public:
+  Fp8LinearKernel(const OrtKernelInfo* info, bool cuda) : KernelBase(info, "Fp8Linear", cuda) {
+    const std::string act = attr_string(info, "activation", "none");
+    if (act != "none" && act != "gelu_tanh")
+      throw Ort::Exception(std::string(kDomain) + ".Fp8Linear node '" + node_ + "': activation '" + act +
+                               "' is not one of none, gelu_tanh",
+                           ORT_INVALID_ARGUMENT);
+    gelu_ = act == "gelu_tanh";
+  }
+  ~Fp8LinearKernel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    plans_.clear();
+    if (handle_) cublas_lt().Destroy(handle_);
+  }
+
+ protected:
+  void Compute(Ort::KernelContext& ctx) override {
+    auto x = ctx.GetInput(0), w = ctx.GetInput(1), w_scale = ctx.GetInput(2), bias = ctx.GetInput(3);
+    const Input in = input_x(x);
+    const std::vector<int64_t>& xs = in.shape;
+    if (xs.empty()) bad("input X is a scalar; expected (..., K)");
+    auto wi = w.GetTensorTypeAndShapeInfo();
+    if (wi.GetElementType() != kE4M3) bad("input W must be float8e4m3fn (the rewrite's quantized weight)");
+    const auto ws = wi.GetShape();
+    const int64_t k = xs.back();
+    if (ws.size() != 2 || ws[1] != k)
+      bad("input W has shape " + shape_str(ws) + "; expected (N, " + std::to_string(k) + "), K from X " +
+          shape_str(xs));
+    const int64_t n = ws[0], m = product(xs, 0, xs.size() - 1);
+    per_channel_floats(w_scale, "w_scale", n, " (one scale per output channel)", ", W's N");
+    if (float_type(bias, "bias") != in.dtype) bad("input bias's element type differs from X's");
+    const auto bs = bias.GetTensorTypeAndShapeInfo().GetShape();
+    if (product(bs) != n || (!bs.empty() && bs.back() != n))
+      bad("input bias has shape " + shape_str(bs) + "; expected (" + std::to_string(n) + "), W's N");
+    std::vector<int64_t> ys = xs;
+    ys.back() = n;
+    auto y = ctx.GetOutput(0, ys);
+    if (m * n == 0) return;
+    if (!cuda_)
+      return cpu(x.GetTensorRawData(), static_cast<const uint8_t*>(w.GetTensorRawData()),
+                 w_scale.GetTensorData<float>(), bias.GetTensorRawData(), y.GetTensorMutableRawData(), in.type, m,
+                 k, n);
+    if (in.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) bad("X is float: fp8 runs from float16 or bfloat16 on CUDA");
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+      bad("X " + shape_str(xs) + " by W " + shape_str(ws) + " has a dimension past 2^31 - 1, which cuBLASLt's "
+          "kernels do not index");
+    if (k % 16 || n % 16)
+      bad("X " + shape_str(xs) + " by W " + shape_str(ws) + ": cuBLASLt's fp8 matmul needs K and N multiples of 16");
+
+    std::lock_guard<std::mutex> lock(mu_);  // a session's threads share the node's plans and buffers
+    void* st = stream(ctx);
+    const uint64_t xq = memory_.scratch(kQuantRows, static_cast<size_t>(m * k));
+    const uint64_t xscale = memory_.scratch(kRowScales, static_cast<size_t>(m) * sizeof(float));
+    RoleValues r;
+    r.u[R_OUT] = xq;
+    r.u[R_ROW_SCALE] = xscale;
+    r.u[R_IN] = reinterpret_cast<uint64_t>(x.GetTensorRawData());
+    r.u[R_BATCH] = m;
+    r.u[R_N_COLS] = k;
+    Problem p;
+    p.batch = m, p.n_cols = k;
+    run(OP_FP8_QUANT_ROWS, in.dtype, 0, p, r, "fp8_quant_rows_" + in.dtype,
+        std::to_string(m) + "_" + std::to_string(k), memory_, st,
+        [&] { return where("X " + shape_str(xs) + " " + in.dtype + " (fp8 runs on sm_89 and newer)"); });
+
+    const void* ptrs[] = {reinterpret_cast<const void*>(xq), w.GetTensorRawData(), bias.GetTensorRawData(),
+                          y.GetTensorMutableRawData(), w_scale.GetTensorRawData(),
+                          reinterpret_cast<const void*>(xscale)};
+    const LtPlan& plan = plan_for(in.type, m, k, n, ptrs, xs, ws, st);
+    set_pointers(plan, ptrs);
+    LtStatus s = matmul(plan, plan.pick, ptrs, st);
+    if (s != 0)
+      throw std::runtime_error("cublasLtMatmul (fp8) of X " + shape_str(xs) + " by W " + shape_str(ws) + " " +
+                               in.dtype + " failed: cuBLAS status " + std::to_string(s));
+  }
+
+ private:
+  void cpu(const void* x, const uint8_t* w, const float* w_scale, const void* b, void* y, ONNXTensorElementDataType t,
+           int64_t m, int64_t k, int64_t n) const {
+    std::vector<double> wd(static_cast<size_t>(k * n));  // (K, N): the e4m3 (N, K) rows times their scales
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i) wd[i * n + j] = e4m3(w[j * k + i]) * w_scale[j];
+    linear_cpu(x, wd, b, y, t, m, k, n, gelu_);
+  }
+
+  void set_pointers(const LtPlan& plan, const void* const ptrs[6]) const {
+    const CublasLt& lt = *plan.lt;
+    lt.check(lt.DescSet(plan.desc, DESC_BIAS_POINTER, &ptrs[2], sizeof ptrs[2]), "setting the bias");
+    lt.check(lt.DescSet(plan.desc, DESC_A_SCALE_POINTER, &ptrs[4], sizeof ptrs[4]), "setting W's scales");
+    lt.check(lt.DescSet(plan.desc, DESC_B_SCALE_POINTER, &ptrs[5], sizeof ptrs[5]), "setting X's scales");
+  }
+
+  LtStatus matmul(const LtPlan& plan, const LtHeuristic& h, const void* const ptrs[6], void* st) {
+    void* workspace = h.workspace ? reinterpret_cast<void*>(memory_.scratch(kLtWorkspace, h.workspace)) : nullptr;
+    const float one = 1.0f, zero = 0.0f;
+    void* out = const_cast<void*>(ptrs[3]);
+    return plan.lt->Matmul(handle_, plan.desc, &one, ptrs[1], plan.a, ptrs[0], plan.b, &zero, out, plan.d, out,
+                           plan.d, &h.algo, workspace, h.workspace, st);
+  }
+
+  // Row-major Y (M, N) = X (M, K) W (N, K)^T is column-major Y^T (N, M) = W (K, N col-major)^T X^T (K, M): cuBLASLt's
+  // A is W transposed (fp8 wants "TN"), its B is X's e4m3 rows; A's scales run along N, B's along M.
+  const LtPlan& plan_for(ONNXTensorElementDataType type, int64_t m, int64_t k, int64_t n, const void* const ptrs[6],
+                          const std::vector<int64_t>& xs, const std::vector<int64_t>& ws, void* st) {
+    const CublasLt& lt = cublas_lt();
+    const auto key = std::make_tuple(m, k, n, alignment(ptrs[1]), alignment(ptrs[3]), alignment(ptrs[2]));
+    auto found = plans_.find(key);
+    if (found != plans_.end()) return *found->second;
+    if (!handle_) lt.check(lt.Create(&handle_), "cublasLtCreate");
+    const int32_t dt = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 ? R_16F : R_16BF;
+    auto plan = std::make_unique<LtPlan>();
+    plan->lt = &lt;
+    lt.check(lt.DescCreate(&plan->desc, COMPUTE_32F, R_32F), "cublasLtMatmulDescCreate");
+    const int32_t op_t = OP_T, op_n = OP_N, mode = SCALE_MODE_OUTER_VEC_32F;
+    const uint32_t epilogue = gelu_ ? EPILOGUE_GELU_BIAS : EPILOGUE_BIAS;
+    lt.check(lt.DescSet(plan->desc, DESC_TRANSA, &op_t, sizeof op_t), "setting transa");
+    lt.check(lt.DescSet(plan->desc, DESC_TRANSB, &op_n, sizeof op_n), "setting transb");
+    lt.check(lt.DescSet(plan->desc, DESC_EPILOGUE, &epilogue, sizeof epilogue), "setting the epilogue");
+    lt.check(lt.DescSet(plan->desc, DESC_BIAS_DATA_TYPE, &dt, sizeof dt), "setting the bias type");
+    if (lt.DescSet(plan->desc, DESC_A_SCALE_MODE, &mode, sizeof mode) ||
+        lt.DescSet(plan->desc, DESC_B_SCALE_MODE, &mode, sizeof mode))
+      throw std::runtime_error(lt.path + " has no per-row fp8 scales (the outer-vector scale mode of cuBLAS 12.9+)");
+    set_pointers(*plan, ptrs);
+    lt.check(lt.LayoutCreate(&plan->a, R_8F_E4M3, k, n, k), "cublasLtMatrixLayoutCreate(W)");
+    lt.check(lt.LayoutCreate(&plan->b, R_8F_E4M3, k, m, k), "cublasLtMatrixLayoutCreate(X)");
+    lt.check(lt.LayoutCreate(&plan->d, dt, n, m, n), "cublasLtMatrixLayoutCreate(Y)");
+    const uint32_t aligns[] = {std::get<3>(key), 256, std::get<4>(key), std::get<4>(key)};  // B: the node's scratch
+    choose_algo(handle_, *plan, aligns, st, [&](size_t bytes) { memory_.scratch(kLtWorkspace, bytes); },
+                [&](const LtHeuristic& h) { return matmul(*plan, h, ptrs, st); },
+                "fp8 X " + shape_str(xs) + " by W " + shape_str(ws) + " on this GPU (fp8 tensor cores start at "
+                "sm_89)");
+    return *(plans_[key] = std::move(plan));
+  }
+
+  bool gelu_ = false;
+  std::mutex mu_;
+  LtHandle handle_ = nullptr;
+  std::map<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>, std::unique_ptr<LtPlan>> plans_;
+};
+
+// Y is X's shape with W's N last: W is (N, K) here.
+OrtStatusPtr fp8_linear_shape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+  return shape_n_from_w(ctx, 0, "tritonforge_fp8_linear_n");
+}
+
+struct Fp8LinearOp : TypedOp<Fp8LinearOp, Fp8LinearKernel> {
+  Fp8LinearOp(bool cuda, ONNXTensorElementDataType type) : TypedOp(cuda, type) {
+    InferOutputShapeFn = fp8_linear_shape;
+  }
+  const char* GetName() const { return "Fp8Linear"; }
+  size_t GetInputTypeCount() const { return 4; }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    return i == 1 ? kE4M3 : i == 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : type_;
+  }
+};
+
+}  // namespace
+
+std::vector<OrtCustomOp*> fp8_linear_ops(bool cuda) { return typed_ops<Fp8LinearOp>(cuda); }
+
+}  // namespace tf

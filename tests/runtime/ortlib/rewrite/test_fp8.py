@@ -1,0 +1,75 @@
+"""`precision="fp8"`: the tiny diffusion transformers' and UNet's Linears as Fp8Linear nodes, loaded and run on the
+CPU EP against the export as it is, and the refusals."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime", reason="the rewrite's result runs in onnxruntime")
+onnx = pytest.importorskip("onnx", reason="the rewrite reads ONNX models")
+
+from tritonforge.runtime.ortlib.rewrite import RewriteError, rewrite, rewrite_file  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite.fp8 import FP8_MIN_FEATURES  # noqa: E402
+
+from .test_rewrite import EXPORTS, run_file  # noqa: E402
+
+# float16 / bfloat16 exports of a diffusion transformer (SD3's ORT-optimized one, Flux's and PixArt's) and a UNet
+FP8_CASES = ["sd3_medium_tiny.ort.fp16.onnx", "flux_dev_tiny.dynamo23.fp16.onnx",
+             "pixart_sigma_tiny.torchscript.fp16.onnx", "sdxl_unet_tiny.torchscript.fp16.onnx"]
+
+
+def _linears_by_constant(path) -> Counter:
+    """MatMuls / Linears by a constant 2-D weight whose dims are multiples of 16: what fp8 takes at 0 features."""
+    m = onnx.load(str(path), load_external_data=False)
+    inits = {t.name: list(t.dims) for t in m.graph.initializer}
+    found = Counter()
+    for n in m.graph.node:
+        if (n.op_type, n.domain) in (("MatMul", ""), ("Linear", "tritonforge")) and len(n.input) >= 2:
+            dims = inits.get(n.input[1])
+            if dims and len(dims) == 2 and dims[0] % 16 == 0 and dims[1] % 16 == 0:
+                found[n.op_type] += 1
+    return found
+
+
+def _cosine(a, b) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("name", FP8_CASES)
+def test_every_linear_goes_to_fp8_and_the_model_computes_the_same_within_the_bound(ort_library, tmp_path, name):
+    """At 0 features every Linear by a constant weight becomes Fp8Linear; the rewrite loads and, on the CPU EP
+    (the weight's e4m3 rounding alone), its output stays within cosine 0.995 of the export's."""
+    src, plain, dst = EXPORTS / name, tmp_path / "plain.onnx", tmp_path / "fp8.onnx"
+    rewrite_file(src, plain, ort_library)
+    left = _linears_by_constant(plain)
+    report = rewrite_file(src, dst, ort_library, precision="fp8", fp8_min_features=0)
+    assert len(report.fp8) == sum(left.values()) > 0, report.lines()
+    assert f"fp8: {len(report.fp8)} Linear(s) of 0+ features -> tritonforge.Fp8Linear" in "\n".join(report.lines())
+    m = onnx.load(str(dst), load_external_data=False)
+    ops = Counter((n.domain, n.op_type) for n in m.graph.node)
+    assert ops[("tritonforge", "Fp8Linear")] == len(report.fp8) and not _linears_by_constant(dst)
+    assert any(t.data_type == onnx.TensorProto.FLOAT8E4M3FN for t in m.graph.initializer)
+    want, got = run_file(src, None), run_file(dst, ort_library)
+    assert np.isfinite(got).all() and _cosine(want, got) >= 0.995
+
+
+def test_the_default_keeps_narrow_linears_in_their_type(ort_library, tmp_path):
+    """The tiny models' widths are far below the default's break-even: nothing goes to fp8, and the report says
+    none did."""
+    report = rewrite_file(EXPORTS / FP8_CASES[0], tmp_path / "m.onnx", ort_library, precision="fp8")
+    assert report.fp8 == [] and FP8_MIN_FEATURES > 64
+    assert not any(line.startswith("fp8:") for line in report.lines())
+
+
+def test_fp8_options_are_refused_where_they_mean_nothing(ort_library, tmp_path):
+    model = onnx.load(str(EXPORTS / FP8_CASES[0]))
+    with pytest.raises(RewriteError, match="precision='fp4': choose fp8"):
+        rewrite(model, ort_library, precision="fp4")
+    with pytest.raises(RewriteError, match="fp8_min_features=16: a count of features >= 0, with precision='fp8'"):
+        rewrite(model, ort_library, fp8_min_features=16)
+    with pytest.raises(RewriteError, match="fp8_min_features=-1"):
+        rewrite(model, ort_library, precision="fp8", fp8_min_features=-1)
