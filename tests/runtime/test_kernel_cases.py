@@ -33,7 +33,7 @@ def test_every_kernel_of_every_script_gets_a_problem_its_contract_admits(specs):
                if case_for(s, lambda env, s=s: contract_admits(s, {**env, "resident": RESIDENT})) is None]
     assert not missing, missing[:20]
     assert {s.family for s in specs} == {"softmax", "nhwc", "nchw", "attention", "ada_layer_norm", "rotary_embedding",
-                                          "bias_concat", "bias_split_gelu"}
+                                          "bias_concat", "bias_split_gelu", "fp8_quant_rows"}
 
 
 def test_problems_are_awkward_and_vary_the_optional_inputs(specs):

@@ -84,6 +84,7 @@ class Fp8LinearKernel : public KernelBase {
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
       bad("X " + shape_str(xs) + " by W " + shape_str(ws) + " has a dimension past 2^31 - 1, which cuBLASLt's "
           "kernels do not index");
+    if (k == 0) bad("X " + shape_str(xs) + " has no features (K = 0): an fp8 GEMM has nothing to scale");
     if (k % 16 || n % 16)
       bad("X " + shape_str(xs) + " by W " + shape_str(ws) + ": cuBLASLt's fp8 matmul needs K and N multiples of 16");
 

@@ -91,6 +91,7 @@ def test_consumer_check_lists_the_archs_inside_every_blob(built, tmp_path):
         check_artifacts(bad)
 
 
+@pytest.mark.full  # 11 s of compiles; the default suite keeps invoke merge's byte-identical single build
 def test_merge_refuses_kernels_launched_differently_per_arch(built, tmp_path):
     _report, out, _ = built
     parts = [tmp_path / a for a in ("sm_80", "sm_90")]

@@ -118,6 +118,7 @@ def test_gc_races_eight_publishers_on_seaweedfs(s3, dist_copy, tmp_path):  # noq
 LEASE_S = 10  # the killed gc's lease: long enough to see it held, short enough to wait out
 
 
+@pytest.mark.full  # 16 s (it waits out a killed gc's lease); the default suite keeps the eight-publisher race
 def test_a_killed_gc_leaves_every_version_fetchable(root, s3, dist_copy, tmp_path):  # noqa: F811
     publish(s3, "8.0.0", dist_copy, None, QUIET, profiles=FULL)
     orphans(s3, 400, "many")

@@ -110,3 +110,35 @@ def test_every_failure_is_one_line_on_stderr(ort_library, tmp_path, case):
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["block.onnx", "junk.onnx", "libbroken.so"]
+
+
+def test_fp8_is_asked_for_on_the_command_line_and_through_invoke(ort_library, tmp_path, capsys):
+    """--precision fp8 --fp8-min-features 0 on a tiny SD3 export: its Linears said and written as Fp8Linear;
+    --fp8-min-features alone is refused in one line; invoke rewrite takes both options."""
+    from pathlib import Path
+
+    from tritonforge.runtime.ortlib import cli
+
+    from tests.cli import invoke
+
+    from .rewrite.test_fp8 import EXPORTS, FP8_CASES
+
+    src = EXPORTS / FP8_CASES[0]
+    out = tmp_path / "fp8.onnx"
+    assert cli.main([str(src), "-o", str(out), "--library", str(ort_library), "--precision", "fp8",
+                     "--fp8-min-features", "0"]) == 0
+    said = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("fp8: ")]
+    ops = [n.op_type for n in onnx.load(str(out), load_external_data=False).graph.node]
+    assert said == [f"fp8: {ops.count('Fp8Linear')} Linear(s) of 0+ features -> tritonforge.Fp8Linear (e4m3 weights "
+                    "per output channel, activations per token; rewrite/fp8.py)"] and ops.count("Fp8Linear") > 0
+    assert cli.main([str(src), "-o", str(tmp_path / "x.onnx"), "--library", str(ort_library),
+                     "--fp8-min-features", "16"]) == 1
+    assert capsys.readouterr().err.startswith("error: fp8_min_features=16: a count of features >= 0, with "
+                                              "precision='fp8'")
+    assert not (tmp_path / "x.onnx").exists()
+    root = Path(__file__).resolve().parents[3]
+    done = invoke(root, "rewrite", "--model", str(src), "--out", str(tmp_path / "i.onnx"), "--library",
+                  str(ort_library), "--precision", "fp8", "--fp8-min-features", "0")
+    assert done.returncode == 0 and "Linear(s) of 0+ features -> tritonforge.Fp8Linear" in done.stdout, done.stdout
+    bad = invoke(root, "rewrite", "--model", str(src), "--precision", "fp4")
+    assert bad.returncode == 2 and "error: --precision must be fp8" in bad.stdout, bad.stdout
