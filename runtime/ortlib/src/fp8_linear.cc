@@ -13,8 +13,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "cublas_lt.h"
-#include "op_base.h"
+#include "lt_kernel.h"
 
 namespace tf {
 namespace {
@@ -27,7 +26,7 @@ enum : int32_t {
 };
 constexpr ONNXTensorElementDataType kE4M3 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN;
 // scratch keys of the node's DeviceMemory: below the kernel indices Triton's own scratch is kept under
-enum : int { kQuantRows = -1, kRowScales = -2, kLtWorkspace = -3 };
+enum : int { kQuantRows = -1, kRowScales = -2 };  // LtKernel's workspace is -3
 
 // e4m3fn's value of a byte (0x7f and 0xff are NaN).
 double e4m3(uint8_t b) {
@@ -37,21 +36,11 @@ double e4m3(uint8_t b) {
   return (b & 0x80) ? -mag : mag;
 }
 
-class Fp8LinearKernel : public KernelBase {
+using Fp8LinearKernelBase = LtKernel<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>>;
+
+class Fp8LinearKernel : public Fp8LinearKernelBase {
  public:
-  Fp8LinearKernel(const OrtKernelInfo* info, bool cuda) : KernelBase(info, "Fp8Linear", cuda) {
-    const std::string act = attr_string(info, "activation", "none");
-    if (act != "none" && act != "gelu_tanh")
-      throw Ort::Exception(std::string(kDomain) + ".Fp8Linear node '" + node_ + "': activation '" + act +
-                               "' is not one of none, gelu_tanh",
-                           ORT_INVALID_ARGUMENT);
-    gelu_ = act == "gelu_tanh";
-  }
-  ~Fp8LinearKernel() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    plans_.clear();
-    if (handle_) cublas_lt().Destroy(handle_);
-  }
+  Fp8LinearKernel(const OrtKernelInfo* info, bool cuda) : Fp8LinearKernelBase(info, "Fp8Linear", cuda) {}
 
  protected:
   void Compute(Ort::KernelContext& ctx) override {
@@ -109,7 +98,7 @@ class Fp8LinearKernel : public KernelBase {
                           reinterpret_cast<const void*>(xscale)};
     const LtPlan& plan = plan_for(in.type, m, k, n, ptrs, xs, ws, st);
     set_pointers(plan, ptrs);
-    LtStatus s = matmul(plan, plan.pick, ptrs, st);
+    LtStatus s = matmul(plan, plan.pick, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
     if (s != 0)
       throw std::runtime_error("cublasLtMatmul (fp8) of X " + shape_str(xs) + " by W " + shape_str(ws) + " " +
                                in.dtype + " failed: cuBLAS status " + std::to_string(s));
@@ -129,14 +118,6 @@ class Fp8LinearKernel : public KernelBase {
     lt.check(lt.DescSet(plan.desc, DESC_BIAS_POINTER, &ptrs[2], sizeof ptrs[2]), "setting the bias");
     lt.check(lt.DescSet(plan.desc, DESC_A_SCALE_POINTER, &ptrs[4], sizeof ptrs[4]), "setting W's scales");
     lt.check(lt.DescSet(plan.desc, DESC_B_SCALE_POINTER, &ptrs[5], sizeof ptrs[5]), "setting X's scales");
-  }
-
-  LtStatus matmul(const LtPlan& plan, const LtHeuristic& h, const void* const ptrs[6], void* st) {
-    void* workspace = h.workspace ? reinterpret_cast<void*>(memory_.scratch(kLtWorkspace, h.workspace)) : nullptr;
-    const float one = 1.0f, zero = 0.0f;
-    void* out = const_cast<void*>(ptrs[3]);
-    return plan.lt->Matmul(handle_, plan.desc, &one, ptrs[1], plan.a, ptrs[0], plan.b, &zero, out, plan.d, out,
-                           plan.d, &h.algo, workspace, h.workspace, st);
   }
 
   // Row-major Y (M, N) = X (M, K) W (N, K)^T is column-major Y^T (N, M) = W (K, N col-major)^T X^T (K, M): cuBLASLt's
@@ -167,16 +148,14 @@ class Fp8LinearKernel : public KernelBase {
     lt.check(lt.LayoutCreate(&plan->d, dt, n, m, n), "cublasLtMatrixLayoutCreate(Y)");
     const uint32_t aligns[] = {std::get<3>(key), 256, std::get<4>(key), std::get<4>(key)};  // B: the node's scratch
     choose_algo(handle_, *plan, aligns, st, [&](size_t bytes) { memory_.scratch(kLtWorkspace, bytes); },
-                [&](const LtHeuristic& h) { return matmul(*plan, h, ptrs, st); },
+                [&](const LtHeuristic& h) {
+                  return matmul(*plan, h, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
+                },
                 "fp8 X " + shape_str(xs) + " by W " + shape_str(ws) + " on this GPU (fp8 tensor cores start at "
                 "sm_89)");
     return *(plans_[key] = std::move(plan));
   }
 
-  bool gelu_ = false;
-  std::mutex mu_;
-  LtHandle handle_ = nullptr;
-  std::map<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>, std::unique_ptr<LtPlan>> plans_;
 };
 
 // Y is X's shape with W's N last: W is (N, K) here.

@@ -16,29 +16,18 @@
 #include <mutex>
 #include <tuple>
 
-#include "cublas_lt.h"
-#include "op_base.h"
+#include "lt_kernel.h"
 
 namespace tf {
 namespace {
 
 // Row-major Y (M, N) = X (M, K) W (K, N) is column-major Y^T (N, M) = W^T (N, K) X^T (K, M): cuBLASLt's A is W, its
 // B is X, and the bias runs along D's rows.
-class LinearKernel : public KernelBase {
+using LinearKernelBase = LtKernel<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t>>;
+
+class LinearKernel : public LinearKernelBase {
  public:
-  LinearKernel(const OrtKernelInfo* info, bool cuda) : KernelBase(info, "Linear", cuda) {
-    const std::string act = attr_string(info, "activation", "none");
-    if (act != "none" && act != "gelu_tanh")
-      throw Ort::Exception(std::string(kDomain) + ".Linear node '" + node_ + "': activation '" + act +
-                               "' is not one of none, gelu_tanh",
-                           ORT_INVALID_ARGUMENT);
-    gelu_ = act == "gelu_tanh";
-  }
-  ~LinearKernel() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    plans_.clear();
-    if (handle_) cublas_lt().Destroy(handle_);
-  }
+  LinearKernel(const OrtKernelInfo* info, bool cuda) : LinearKernelBase(info, "Linear", cuda) {}
 
  protected:
   void Compute(Ort::KernelContext& ctx) override {
@@ -73,7 +62,7 @@ class LinearKernel : public KernelBase {
     const LtPlan& plan = plan_for(in.type, m, k, n, ptrs, xs, ws, st);
     const void* bias_ptr = ptrs[2];
     plan.lt->check(plan.lt->DescSet(plan.desc, DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr), "setting the bias");
-    LtStatus s = matmul(plan, plan.pick, ptrs, st);
+    LtStatus s = matmul(plan, plan.pick, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
     if (s != 0)
       throw std::runtime_error("cublasLtMatmul of X " + shape_str(xs) + " by W " + shape_str(ws) + " " + in.dtype +
                                " failed: cuBLAS status " + std::to_string(s));
@@ -85,14 +74,6 @@ class LinearKernel : public KernelBase {
     std::vector<double> wd(static_cast<size_t>(k * n));
     for (int64_t i = 0; i < k * n; ++i) wd[i] = load(w, t, i);
     linear_cpu(x, wd, b, y, t, m, k, n, gelu_);
-  }
-
-  LtStatus matmul(const LtPlan& plan, const LtHeuristic& h, const void* const ptrs[4], void* st) {
-    void* workspace = h.workspace ? reinterpret_cast<void*>(memory_.scratch(0, h.workspace)) : nullptr;
-    const float one = 1.0f, zero = 0.0f;
-    void* out = const_cast<void*>(ptrs[3]);
-    return plan.lt->Matmul(handle_, plan.desc, &one, ptrs[1], plan.a, ptrs[0], plan.b, &zero, out, plan.d, out,
-                           plan.d, &h.algo, workspace, h.workspace, st);
   }
 
   // The shape's plan, made on its first run for these pointers' alignments: the fastest of the heuristic's picks
@@ -121,16 +102,14 @@ class LinearKernel : public KernelBase {
     lt.check(lt.LayoutCreate(&plan->b, dt, k, m, k), "cublasLtMatrixLayoutCreate(X)");
     lt.check(lt.LayoutCreate(&plan->d, dt, n, m, n), "cublasLtMatrixLayoutCreate(Y)");
     const uint32_t aligns[] = {std::get<4>(key), std::get<3>(key), std::get<5>(key), std::get<5>(key)};
-    choose_algo(handle_, *plan, aligns, st, [&](size_t bytes) { memory_.scratch(0, bytes); },
-                [&](const LtHeuristic& h) { return matmul(*plan, h, ptrs, st); },
+    choose_algo(handle_, *plan, aligns, st, [&](size_t bytes) { memory_.scratch(kLtWorkspace, bytes); },
+                [&](const LtHeuristic& h) {
+                  return matmul(*plan, h, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
+                },
                 "X " + shape_str(xs) + " by W " + shape_str(ws) + (gelu_ ? " with the bias and GELU" : " with the bias"));
     return *(plans_[key] = std::move(plan));
   }
 
-  bool gelu_ = false;
-  std::mutex mu_;
-  LtHandle handle_ = nullptr;
-  std::map<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t>, std::unique_ptr<LtPlan>> plans_;
 };
 
 OrtStatusPtr linear_shape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
