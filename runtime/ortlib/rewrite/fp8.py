@@ -18,7 +18,10 @@ from .. import DOMAIN
 from ..fp8 import quantize_rows
 from .graph import Graph, domain_of, fresh, is_op
 
-FP8_MIN_FEATURES = 1024  # narrower Linears stay in their type: their GEMMs are too short to pay the quantization
+# Narrower Linears stay in their type. Provisional: the break-even between the quantization pass and the fp8 GEMM's
+# gain has no rows yet (benchmarks/fp8_linear_bench.py measures it); 1024 keeps the DiTs' projections and MLPs
+# (1152 to 15360 features) and leaves the UNets' narrow ones (320, 640).
+FP8_MIN_FEATURES = 1024
 
 
 def _candidate(g: Graph, node, min_features: int, served=None):
