@@ -23,6 +23,7 @@ def test_unpinned_triton_is_refused_for_the_image(small_kernels, tmp_path):
         compile_targets(settings, parse_targets("sm_90"), tmp_path / "dist", "cuda", "full", "podman")
 
 
+@pytest.mark.full  # 21 s (the library compiled once more); the workflows' build lines run the same checks by default
 def test_a_local_build_is_checked_directory_by_directory(small_kernels, built, tmp_path):
     require_tool("g++", "the consumer check and the library are compiled with it")
     cache = tmp_path / "compile"

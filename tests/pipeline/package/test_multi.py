@@ -113,6 +113,7 @@ def test_merge_refuses_kernels_launched_differently_per_arch(built, tmp_path):
         write_multi([parts[0], out / "cuda/sm_80"], tmp_path / "multi2")
 
 
+@pytest.mark.full  # 13 s; the workflows' merge lines run invoke merge by default
 def test_invoke_merge_of_per_arch_builds_is_the_single_build(tmp_path, small_kernels, built):
     """ci.yml's fan-out: each arch built alone (other machines), then `invoke merge` gives the bytes of one
     build of both archs, per-arch directories included."""
