@@ -144,6 +144,7 @@ def test_s3_round_trip_refusal_and_idempotence(s3, dist_copy, tmp_path):
         fetch(s3, "9.9.9", "cuda", "sm_90", tmp_path / "none", lambda _: None, "full")
 
 
+@pytest.mark.full  # 8 s; the default suite keeps gc's race of eight publishers on one version (test_gc.py)
 def test_sixteen_concurrent_publishers_one_winner(root, s3, dist_copy, tmp_path):
     procs = []
     for i in range(16):
