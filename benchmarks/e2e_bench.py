@@ -482,7 +482,8 @@ def table(results: list[Result]) -> list[str]:
                      f"{_ms(r, 'torch_compile_max_autotune')} | {_ratio(r.over('torch_compile_max_autotune'))} | "
                      f"{_seconds(r, 'tritonforge', 'tritonforge+tuned')} | "
                      f"{_seconds(r, 'torch_compile', 'torch_compile+warm')} | {resized} | "
-                     f"{r.rewritten} | {len(r.left)} | {r.diff:.2g} |")
+                     f"{r.rewritten} | {len(r.left)} | {r.diff:.2g}" +
+                     (f" (cosine {r.cosine:.5f})" if r.cosine is not None else "") + " |")
     for r in results:
         if r.export_error:
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: onnxruntime refuses the export "
@@ -773,7 +774,7 @@ def main(argv=None) -> int:
         spec = TorchSpec(["--factory", args.torch_module], None, tuple(args.compile_modes), args.compile_limit) \
             if args.torch_compile else None
         for layout in args.layouts:
-            name = "file" + ("+best" if best else "") + _layout_tag(layout)
+            name = "file" + ("+best" if best else "") + _layout_tag(layout) + _precision_tag()
             results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup,
                                    args.breakdown, Result(args.onnx.stem, name, dtype), best=best, layout=layout,
                                    torch=spec, first_result=args.first_result))

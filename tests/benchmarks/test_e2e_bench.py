@@ -62,6 +62,33 @@ def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_libra
     assert f"| {speedup:.2f}x | - | - | - | - | - | - | {first:.1f} | - | - | {done} | {left} |" in table.stdout
 
 
+def test_an_fp8_rewrite_is_held_to_its_cosine_and_its_rows_say_so(ort_library, tmp_path):
+    """--precision fp8 --fp8-min-features 0 on the tiny VAE (its attention's four Linears, 32 wide): the rewrite is
+    checked by its cosine against the export, not the dtype's tolerance, timed, and its rows (exporter `+fp8`, a
+    `cosine` row) come back in the report."""
+    import shutil
+
+    for f in EXPORT.parent.glob(EXPORT.name + "*"):
+        shutil.copy(f, tmp_path / f.name)
+    results = tmp_path / "results.csv"
+    proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
+                           "--provider", "cpu", "--library", str(ort_library), "--runs", "2", "--warmup", "1",
+                           "--precision", "fp8", "--fp8-min-features", "0", "--results", str(results)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
+    assert {r["shape"] for r in rows.values()} == {"sd15_vae_decoder_tiny.dynamo.fp16/file+fp8"}
+    cosine = float(rows[("rewrite", "cosine")]["value"])
+    assert e2e_bench.FP8_MIN_COSINE <= cosine <= 1 and float(rows[("tritonforge", "ms")]["value"]) > 0
+    assert (tmp_path / "sd15_vae_decoder_tiny.dynamo.fp16.fp8.tf.onnx").is_file()
+    table = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--report", "--results", str(results)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert f"(cosine {cosine:.5f}) |" in table.stdout, table.stdout
+    bad = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
+                          "--fp8-min-features", "0"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--fp8-min-features goes with --precision fp8" in bad.stderr
+
+
 def test_best_settings_time_the_export_under_them_too_and_say_what_they_were(ort_library, tmp_path):
     import shutil
 
