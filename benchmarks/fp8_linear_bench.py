@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from tritonforge.runtime.reference import mismatch  # noqa: E402
 
-from benchmarks import linear_bench, ort_own  # noqa: E402
+from benchmarks import fused_op_bench, linear_bench, ort_own  # noqa: E402
 
 L2 = 60 << 20
 
@@ -113,24 +113,12 @@ def tflops(rows: dict, m: int, k: int, n: int) -> dict:
 
 
 def main(argv=None) -> int:
-    import argparse
-
     import torch
     from tritonforge.runtime import ortlib
 
-    from benchmarks import e2e_models
     from benchmarks.results import RESULTS, write_rows
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
-    ap.add_argument("--model", default="sd3_medium,flux_dev,pixart_sigma")
-    ap.add_argument("--dtypes", default="fp16,bf16")
-    ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
-    args = ap.parse_args(argv)
-    names = [s.strip() for s in args.model.split(",")]
-    unknown = [s for s in names if s not in e2e_models.MODELS]
-    if unknown:
-        ap.error(f"unknown model {', '.join(unknown)}: choose from {', '.join(e2e_models.MODELS)}")
+    _, args, names = fused_op_bench.command_line(argv, __doc__, "sd3_medium,flux_dev,pixart_sigma", "fp16,bf16")
     why = ort_own.unavailable()
     if why:
         print(f"fp8_linear_bench: {why}", file=sys.stderr)

@@ -32,21 +32,28 @@ def check_then_time(own, ours, graph: Callable, feeds: Callable, nodes: int, exp
     return results
 
 
-def main(argv, doc: str, benchmark: str, default_models: str, shapes_of: Callable, none: str, measure: Callable,
-         label: Callable, optimize: bool = False) -> int:
-    """The bench's command line: `shapes_of(model)` the shapes a model runs the op on (none: refused with `none`),
-    `measure(own, ours, *shape, dtype)` the rows of one, `label(model, shape)` their `shape` column. `optimize`: ORT's
-    graph optimizations on in both sessions (ort_own.OrtRival)."""
+def command_line(argv, doc: str, default_models: str, default_dtypes: str):
+    """(parser, args, model names) of a per-op bench's command line: --library, --model (checked against
+    e2e_models.MODELS), --dtypes, --results."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--library", default=None, help="libtritonforge_ort.so (default: as ortlib.register finds it)")
     ap.add_argument("--model", default=default_models)
-    ap.add_argument("--dtypes", default="fp16,bf16,fp32")
+    ap.add_argument("--dtypes", default=default_dtypes)
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.model.split(",")]
     unknown = [n for n in names if n not in e2e_models.MODELS]
     if unknown:
         ap.error(f"unknown model {', '.join(unknown)}: choose from {', '.join(e2e_models.MODELS)}")
+    return ap, args, names
+
+
+def main(argv, doc: str, benchmark: str, default_models: str, shapes_of: Callable, none: str, measure: Callable,
+         label: Callable, optimize: bool = False) -> int:
+    """The bench's command line: `shapes_of(model)` the shapes a model runs the op on (none: refused with `none`),
+    `measure(own, ours, *shape, dtype)` the rows of one, `label(model, shape)` their `shape` column. `optimize`: ORT's
+    graph optimizations on in both sessions (ort_own.OrtRival)."""
+    ap, args, names = command_line(argv, doc, default_models, "fp16,bf16,fp32")
     shapes = sorted({(n, s) for n in names for s in shapes_of(n)})
     if not shapes:
         ap.error(f"{', '.join(names)}: {none}")

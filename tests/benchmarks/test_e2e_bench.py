@@ -22,16 +22,23 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPORT = ROOT / "tests/runtime/ortlib/rewrite/exports/sd15_vae_decoder_tiny.dynamo.fp16.onnx"
 
 
-def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_library, tmp_path):
+def _own_export(ort_library, tmp_path, *extra, runs: str = "3"):
+    """e2e_bench.py --onnx on a copy of the tiny VAE export in `tmp_path` (the rewrite goes beside the model), on the
+    CPU EP: (the process, the results file)."""
     import shutil
 
-    for f in EXPORT.parent.glob(EXPORT.name + "*"):  # the rewrite goes beside the model
+    for f in EXPORT.parent.glob(EXPORT.name + "*"):
         shutil.copy(f, tmp_path / f.name)
     results = tmp_path / "results.csv"
     proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
-                           "--provider", "cpu", "--library", str(ort_library), "--runs", "3", "--warmup", "1",
-                           "--results", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                           "--provider", "cpu", "--library", str(ort_library), "--runs", runs, "--warmup", "1",
+                           *extra, "--results", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, results
+
+
+def test_an_export_of_your_own_is_rewritten_checked_timed_and_recorded(ort_library, tmp_path):
+    proc, results = _own_export(ort_library, tmp_path)
     rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
     assert {r["benchmark"] for r in rows.values()} == {"e2e"}
     # the printed row names the device its rows name (a CPU here)
@@ -66,16 +73,7 @@ def test_an_fp8_rewrite_is_held_to_its_cosine_and_its_rows_say_so(ort_library, t
     """--precision fp8 --fp8-min-features 0 on the tiny VAE (its attention's four Linears, 32 wide): the rewrite is
     checked by its cosine against the export, not the dtype's tolerance, timed, and its rows (exporter `+fp8`, a
     `cosine` row) come back in the report."""
-    import shutil
-
-    for f in EXPORT.parent.glob(EXPORT.name + "*"):
-        shutil.copy(f, tmp_path / f.name)
-    results = tmp_path / "results.csv"
-    proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
-                           "--provider", "cpu", "--library", str(ort_library), "--runs", "2", "--warmup", "1",
-                           "--precision", "fp8", "--fp8-min-features", "0", "--results", str(results)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _, results = _own_export(ort_library, tmp_path, "--precision", "fp8", "--fp8-min-features", "0", runs="2")
     rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
     assert {r["shape"] for r in rows.values()} == {"sd15_vae_decoder_tiny.dynamo.fp16/file+fp8"}
     cosine = float(rows[("rewrite", "cosine")]["value"])
@@ -90,16 +88,7 @@ def test_an_fp8_rewrite_is_held_to_its_cosine_and_its_rows_say_so(ort_library, t
 
 
 def test_best_settings_time_the_export_under_them_too_and_say_what_they_were(ort_library, tmp_path):
-    import shutil
-
-    for f in EXPORT.parent.glob(EXPORT.name + "*"):
-        shutil.copy(f, tmp_path / f.name)
-    results = tmp_path / "results.csv"
-    proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(tmp_path / EXPORT.name),
-                           "--provider", "cpu", "--library", str(ort_library), "--runs", "2", "--warmup", "1",
-                           "--settings", "best", "--layout", "nchw,nhwc", "--results", str(results)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _, results = _own_export(ort_library, tmp_path, "--settings", "best", "--layout", "nchw,nhwc", runs="2")
     every = list(csv.DictReader(results.open()))
     # both layouts' rewrites timed against the one export, each beside it
     assert {r["shape"] for r in every} == {"sd15_vae_decoder_tiny.dynamo.fp16/file+best",

@@ -57,13 +57,7 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
           shape_str(xs));
     const int64_t n = ws[0], m = product(xs, 0, xs.size() - 1);
     per_channel_floats(w_scale, "w_scale", n, " (one scale per output channel)", ", W's N");
-    if (float_type(bias, "bias") != in.dtype) bad("input bias's element type differs from X's");
-    const auto bs = bias.GetTensorTypeAndShapeInfo().GetShape();
-    if (product(bs) != n || (!bs.empty() && bs.back() != n))
-      bad("input bias has shape " + shape_str(bs) + "; expected (" + std::to_string(n) + "), W's N");
-    std::vector<int64_t> ys = xs;
-    ys.back() = n;
-    auto y = ctx.GetOutput(0, ys);
+    auto y = output_for(ctx, bias, in, n);
     if (m * n == 0) return;
     if (!cuda_)
       return cpu(x.GetTensorRawData(), static_cast<const uint8_t*>(w.GetTensorRawData()),

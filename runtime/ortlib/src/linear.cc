@@ -37,18 +37,12 @@ class LinearKernel : public LinearKernelBase {
     const auto ws = w.GetTensorTypeAndShapeInfo().GetShape();
     if (xs.empty()) bad("input X is a scalar; expected (..., K)");
     if (float_type(w, "W") != in.dtype) bad("input W's element type differs from X's");
-    if (float_type(bias, "bias") != in.dtype) bad("input bias's element type differs from X's");
     const int64_t k = xs.back();
     if (ws.size() != 2 || ws[0] != k)
       bad("input W has shape " + shape_str(ws) + "; expected (" + std::to_string(k) + ", N), K from X " +
           shape_str(xs));
     const int64_t n = ws[1], m = product(xs, 0, xs.size() - 1);
-    const auto bs = bias.GetTensorTypeAndShapeInfo().GetShape();
-    if (product(bs) != n || (!bs.empty() && bs.back() != n))
-      bad("input bias has shape " + shape_str(bs) + "; expected (" + std::to_string(n) + "), W's N");
-    std::vector<int64_t> ys = xs;
-    ys.back() = n;
-    auto y = ctx.GetOutput(0, ys);
+    auto y = output_for(ctx, bias, in, n);
     if (m * n == 0) return;
     if (!cuda_) return cpu(x.GetTensorRawData(), w.GetTensorRawData(), bias.GetTensorRawData(),
                            y.GetTensorMutableRawData(), in.type, m, k, n);

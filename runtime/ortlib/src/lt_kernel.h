@@ -38,6 +38,17 @@ class LtKernel : public KernelBase {
                            workspace, h.workspace, st);
   }
 
+  // Y, X's shape with N last, once the bias is checked: N values of X's type.
+  Ort::UnownedValue output_for(Ort::KernelContext& ctx, const Ort::ConstValue& bias, const Input& in, int64_t n) {
+    if (float_type(bias, "bias") != in.dtype) bad("input bias's element type differs from X's");
+    const auto bs = bias.GetTensorTypeAndShapeInfo().GetShape();
+    if (product(bs) != n || (!bs.empty() && bs.back() != n))
+      bad("input bias has shape " + shape_str(bs) + "; expected (" + std::to_string(n) + "), W's N");
+    std::vector<int64_t> ys = in.shape;
+    ys.back() = n;
+    return ctx.GetOutput(0, ys);
+  }
+
   bool gelu_ = false;
   std::mutex mu_;
   LtHandle handle_ = nullptr;
