@@ -113,6 +113,7 @@ def test_local_runner_default_archs_and_out(warm_repo, built_ort):
     assert "loads in onnxruntime" in proc.stdout and (repo / "dist/cuda/multi/libtritonforge_ort.so").is_file()
 
 
+@pytest.mark.full  # 5 s; the default suite keeps the local runner's CUDA build with its default archs and out
 def test_local_runner_rocm_with_a_relative_out(warm_repo, built):
     repo, env = warm_repo
     proc = invoke(repo, "build", "--platform", "rocm", "--arch", "gfx942", "--runner", "local", "--out", "out/x",

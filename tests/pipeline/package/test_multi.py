@@ -75,6 +75,7 @@ def test_rocm_bundle_is_what_clang_offload_bundler_writes(built, tmp_path):
         assert (tmp_path / "b").read_bytes() == blobs[k["name"]], k["name"]
 
 
+@pytest.mark.full  # 8 s; every default-suite build still runs the consumer check on its multi directory
 def test_consumer_check_lists_the_archs_inside_every_blob(built, tmp_path):
     _report, out, _ = built
     for platform in ("cuda", "rocm"):
