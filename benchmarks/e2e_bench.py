@@ -75,11 +75,12 @@ from benchmarks.e2e_sides import (  # noqa: E402,F401  (KINDS, kernel_name: the 
 from benchmarks.results import write_rows  # noqa: E402
 
 SIDES = ROOT / "benchmarks" / "e2e_sides.py"
-MODES = ("reduce-overhead", "max-autotune")
-# the torch sides' row names, by mode
-TORCH = {"reduce-overhead": "torch_compile", "max-autotune": "torch_compile_max_autotune"}
+MODES = ("reduce-overhead", "max-autotune", "torchao-fp8")
+# the torch sides' row names, by mode; torchao-fp8 is torchao's fp8 row-wise recipe compiled with reduce-overhead
+TORCH = {"reduce-overhead": "torch_compile", "max-autotune": "torch_compile_max_autotune", "torchao-fp8": "torchao_fp8"}
 RATIO_RIVALS = {"speedup_same_settings": "ort_best", "speedup_vs_torch_compile": "torch_compile",
-                "speedup_vs_max_autotune": "torch_compile_max_autotune"}  # the ratio rows a run writes
+                "speedup_vs_max_autotune": "torch_compile_max_autotune",
+                "speedup_vs_torchao_fp8": "torchao_fp8"}  # the ratio rows a run writes
 OWN_PROCESS = "own process"  # what a torch row's extra says: timed with nothing else in its process
 ORT_SIDES = ("ort", "ort_best", "tritonforge")
 
@@ -109,6 +110,7 @@ class Result:
     settings: dict = field(default_factory=dict)  # session -> what ortlib.session applied and dropped, said in a line
     compile_diff: dict = field(default_factory=dict)  # a torch side -> its output against the export's
     compile_error: dict = field(default_factory=dict)  # a torch side -> why it was not timed
+    compile_cosine: dict = field(default_factory=dict)  # a torch side -> its output's cosine against the export's
     device: str = ""  # the device it ran on, as its rows name it (set once recorded)
     cosine: float | None = None  # the rewrite's output against the export's, where a bound on it decides (fp8)
 
@@ -305,7 +307,7 @@ def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, prov
     for mode in spec.modes:
         name, cache = TORCH[mode], work / f"compile-cache-{mode}"
         env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}
-        argv = ["torch", *common, *spec.argv, *spec.weights_argv, "--device", provider, "--mode", mode,
+        argv = ["torch", *common, *spec.argv, *spec.weights_argv, "--device", provider, *_mode_argv(mode),
                 "--reference", reference, *(["--resize-feeds", spec.resize_feeds] if spec.resize_feeds and
                                             mode == "reduce-overhead" else [])]
         t = time.perf_counter()
@@ -318,6 +320,8 @@ def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, prov
         result.first_s[name] = got["first_result_s"]
         if got.get("max_rel_diff") is not None:
             result.compile_diff[name] = got["max_rel_diff"]
+        if got.get("cosine") is not None:
+            result.compile_cosine[name] = got["cosine"]
         if "ms" in got:
             result.ms[name] = got["ms"]
             if got.get("ms_events") is not None:
@@ -333,6 +337,14 @@ def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, prov
                             "--first-only"], work / "warm.json", log, env=env, first_within=spec.limit)
             if "first_result_s" in warm:
                 result.first_s[f"{name}+warm"] = warm["first_result_s"]
+
+
+def _mode_argv(mode: str) -> list:
+    """e2e_sides.py's arguments for one of MODES: torchao's fp8 is quantized, then compiled as the default column is,
+    and held to the fp8 rewrite's cosine bound instead of the dtype's tolerance."""
+    if mode == "torchao-fp8":
+        return ["--mode", "reduce-overhead", "--quantize", "torchao-fp8-row", "--min-cosine", FP8_MIN_COSINE]
+    return ["--mode", mode]
 
 
 # ---- rows -------------------------------------------------------------------------------------------------------
@@ -369,6 +381,9 @@ def record(results: list[Result], device: str, path) -> None:
             if r.over(rival) is not None:
                 rows.append({**common, "provider": "tritonforge", "metric": metric, "unit": "x",
                              "value": f"{r.over(rival):.3f}"})
+        for k, cos in r.compile_cosine.items():
+            rows.append({**common, "provider": k, "metric": "cosine", "unit": "", "value": f"{cos:.6f}",
+                         "extra": "its output against the export's"})
         for k in dict.fromkeys([*r.compile_diff, *r.compile_error]):
             rows.append({**common, "provider": k, "metric": "max_rel_diff", "unit": "",
                          "value": f"{r.compile_diff.get(k, float('nan')):.3g}", "extra": r.compile_error.get(k, "")})
@@ -384,6 +399,9 @@ def record(results: list[Result], device: str, path) -> None:
 def _torch_said(side: str) -> str:
     """A torch row's extra: the mode, and that it ran with nothing else in its process."""
     mode = next(m for m, name in TORCH.items() if name == side)
+    if mode == "torchao-fp8":
+        return (f"{OWN_PROCESS}; torchao Float8DynamicActivationFloat8WeightConfig(PerRow) + "
+                "torch.compile(mode='reduce-overhead'); cudnn.benchmark")
     return f"{OWN_PROCESS}; torch.compile(mode={mode!r}); cudnn.benchmark"
 
 
@@ -417,6 +435,8 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
                 rival = RATIO_RIVALS.get(metric)
                 if rival:  # the ratio as its own run took it, not one across two runs' rows
                     r.recorded_over[rival] = value
+            elif metric == "cosine" and side != "rewrite":
+                r.compile_cosine[side] = value
             elif metric == "cosine":
                 r.cosine = value
             elif metric == "max_rel_diff" and side != "rewrite":
@@ -490,6 +510,11 @@ def table(results: list[Result]) -> list[str]:
                          f"({_first_line(r.export_error)}); the rewrite is checked against the module in eager torch")
         if r.error and not r.ms:
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: not run: {_first_line(r.error)}")
+        if "torchao_fp8" in r.ms or "torchao_fp8" in r.compile_error:
+            cos = r.compile_cosine.get("torchao_fp8")
+            lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: torchao fp8 + torch.compile "
+                         f"{_ms(r, 'torchao_fp8')} ms, the rewrite {_ratio(r.over('torchao_fp8'))} against it"
+                         + (f", its cosine {cos:.5f}" if cos is not None else ""))
     for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
@@ -715,7 +740,9 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-module", default=None,
                     help="with --onnx: MODULE:FUNCTION returning (torch module, input names) for (dtype, device, "
                          "None), the module the file was exported from, for --torch-compile")
-    ap.add_argument("--compile-modes", default=",".join(MODES), help="torch.compile's modes for --torch-compile")
+    ap.add_argument("--compile-modes", default="reduce-overhead,max-autotune",
+                    help=f"the torch sides of --torch-compile, a comma list of {', '.join(MODES)} (torchao-fp8: "
+                         "torchao's fp8 row-wise recipe, then torch.compile; needs torchao)")
     ap.add_argument("--compile-limit", type=float, default=600.0,
                     help="seconds a torch.compile mode may take to its first result before it is stopped")
     ap.add_argument("--first-result", action="store_true",
