@@ -198,6 +198,27 @@ def test_a_column_merged_from_a_later_run_keeps_that_runs_ratio(tmp_path):
     assert back.over("torch_compile_max_autotune") == pytest.approx(1.1, abs=1e-3)  # 7.7 / 7.0, not 7.7 / 6.0
 
 
+def test_torchaos_fp8_side_is_recorded_with_its_cosine_and_said_in_the_report(tmp_path):
+    r = e2e_bench.Result("sd3_medium", "torchscript+best+fp8", "fp16", diff=0.09, cosine=0.9991, rewritten=300,
+                         ms={"tritonforge": 20.0, "torch_compile": 38.0, "torchao_fp8": 25.0},
+                         compile_diff={"torch_compile": 0.004, "torchao_fp8": 0.12},
+                         compile_cosine={"torchao_fp8": 0.99905})
+    e2e_bench.record([r], "test GPU", tmp_path / "r.csv")
+    rows = {(row["provider"], row["metric"]): row for row in csv.DictReader((tmp_path / "r.csv").open())}
+    assert "torchao Float8DynamicActivationFloat8WeightConfig(PerRow)" in rows[("torchao_fp8", "ms")]["extra"]
+    assert float(rows[("tritonforge", "speedup_vs_torchao_fp8")]["value"]) == pytest.approx(1.25)
+    (back,) = e2e_bench.from_rows(tmp_path / "r.csv")
+    assert back.compile_cosine == {"torchao_fp8": 0.99905} and back.cosine == pytest.approx(0.9991) and back.ok
+    assert ("- sd3_medium/torchscript+best+fp8 fp16 on test GPU: torchao fp8 + torch.compile 25.00 ms, the rewrite "
+            "1.25x against it, its cosine 0.99905") in e2e_bench.table([back])
+
+
+def test_torchaos_side_is_quantized_compiled_and_held_to_the_fp8_bound():
+    assert e2e_bench._mode_argv("torchao-fp8") == ["--mode", "reduce-overhead", "--quantize", "torchao-fp8-row",
+                                                   "--min-cosine", e2e_bench.FP8_MIN_COSINE]
+    assert e2e_bench._mode_argv("max-autotune") == ["--mode", "max-autotune"]
+
+
 TORCH_SIDE = dict(own="own process; torch.compile(mode='reduce-overhead'); cudnn.benchmark")
 
 
