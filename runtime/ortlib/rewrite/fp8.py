@@ -7,7 +7,7 @@ of 16 (cuBLASLt's fp8 layouts) becomes `tritonforge.Fp8Linear(X, W_q, w_scale, b
 (ONNX FLOAT8E4M3FN), one float scale per output channel (its largest magnitude over 448), the bias the Linear's (zero
 where the MatMul had none). The activations are quantized per token by the node at run time
 (runtime/ortlib/src/fp8_linear.cc). On a GPU without fp8 tensor cores the node refuses; on the CPU EP it computes
-with the dequantized weight.
+the GPU's numbers (the activations quantized the same way, both operands dequantized) in double.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 // channel), its activations quantized per token as they arrive: Y = act((X_q * x_scale) (W_q * w_scale)^T + bias).
 // On CUDA (sm_89 and newer: fp8 tensor cores) kernels/fp8_quant_rows_triton.py writes X's e4m3 rows and their scales
 // and one cuBLASLt fp8 matmul applies both scale vectors (its outer-vector scale mode), the bias and the GELU in its
-// epilogue, accumulating in fp32. On the CPU the weight is dequantized and X is used as it is, in double: the model
-// runs everywhere it loads, the activations' rounding being the GPU's alone.
+// epilogue, accumulating in fp32. On the CPU the same model runs with the GPU's numbers: X's rows are quantized as
+// the kernel does (fp32 scale, round to nearest even, saturating), both operands dequantized and multiplied in double.
 //
 // Inputs: X (..., K) float16 or bfloat16 (or float on the CPU), W (N, K) float8e4m3fn, w_scale (N) float,
 // bias (N) X's type. Output: Y (..., N) X's type. Attribute: activation, "none" (the default) or "gelu_tanh".
@@ -34,6 +34,23 @@ double e4m3(uint8_t b) {
   if ((b & 0x7F) == 0x7F) return NAN;
   const double mag = exp == 0 ? std::ldexp(mant, -9) : std::ldexp(1.0 + mant / 8.0, exp - 7);
   return (b & 0x80) ? -mag : mag;
+}
+
+// e4m3fn's byte nearest to `v` (ties to even), saturating at +-448: cvt.rn.satfinite.e4m3x2.f32's result.
+uint8_t to_e4m3(float v) {
+  if (std::isnan(v)) return 0x7F;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  const double a = std::fabs(static_cast<double>(v));
+  if (a >= 448.0) return sign | 0x7E;
+  if (a == 0.0) return sign;
+  int e = 0;
+  std::frexp(a, &e);  // a in [2^(e-1), 2^e)
+  const int lowest = -6;  // the smallest normal exponent; below it the step stays 2^-9 (subnormals)
+  const int exp = std::max(e - 1, lowest);
+  // the step between neighbours is 2^(exp-3); a carry out of the mantissa lands on the next exponent's code
+  const int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - exp)));  // default rounding: to nearest, even
+  const int code = exp == lowest && q < 8 ? q : ((exp + 7) << 3) + q - 8;
+  return sign | static_cast<uint8_t>(std::min(code, 0x7E));
 }
 
 using Fp8LinearKernelBase = LtKernel<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>>;
@@ -104,7 +121,18 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
     std::vector<double> wd(static_cast<size_t>(k * n));  // (K, N): the e4m3 (N, K) rows times their scales
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < k; ++i) wd[i * n + j] = e4m3(w[j * k + i]) * w_scale[j];
-    linear_cpu(x, wd, b, y, t, m, k, n, gelu_);
+    // X's rows as kernels/fp8_quant_rows_triton.py writes them, times their scales
+    std::vector<float> xq(static_cast<size_t>(m * k));
+    for (int64_t r = 0; r < m; ++r) {
+      float amax = 0.f;
+      for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(load(x, t, r * k + i)));
+      const float scale = amax > 0.f ? amax / 448.f : 1.f, inv = 1.f / scale;
+      for (int64_t i = 0; i < k; ++i) {
+        const float v = std::min(std::max(load(x, t, r * k + i) * inv, -448.f), 448.f);
+        xq[r * k + i] = static_cast<float>(e4m3(to_e4m3(v)) * scale);
+      }
+    }
+    linear_cpu(x, wd, b, y, t, m, k, n, gelu_, xq.data());
   }
 
   void set_pointers(const LtPlan& plan, const void* const ptrs[6]) const {

@@ -137,12 +137,12 @@ void choose_algo(LtHandle handle, LtPlan& plan, const uint32_t aligns[4], void* 
 }
 
 void linear_cpu(const void* x, const std::vector<double>& w, const void* b, void* y, ONNXTensorElementDataType t,
-                int64_t m, int64_t k, int64_t n, bool gelu) {
+                int64_t m, int64_t k, int64_t n, bool gelu, const float* xf) {
   std::vector<double> acc(static_cast<size_t>(n));
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < n; ++j) acc[j] = load(b, t, j);
     for (int64_t i = 0; i < k; ++i) {
-      const double xv = load(x, t, r * k + i);
+      const double xv = xf ? xf[r * k + i] : load(x, t, r * k + i);
       const double* row = &w[i * n];
       for (int64_t j = 0; j < n; ++j) acc[j] += xv * row[j];
     }

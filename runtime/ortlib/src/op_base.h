@@ -201,8 +201,9 @@ OrtStatusPtr shape_of_x(OrtShapeInferContext* ctx, OrtTensorTypeAndShapeInfo** o
 OrtStatusPtr shape_n_from_w(OrtShapeInferContext* ctx, int n_axis, const char* symbol);
 
 // Y (M, N) = act(X (M, K) W (K, N, doubles) + bias (N)) on the CPU, in double; act GELU-tanh where `gelu` (linear.cc).
+// X is read as `t` (bias and Y's type), or from `xf` where given (floats, M x K).
 void linear_cpu(const void* x, const std::vector<double>& w, const void* b, void* y, ONNXTensorElementDataType t,
-                int64_t m, int64_t k, int64_t n, bool gelu);
+                int64_t m, int64_t k, int64_t n, bool gelu, const float* xf = nullptr);
 
 // Every output has X's type and shape (ops.cc).
 OrtStatusPtr same_as_x(const OrtCustomOp* op, OrtShapeInferContext* ctx);

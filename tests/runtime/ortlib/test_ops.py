@@ -557,24 +557,45 @@ def _fp8_weight(w, name="w"):
     return init, scale, (from_e4m3_bytes(q) * scale[:, None].astype(np.float64)).T
 
 
+def _fp8_session(ort_library, init, scale, dtype, activation="none"):
+    node = helper.make_node("Fp8Linear", ["x", "w", "s", "b"], ["y"], domain="tritonforge", activation=activation,
+                            name="ff")
+    return session(ort_library, [node], [vi("x", dtype, None), vi("b", dtype, None)], [vi("y", dtype, None)],
+                   inits=[init, helper.make_tensor("s", TensorProto.FLOAT, scale.shape, scale)])
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 @pytest.mark.parametrize("activation", ["none", "gelu_tanh"])
-def test_fp8_linear_matches_float64_with_the_dequantized_weight(ort_library, dtype, activation):
-    """On the CPU the e4m3 weight times its per-channel scale, in double: the float64 product with that weight,
-    and within e4m3's rounding (2^-4 relative a weight) of the unquantized one."""
+def test_fp8_linear_on_the_cpu_computes_what_the_gpu_does_in_float64(ort_library, dtype, activation):
+    """On the CPU, X's rows quantized as the GPU's kernel quantizes them and the e4m3 weight times its per-channel
+    scale, multiplied in double: the float64 product of those operands, and within e4m3's rounding (2^-4 relative
+    an operand) of the unquantized product."""
+    from tritonforge.runtime.ortlib.fp8 import from_e4m3_bytes, quantize_rows
+
     rng = np.random.default_rng(12)
-    x = rng.standard_normal((2, 5, 32)).astype(T[dtype][1])
+    x = (rng.standard_normal((2, 5, 32)) * rng.uniform(0.1, 8, (2, 5, 1))).astype(T[dtype][1])  # rows of all sizes
     w = rng.standard_normal((32, 48)) * rng.uniform(0.01, 1, 48)  # channels of different magnitudes
     b = rng.standard_normal(48).astype(T[dtype][1])
     init, scale, w_deq = _fp8_weight(w)
-    node = helper.make_node("Fp8Linear", ["x", "w", "s", "b"], ["y"], domain="tritonforge", activation=activation,
-                            name="ff")
-    s = session(ort_library, [node], [vi("x", dtype, None), vi("b", dtype, None)], [vi("y", dtype, None)],
-                inits=[init, helper.make_tensor("s", TensorProto.FLOAT, scale.shape, scale)])
-    (y,) = s.run(None, {"x": x, "b": b})
+    (y,) = _fp8_session(ort_library, init, scale, dtype, activation).run(None, {"x": x, "b": b})
     assert y.shape == (2, 5, 48) and y.dtype == x.dtype
-    close(y, _linear_ref(x, w_deq, b, activation), dtype)
-    assert np.abs(y - _linear_ref(x, w, b, activation)).max() < 0.1 * np.abs(_linear_ref(x, w, b, "none")).max()
+    xq, xs = quantize_rows(x.astype(np.float64))
+    close(y, _linear_ref(from_e4m3_bytes(xq) * xs[..., None].astype(np.float64), w_deq, b, activation), dtype)
+    assert np.abs(y - _linear_ref(x, w, b, activation)).max() < 0.15 * np.abs(_linear_ref(x, w, b, "none")).max()
+
+
+def test_fp8_linear_rounds_activations_to_nearest_even_and_saturates_as_the_gpu(ort_library):
+    """A row whose largest magnitude is 448 keeps scale 1, so the output through an identity weight is X's e4m3
+    values themselves: ties go to the even mantissa, subnormals keep their 2^-9 step, signs stay."""
+    from tritonforge.runtime.ortlib.fp8 import round_e4m3
+
+    row = np.array([448, 1.0625, 1.1875, 3 * 2.0 ** -10, -5 * 2.0 ** -10, -447.9, 2.0 ** -12, 0.0, -1e-3, 239.9,
+                    1.0 + 2.0 ** -4 + 2.0 ** -12, -17.0, 7.5 * 2.0 ** -9, 0.3, -0.3, 100.0], np.float32)
+    # 448/512 on the diagonal: each channel's scale is 2^-9 and its e4m3 448, so the weight is exact
+    init, scale, _ = _fp8_weight(np.eye(16) * 0.875)
+    (y,) = _fp8_session(ort_library, init, scale, "fp32").run(None, {"x": row[None], "b": np.zeros(16, np.float32)})
+    np.testing.assert_array_equal(y[0] / 0.875, round_e4m3(row).astype(np.float32))
+    assert list(y[0, :5] / 0.875) == [448, 1.0, 1.25, 2 * 2.0 ** -9, -2 * 2.0 ** -9]
 
 
 def test_fp8_linear_refuses_bad_inputs_naming_the_node_and_input(ort_library):
