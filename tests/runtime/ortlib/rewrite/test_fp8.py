@@ -42,7 +42,7 @@ def _cosine(a, b) -> float:
 @pytest.mark.parametrize("name", FP8_CASES)
 def test_every_linear_goes_to_fp8_and_the_model_computes_the_same_within_the_bound(ort_library, tmp_path, name):
     """At 0 features every Linear by a constant weight becomes Fp8Linear; the rewrite loads and, on the CPU EP
-    (the weight's e4m3 rounding alone), its output stays within cosine 0.995 of the export's."""
+    (both operands rounded to e4m3 as the GPU rounds them), its output stays within cosine 0.995 of the export's."""
     src, plain, dst = EXPORTS / name, tmp_path / "plain.onnx", tmp_path / "fp8.onnx"
     rewrite_file(src, plain, ort_library)
     left = _linears_by_constant(plain)
