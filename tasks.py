@@ -643,12 +643,14 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
                  "cores, sm_89+)",
     "fp8_min_features": "with --precision fp8: Linears with fewer input or output features stay in their type "
                         "(default: runtime/ortlib/rewrite/fp8.py's FP8_MIN_FEATURES; 0 takes every one)",
+    "no_fp8_check": "with --precision fp8: skip trying each Linear on the model's own activations (one run on "
+                    "random inputs) before it goes to fp8",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
             any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nhwc",
             no_load_check: bool = False, gpu: str | None = None, precision: str | None = None,
-            fp8_min_features: int | None = None):
+            fp8_min_features: int | None = None, no_fp8_check: bool = False):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
     ORT's own, where it measured faster); any size (external data); or every model of a pipeline folder that
@@ -667,7 +669,8 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
     rewrite_and_say(model, out, library, any_dtype, all_softmax,
                     attention=None if attention == "measured" else attention, layout=layout,
                     check_load=not no_load_check, gpu=gpu, precision=precision,
-                    fp8_min_features=None if fp8_min_features is None else int(fp8_min_features))
+                    fp8_min_features=None if fp8_min_features is None else int(fp8_min_features),
+                    fp8_check=not no_fp8_check)
 
 
 @task(name="ort-sources", help={

@@ -25,7 +25,7 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
                     any_dtype: bool = False, all_softmax: bool = False, say=print,
                     attention: str | None = None, layout: str = "nhwc", check_load: bool = True,
                     gpu: str | None = None, precision: str | None = None,
-                    fp8_min_features: int | None = None) -> list[str]:
+                    fp8_min_features: int | None = None, fp8_check: bool = True) -> list[str]:
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
@@ -33,7 +33,7 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
 
     options = dict(library=library, use_library=not any_dtype, softmax_min_cols=0 if all_softmax else None,
                    attention=attention, layout=layout, check_load=check_load, gpu=gpu, precision=precision,
-                   fp8_min_features=fp8_min_features)
+                   fp8_min_features=fp8_min_features, fp8_check=fp8_check)
     try:
         if Path(model).is_dir():
             dst = Path(out) if out else output_for(model)
@@ -91,6 +91,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fp8-min-features", type=int, default=None, metavar="N",
                     help="with --precision fp8: Linears with fewer than N input or output features stay in their "
                          f"type (default: {FP8_MIN_FEATURES}; 0 takes every one)")
+    ap.add_argument("--no-fp8-check", action="store_true",
+                    help="with --precision fp8: skip trying each Linear on the model's own activations (one run on "
+                         "random inputs) before it goes to fp8")
     ap.add_argument("--no-load-check", action="store_true",
                     help="write even where onnxruntime is not installed to load the rewrite first (unchecked)")
     args = ap.parse_args(argv)
@@ -98,7 +101,7 @@ def main(argv=None) -> int:
         rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax,
                         attention=None if args.attention == "measured" else args.attention, layout=args.layout,
                         check_load=not args.no_load_check, gpu=args.gpu, precision=args.precision,
-                        fp8_min_features=args.fp8_min_features)
+                        fp8_min_features=args.fp8_min_features, fp8_check=not args.no_fp8_check)
     except TritonforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -50,6 +50,7 @@ from .bias_split_gelu import BIAS_SPLIT_GELU
 from .einsum import EINSUM
 from .files import ModelFileError, read, tensors, write
 from .fp8 import FP8_MIN_FEATURES, to_fp8
+from .fp8_check import MIN_COSINE as FP8_MIN_COSINE
 from .gelu import GELU
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
 from .layout import channels_last
@@ -88,6 +89,8 @@ class Report:
     decided: dict = field(default_factory=dict)  # table consulted -> the GPU(s) whose rows decided (choices.py)
     fp8: list[str] = field(default_factory=list)  # Fp8Linear nodes written (precision="fp8", fp8.py)
     fp8_min_features: int = 0  # the narrowest Linear put in fp8
+    fp8_kept: list = field(default_factory=list)  # (node, cosine): Linears the fp8 check kept in their type
+    fp8_checked: str = ""  # how the fp8 check ran, or why it did not (fp8_check.py)
 
     def lines(self) -> list[str]:
         out = []
@@ -116,6 +119,12 @@ class Report:
         if self.fp8:
             out.append(f"fp8: {len(self.fp8)} Linear(s) of {self.fp8_min_features}+ features -> tritonforge.Fp8Linear "
                        "(e4m3 weights per output channel, activations per token; rewrite/fp8.py)")
+        if self.fp8_checked:
+            out.append(f"fp8 {self.fp8_checked}" + (
+                f"; kept in their type below cosine {FP8_MIN_COSINE}: " +
+                ", ".join(f"{name} ({cos:.4f})" for name, cos in self.fp8_kept) if self.fp8_kept else
+                f"; every one within cosine {FP8_MIN_COSINE} of its exact product" if "not checked" not in
+                self.fp8_checked else ""))
         if self.decided:
             out.append(f"choices for {self.gpu or 'no GPU named or seen'}: measured on " +
                        "; ".join(f"{device} ({table})" for table, device in sorted(self.decided.items())))
@@ -139,7 +148,8 @@ def _check(model, what: str) -> bool:
 def rewrite(model, library: str | os.PathLike | None = None, use_library: bool = True,
             softmax_min_cols: dict | int | None = None, base_dir: str | os.PathLike | None = None,
             check: bool | None = None, attention: str | None = None, layout: str = "nhwc",
-            gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None) -> Report:
+            gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None,
+            fp8_check: bool = True) -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
@@ -153,7 +163,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     `gpu`: the GPU whose measurements decide between the library's nodes and ORT's (default: the one nvidia-smi
     shows here, else none); each table takes the rows of the nearest GPU that measured it (choices.py).
     `precision`: None (the model's) or "fp8": Linears of at least `fp8_min_features` input and output features
-    (default fp8.FP8_MIN_FEATURES; 0 takes every one) as Fp8Linear nodes (fp8.py)."""
+    (default fp8.FP8_MIN_FEATURES; 0 takes every one) as Fp8Linear nodes (fp8.py), each tried on the model's own
+    activations first where `fp8_check` (fp8_check.py): one that moves its product too far stays in its type."""
     if precision not in (None, "fp8"):
         raise RewriteError(f"precision={precision!r}: choose fp8 or None (the model's own)")
     if fp8_min_features is not None and (precision != "fp8" or fp8_min_features < 0):
@@ -183,7 +194,9 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
         report.left += kept
     if precision == "fp8":
         report.fp8_min_features = FP8_MIN_FEATURES if fp8_min_features is None else fp8_min_features
-        report.fp8 = to_fp8(model, report.fp8_min_features, base_dir, cuda.get("Fp8Linear", []) if cuda else None)
+        done = to_fp8(model, report.fp8_min_features, base_dir, cuda.get("Fp8Linear", []) if cuda else None,
+                      check_library=library_path(library) if use_library else None, check=fp8_check)
+        report.fp8, report.fp8_kept, report.fp8_checked = done.written, done.kept, done.checked
     # the domains the written nodes use (the library's, and ORT's where attention went to its own op)
     used = {n.domain for n in every_node(model.graph)} & {DOMAIN, MS} if report.rewritten or report.fp8 else set()
     for domain in sorted(used - {o.domain for o in model.opset_import}):
@@ -323,7 +336,8 @@ def _in_order(nodes: list) -> list:
 def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | os.PathLike | None = None,
                  use_library: bool = True, softmax_min_cols: dict | int | None = None,
                  attention: str | None = None, layout: str = "nhwc", check_load: bool = True,
-                 gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None) -> Report:
+                 gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None,
+                 fp8_check: bool = True) -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
     model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
     model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one
@@ -346,7 +360,8 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
     except onnx.checker.ValidationError:
         valid = False
     report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False, attention=attention,
-                     layout=layout, gpu=gpu, precision=precision, fp8_min_features=fp8_min_features)
+                     layout=layout, gpu=gpu, precision=precision, fp8_min_features=fp8_min_features,
+                     fp8_check=fp8_check)
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst, src, report.foreign, required=check_load)

@@ -12,10 +12,13 @@ the GPU's numbers (the activations quantized the same way, both operands dequant
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .. import DOMAIN
 from ..fp8 import quantize_rows
+from .fp8_check import MIN_COSINE, activation_rows, fp8_cosine
 from .graph import Graph, domain_of, fresh, is_op
 
 # Narrower Linears stay in their type. Provisional: the break-even between the quantization pass and the fp8 GEMM's
@@ -49,13 +52,31 @@ def _candidate(g: Graph, node, min_features: int, served=None):
     return x, np.asarray(weight, dtype=np.float64), bias, act, {"fp16": 10, "bf16": 16}[dtype]
 
 
-def to_fp8(model, min_features: int = FP8_MIN_FEATURES, base_dir=None, served=None) -> list[str]:
-    """Rewrite `model`'s large Linears in place as Fp8Linear nodes (see the module's text); returns the names of
-    the nodes written. `served`: the dtypes ("fp16", "bf16") the library's CUDA Fp8Linear serves (None: any)."""
+@dataclass
+class Fp8Result:
+    written: list = field(default_factory=list)  # the Fp8Linear nodes' names
+    kept: list = field(default_factory=list)  # (node, cosine) of the Linears the check kept in their type
+    checked: str = ""  # how the check ran ("on random inputs, CPUExecutionProvider"), or why it did not
+
+
+def to_fp8(model, min_features: int = FP8_MIN_FEATURES, base_dir=None, served=None, check_library=None,
+           check: bool = False) -> Fp8Result:
+    """Rewrite `model`'s large Linears in place as Fp8Linear nodes (see the module's text). `served`: the dtypes
+    ("fp16", "bf16") the library's CUDA Fp8Linear serves (None: any). `check`: try each on the model's own
+    activations first (fp8_check.py; `check_library` registered in that session) and keep those it moves too far."""
     from onnx import TensorProto, helper, numpy_helper
 
     g = Graph(model, base_dir)
-    written, nodes = [], []
+    result = Fp8Result()
+    rows = {}
+    if check:  # the candidates' inputs and widths first (their weights read one at a time, below)
+        widths = {f[0]: f[1].shape[0] for f in (_candidate(g, node, min_features, served) for node in g.nodes) if f}
+        rows = activation_rows(model, base_dir, check_library, widths) if widths else {}
+        if isinstance(rows, str):
+            result.checked, rows = f"not checked: {rows}", {}
+        elif widths:
+            result.checked = f"checked on the model's own activations (random inputs, {len(widths)} distinct)"
+    nodes = []
     for node in g.nodes:
         found = _candidate(g, node, min_features, served)
         if found is None:
@@ -63,6 +84,12 @@ def to_fp8(model, min_features: int = FP8_MIN_FEATURES, base_dir=None, served=No
             continue
         x, weight, bias, act, elem = found
         q, scale = quantize_rows(weight.T)  # (N, K): one row per output channel
+        if x in rows and rows[x].size:
+            cos = fp8_cosine(rows[x], weight, q, scale)
+            if cos < MIN_COSINE:
+                result.kept.append((node.name or node.output[0], cos))
+                nodes.append(node)
+                continue
         base = (node.name or node.output[0]).rsplit("/", 1)[0] + "/Fp8Linear"
         w_name, s_name = g.unique(base + ".weight_e4m3"), g.unique(base + ".weight_scale")
         w_q = helper.make_tensor(w_name, TensorProto.FLOAT8E4M3FN, q.shape, q.tobytes(), raw=True)
@@ -74,14 +101,14 @@ def to_fp8(model, min_features: int = FP8_MIN_FEATURES, base_dir=None, served=No
         name = fresh(base, g.node_names)
         nodes.append(helper.make_node("Fp8Linear", [x, w_name, s_name, bias], list(node.output), name=name,
                                       domain=DOMAIN, activation=act))
-        written.append(name)
-    if written:
+        result.written.append(name)
+    if result.written:
         del model.graph.node[:]
         model.graph.node.extend(nodes)
         _drop_unread(model)
         if DOMAIN not in {o.domain for o in model.opset_import}:
             model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
-    return written
+    return result
 
 
 def _drop_unread(model) -> None:
