@@ -114,7 +114,7 @@ def test_every_failure_is_one_line_on_stderr(ort_library, tmp_path, case):
 
 def test_fp8_is_asked_for_on_the_command_line_and_through_invoke(ort_library, tmp_path, capsys):
     """--precision fp8 --fp8-min-features 0 on a tiny SD3 export: its Linears said and written as Fp8Linear;
-    --fp8-min-features alone is refused in one line; invoke rewrite takes both options."""
+    --fp8-min-features alone is refused in one line; invoke rewrite takes both options and --no-fp8-check."""
     from pathlib import Path
 
     from tritonforge.runtime.ortlib import cli
@@ -127,7 +127,9 @@ def test_fp8_is_asked_for_on_the_command_line_and_through_invoke(ort_library, tm
     out = tmp_path / "fp8.onnx"
     assert cli.main([str(src), "-o", str(out), "--library", str(ort_library), "--precision", "fp8",
                      "--fp8-min-features", "0"]) == 0
-    said = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("fp8: ")]
+    lines = capsys.readouterr().out.splitlines()
+    said = [ln for ln in lines if ln.startswith("fp8: ")]
+    assert any(ln.startswith("fp8 checked on the model's own activations") for ln in lines), lines
     ops = [n.op_type for n in onnx.load(str(out), load_external_data=False).graph.node]
     assert said == [f"fp8: {ops.count('Fp8Linear')} Linear(s) of 0+ features -> tritonforge.Fp8Linear (e4m3 weights "
                     "per output channel, activations per token; rewrite/fp8.py)"] and ops.count("Fp8Linear") > 0
@@ -138,7 +140,8 @@ def test_fp8_is_asked_for_on_the_command_line_and_through_invoke(ort_library, tm
     assert not (tmp_path / "x.onnx").exists()
     root = Path(__file__).resolve().parents[3]
     done = invoke(root, "rewrite", "--model", str(src), "--out", str(tmp_path / "i.onnx"), "--library",
-                  str(ort_library), "--precision", "fp8", "--fp8-min-features", "0")
+                  str(ort_library), "--precision", "fp8", "--fp8-min-features", "0", "--no-fp8-check")
     assert done.returncode == 0 and "Linear(s) of 0+ features -> tritonforge.Fp8Linear" in done.stdout, done.stdout
+    assert "fp8 checked" not in done.stdout, done.stdout  # the check skipped, as asked
     bad = invoke(root, "rewrite", "--model", str(src), "--precision", "fp4")
     assert bad.returncode == 2 and "error: --precision must be fp8" in bad.stdout, bad.stdout
