@@ -65,6 +65,8 @@ from .skip_layer_norm import SKIP_LAYER_NORM
 
 __all__ = ["Report", "RewriteError", "rewrite", "rewrite_file"]
 
+FP8_FIRST_ARCH = [arch for arch, _ in choices.ARCHS].index("ada")  # fp8 tensor cores: Ada (sm_89) and newer
+
 
 class RewriteError(TritonforgeError, ValueError):
     pass
@@ -186,6 +188,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     if report.rejoined or report.shapes_moved:  # nodes rewired to values of the same type and shape, or dropped
         graph.reindex()
     with choices.deciding(gpu) as scope:
+        if precision == "fp8":
+            _fp8_runs_on(scope)
         _rewrite_scope(graph, cuda, min_cols, report, attention)
     report.gpu = f"{scope.gpu} ({'named' if scope.how == 'named' else 'this machine'})" if scope.gpu else ""
     report.decided = dict(scope.used)
@@ -206,6 +210,18 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     if valid:
         _check(model, "after")
     return report
+
+
+def _fp8_runs_on(scope) -> None:
+    """Refuse fp8 for a GPU (named, or this machine's) of an architecture without fp8 tensor cores: the Fp8Linear
+    nodes would refuse there at run time."""
+    known = choices.model_of(scope.gpu) if scope.gpu else None
+    if known is not None and known[0] < FP8_FIRST_ARCH:
+        first = choices.ARCHS[FP8_FIRST_ARCH][0]
+        said = "named" if scope.how == "named" else "this machine's GPU"
+        raise RewriteError(f"precision='fp8': {scope.gpu} ({said}) is {choices.ARCHS[known[0]][0]}, which has no fp8 "
+                           f"tensor cores; Fp8Linear runs on {first} (sm_89) and newer. Rewrite without fp8 for it, "
+                           "or name the GPU the model will run on (--gpu)")
 
 
 def _matchers(late: bool) -> dict:
