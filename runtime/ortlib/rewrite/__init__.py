@@ -121,12 +121,13 @@ class Report:
         if self.fp8:
             out.append(f"fp8: {len(self.fp8)} Linear(s) of {self.fp8_min_features}+ features -> tritonforge.Fp8Linear "
                        "(e4m3 weights per output channel, activations per token; rewrite/fp8.py)")
-        if self.fp8_checked:
-            out.append(f"fp8 {self.fp8_checked}" + (
-                f"; kept in their type below cosine {FP8_MIN_COSINE}: " +
-                ", ".join(f"{name} ({cos:.4f})" for name, cos in self.fp8_kept) if self.fp8_kept else
-                f"; every one within cosine {FP8_MIN_COSINE} of its exact product" if "not checked" not in
-                self.fp8_checked else ""))
+        if self.fp8_kept:
+            kept = ", ".join(f"{name} ({cos:.4f})" for name, cos in self.fp8_kept)
+            out.append(f"fp8 {self.fp8_checked}; kept in their type below cosine {FP8_MIN_COSINE}: {kept}")
+        elif self.fp8_checked.startswith("checked"):
+            out.append(f"fp8 {self.fp8_checked}; every one within cosine {FP8_MIN_COSINE} of its exact product")
+        elif self.fp8_checked:  # not checked, and why
+            out.append(f"fp8 {self.fp8_checked}")
         if self.decided:
             out.append(f"choices for {self.gpu or 'no GPU named or seen'}: measured on " +
                        "; ".join(f"{device} ({table})" for table, device in sorted(self.decided.items())))

@@ -28,9 +28,9 @@ from .graph import Graph, domain_of, fresh, is_op
 FP8_MIN_FEATURES = 1024
 
 
-def _candidate(g: Graph, node, min_features: int, served=None):
+def _candidate(g: Graph, node, min_features: int, served=None, load: bool = True):
     """(x, W (K, N) as float64, bias name or None, activation, ONNX element type) of a Linear to put in fp8, else
-    None."""
+    None. Without `load`, (x, K) of a Linear that may be one, its weight left unread."""
     if domain_of(node) == DOMAIN and node.op_type == "Linear":
         x, w, bias = node.input
         act = next((a.s.decode() for a in node.attribute if a.name == "activation"), "none")
@@ -47,6 +47,8 @@ def _candidate(g: Graph, node, min_features: int, served=None):
     if min(k, n) < max(min_features, 1) or k % 16 or n % 16 or dtype is None or (served is not None and
                                                                                   dtype not in served):
         return None
+    if not load:
+        return x, k
     weight = g.weight(w)
     if weight is None or g.const(x) is not None:
         return None
@@ -70,8 +72,8 @@ def to_fp8(model, min_features: int = FP8_MIN_FEATURES, base_dir=None, served=No
     g = Graph(model, base_dir)
     result = Fp8Result()
     rows = {}
-    if check:  # the candidates' inputs and widths first (their weights read one at a time, below)
-        widths = {f[0]: f[1].shape[0] for f in (_candidate(g, node, min_features, served) for node in g.nodes) if f}
+    if check:  # the candidates' inputs and widths first (their weights read once, below)
+        widths = dict(f for f in (_candidate(g, node, min_features, served, load=False) for node in g.nodes) if f)
         rows = activation_rows(model, base_dir, check_library, widths) if widths else {}
         if isinstance(rows, str):
             result.checked, rows = f"not checked: {rows}", {}

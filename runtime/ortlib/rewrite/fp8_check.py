@@ -23,7 +23,7 @@ from ..fp8 import from_e4m3_bytes, quantize_rows
 
 MIN_COSINE = 0.995  # a Linear's fp8 product against its exact one, on the model's own activations
 ROW_STEP = 61  # every 61st token of an activation (a prime: no stride of the layout lines up with it)
-_ONNX_FLOATS = {1: np.float32, 10: np.float16, 11: np.float64, 16: np.float32}  # bfloat16 drawn as float32
+_ONNX_FLOATS = {1: np.float32, 10: np.float16, 11: np.float64}
 
 
 def activation_rows(model, base_dir, library, inputs: dict[str, int]) -> dict[str, np.ndarray] | str:
@@ -47,12 +47,12 @@ def activation_rows(model, base_dir, library, inputs: dict[str, int]) -> dict[st
         if None in dims:
             open_dims = ", ".join(d.dim_param or "?" for d in t.shape.dim if not d.HasField("dim_value"))
             return f"input '{i.name}' has dims the model leaves open ({open_dims})"
+        if t.elem_type == TensorProto.BFLOAT16:
+            return f"input '{i.name}' is bfloat16, which numpy has no type to feed"
         if t.elem_type in _ONNX_FLOATS:
             feeds[i.name] = rng.standard_normal(dims).astype(_ONNX_FLOATS[t.elem_type])
         else:
             feeds[i.name] = np.zeros(dims, dtype=helper.tensor_dtype_to_np_dtype(t.elem_type))
-    if any(i.type.tensor_type.elem_type == TensorProto.BFLOAT16 for i in model.graph.input if i.name in feeds):
-        return "a bfloat16 input (numpy has no bfloat16 to feed it)"
     added_nodes, added_inits, added_outputs = [], [], []
     for n, (value, k) in enumerate(sorted(inputs.items())):
         shape, start, end, step = (f"fp8check.{n}.{s}" for s in ("shape", "start", "end", "step"))
