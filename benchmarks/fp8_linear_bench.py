@@ -3,9 +3,11 @@ activations' per-token quantization and cuBLASLt's fp8 GEMM with both scales and
 Linear, and against torch's fp8 GEMM.
 
     python benchmarks/fp8_linear_bench.py --library dist/full/cuda/multi/libtritonforge_ort.so
-        [--model sd3_medium,flux_dev,pixart_sigma] [--dtypes fp16,bf16] [--results PATH]
+        [--model sd3_medium,flux_dev,pixart_sigma,sd15_unet] [--dtypes fp16,bf16] [--results PATH]
 
-Per shape (linear_bench.py's: each model's projections and MLPs), in one process on one GPU, onnxruntime-gpu's CUDA
+Per shape (a transformer's projections and MLPs as linear_bench.py lists them; a UNet's transformer blocks'
+projections (C to C), GEGLU input (C to 8C) and MLP output (4C to C) at each level's width, the narrow Linears the
+rewrite's `--fp8-min-features` break-even is measured on), in one process on one GPU, onnxruntime-gpu's CUDA
 EP with IOBinding and ORT's CUDA graph: graphs of K identical nodes on inputs of their own, `linear_fp16` the
 library's Linear in the model's dtype and `tritonforge` its Fp8Linear on the same weight quantized per output
 channel (rewrite/fp8.py's quantization). torch (CUDA-graph replay): `torch_scaled_mm` is `torch._scaled_mm` with
@@ -108,6 +110,17 @@ def measure(ours, epilogue: str, m: int, k: int, n: int, dtype: str) -> dict[str
     return results
 
 
+def shapes_of(name: str) -> list[tuple[str, int, int, int]]:
+    """(epilogue, M, K, N) of the Linears of `name` the fp8 rewrite may take."""
+    from benchmarks import e2e_models
+
+    if e2e_models.MODELS[name].kind == "unet":
+        return [s for items, tokens, c in e2e_models.unet_streams(name)
+                for s in (("none", items * tokens, c, c), ("none", items * tokens, c, 8 * c),
+                          ("none", items * tokens, 4 * c, c))]
+    return linear_bench.linear_shapes(name)
+
+
 def tflops(rows: dict, m: int, k: int, n: int) -> dict:
     return {p: 2 * m * k * n / (us * 1e-6) / 1e12 for p, (us, _) in rows.items()}
 
@@ -130,7 +143,7 @@ def main(argv=None) -> int:
         return 2
     ours = ort_own.OrtRival(custom_ops=str(ortlib.library_path(args.library)), optimize=True)
     device = torch.cuda.get_device_name(0)
-    shapes = sorted({(s, shape) for s in names for shape in linear_bench.linear_shapes(s)})
+    shapes = sorted({(s, shape) for s in names for shape in shapes_of(s)})
     for dtype in args.dtypes.split(","):
         for name, (epilogue, m, k, n) in shapes:
             label = f"{epilogue} {name} {m}x{k}x{n}"
