@@ -490,8 +490,8 @@ def check_library(lib: Path | str, build_dir: Path | str) -> str:
 
 def gpus_line(doc: dict) -> str:
     """Which of the CUDA EP's GPUs every op of the build's kernels runs on, for the build's summary line
-    (Linear is cuBLASLt's: it runs wherever the CUDA EP does)."""
+    (Linear is cuBLASLt's: it runs wherever the CUDA EP does; so does Fp8Linear below sm_89, dequantized)."""
     yes, no = gpus_served(doc)
     line = f"every Triton op on {', '.join(f'sm_{c}' for c in yes) or 'no GPU'}"
     line += f" (not on {', '.join(f'sm_{c}' for c in no)}: build for them with --arch)" if no else ""
-    return line + "; Linear (cuBLASLt) on any"
+    return line + "; Linear (cuBLASLt) on any; Fp8Linear dequantized below sm_89"

@@ -215,14 +215,15 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 
 def _fp8_runs_on(scope) -> None:
     """Refuse fp8 for a GPU (named, or this machine's) of an architecture without fp8 tensor cores: the Fp8Linear
-    nodes would refuse there at run time."""
+    nodes would run dequantized there, the fp8 rounding without its speed."""
     known = choices.model_of(scope.gpu) if scope.gpu else None
     if known is not None and known[0] < FP8_FIRST_ARCH:
         first = choices.ARCHS[FP8_FIRST_ARCH][0]
         said = "named" if scope.how == "named" else "this machine's GPU"
         raise RewriteError(f"precision='fp8': {scope.gpu} ({said}) is {choices.ARCHS[known[0]][0]}, which has no fp8 "
-                           f"tensor cores; Fp8Linear runs on {first} (sm_89) and newer. Rewrite without fp8 for it, "
-                           "or name the GPU the model will run on (--gpu)")
+                           f"tensor cores; Fp8Linear runs in fp8 on {first} (sm_89) and newer (on older GPUs "
+                           "dequantized: fp8's rounding without its speed). Rewrite without fp8 for it, or name the "
+                           "GPU the model will run on (--gpu)")
 
 
 def _matchers(late: bool) -> dict:

@@ -2,13 +2,18 @@
 // channel), its activations quantized per token as they arrive: Y = act((X_q * x_scale) (W_q * w_scale)^T + bias).
 // On CUDA (sm_89 and newer: fp8 tensor cores) kernels/fp8_quant_rows_triton.py writes X's e4m3 rows and their scales
 // and one cuBLASLt fp8 matmul applies both scale vectors (its outer-vector scale mode), the bias and the GELU in its
-// epilogue, accumulating in fp32. On the CPU the same model runs with the GPU's numbers: X's rows are quantized as
-// the kernel does (fp32 scale, round to nearest even, saturating), both operands dequantized and multiplied in double.
+// epilogue, accumulating in fp32. On a GPU without fp8 tensor cores (older than sm_89), or with
+// TRITONFORGE_ORT_FP8=dequantize (which checks that path on one that has them), the same model runs dequantized: W
+// times its scales in X's type, made once per node on the host (no Triton kernel, so any GPU the CUDA EP runs), and
+// one cuBLASLt matmul of X unquantized with the bias and the GELU. On the CPU the same model runs with the fp8 GPU's
+// numbers: X's rows are quantized as the kernel does (fp32 scale, round to nearest even, saturating), both operands
+// dequantized and multiplied in double.
 //
 // Inputs: X (..., K) float16 or bfloat16 (or float on the CPU), W (N, K) float8e4m3fn, w_scale (N) float,
 // bias (N) X's type. Output: Y (..., N) X's type. Attribute: activation, "none" (the default) or "gelu_tanh".
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -26,7 +31,7 @@ enum : int32_t {
 };
 constexpr ONNXTensorElementDataType kE4M3 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN;
 // scratch keys of the node's DeviceMemory: below the kernel indices Triton's own scratch is kept under
-enum : int { kQuantRows = -1, kRowScales = -2 };  // LtKernel's workspace is -3
+enum : int { kQuantRows = -1, kRowScales = -2, kDequantW = -4 };  // LtKernel's workspace is -3
 
 // e4m3fn's value of a byte (0x7f and 0xff are NaN).
 double e4m3(uint8_t b) {
@@ -53,11 +58,26 @@ uint8_t to_e4m3(float v) {
   return sign | static_cast<uint8_t>(std::min(code, 0x7E));
 }
 
-using Fp8LinearKernelBase = LtKernel<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>>;
+// Whether TRITONFORGE_ORT_FP8=dequantize asks for the path of GPUs without fp8 tensor cores on any GPU.
+bool dequantize_asked() {
+  const char* v = std::getenv("TRITONFORGE_ORT_FP8");
+  return v && std::string(v) == "dequantize";
+}
+
+// (M, K, N, X's alignment (0: fp8, X's e4m3 rows are the node's scratch), W's, Y's, the bias's)
+using Fp8LinearKernelBase =
+    LtKernel<std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t>>;
 
 class Fp8LinearKernel : public Fp8LinearKernelBase {
  public:
-  Fp8LinearKernel(const OrtKernelInfo* info, bool cuda) : Fp8LinearKernelBase(info, "Fp8Linear", cuda) {}
+  Fp8LinearKernel(const OrtKernelInfo* info, bool cuda) : Fp8LinearKernelBase(info, "Fp8Linear", cuda) {
+    int constant = 0;
+    try {
+      Ort::ConstKernelInfo(info).GetTensorConstantInput(1, &constant);
+    } catch (const Ort::Exception&) {
+    }
+    w_constant_ = constant != 0;
+  }
 
  protected:
   void Compute(Ort::KernelContext& ctx) override {
@@ -90,6 +110,18 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
 
     std::lock_guard<std::mutex> lock(mu_);  // a session's threads share the node's plans and buffers
     void* st = stream(ctx);
+    if (dequantize_asked() || compute_capability(st) < 89) {
+      const void* ptrs[] = {x.GetTensorRawData(), dequantized(w.GetTensorRawData(), w_scale.GetTensorRawData(),
+                                                              in.type, n, k, st),
+                            bias.GetTensorRawData(), y.GetTensorMutableRawData(), nullptr, nullptr};
+      const LtPlan& plan = plan_for(in.type, false, m, k, n, ptrs, xs, ws, st);
+      set_pointers(plan, ptrs);
+      LtStatus s = matmul(plan, plan.pick, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
+      if (s != 0)
+        throw std::runtime_error("cublasLtMatmul (dequantized fp8) of X " + shape_str(xs) + " by W " + shape_str(ws) +
+                                 " " + in.dtype + " failed: cuBLAS status " + std::to_string(s));
+      return;
+    }
     const uint64_t xq = memory_.scratch(kQuantRows, static_cast<size_t>(m * k));
     const uint64_t xscale = memory_.scratch(kRowScales, static_cast<size_t>(m) * sizeof(float));
     RoleValues r;
@@ -107,7 +139,7 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
     const void* ptrs[] = {reinterpret_cast<const void*>(xq), w.GetTensorRawData(), bias.GetTensorRawData(),
                           y.GetTensorMutableRawData(), w_scale.GetTensorRawData(),
                           reinterpret_cast<const void*>(xscale)};
-    const LtPlan& plan = plan_for(in.type, m, k, n, ptrs, xs, ws, st);
+    const LtPlan& plan = plan_for(in.type, true, m, k, n, ptrs, xs, ws, st);
     set_pointers(plan, ptrs);
     LtStatus s = matmul(plan, plan.pick, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
     if (s != 0)
@@ -135,19 +167,43 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
     linear_cpu(x, wd, b, y, t, m, k, n, gelu_, xq.data());
   }
 
+  // W's dequantized (N, K) copy in X's type, on the GPU: made on the host the first time (and again only where W
+  // is not a constant of the model, or the buffer moved), as the CPU path reads it.
+  const void* dequantized(const void* w, const void* w_scale, ONNXTensorElementDataType t, int64_t n, int64_t k,
+                          void* st) {
+    const size_t count = static_cast<size_t>(n * k);
+    void* buffer = reinterpret_cast<void*>(memory_.scratch(kDequantW, count * 2));
+    if (w_constant_ && buffer == dequantized_ && w == dequantized_from_) return buffer;
+    std::vector<uint8_t> wq(count);
+    std::vector<float> scale(static_cast<size_t>(n));
+    copy_now(wq.data(), w, count, true, st);
+    copy_now(scale.data(), w_scale, scale.size() * sizeof(float), true, st);
+    std::vector<uint16_t> host(count);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i)
+        store(host.data(), t, j * k + i, static_cast<float>(e4m3(wq[j * k + i]) * scale[j]));
+    copy_now(buffer, host.data(), count * 2, false, st);
+    dequantized_ = buffer, dequantized_from_ = w;
+    return buffer;
+  }
+
   void set_pointers(const LtPlan& plan, const void* const ptrs[6]) const {
     const CublasLt& lt = *plan.lt;
     lt.check(lt.DescSet(plan.desc, DESC_BIAS_POINTER, &ptrs[2], sizeof ptrs[2]), "setting the bias");
+    if (!ptrs[4]) return;  // the dequantized path: no scales
     lt.check(lt.DescSet(plan.desc, DESC_A_SCALE_POINTER, &ptrs[4], sizeof ptrs[4]), "setting W's scales");
     lt.check(lt.DescSet(plan.desc, DESC_B_SCALE_POINTER, &ptrs[5], sizeof ptrs[5]), "setting X's scales");
   }
 
   // Row-major Y (M, N) = X (M, K) W (N, K)^T is column-major Y^T (N, M) = W (K, N col-major)^T X^T (K, M): cuBLASLt's
-  // A is W transposed (fp8 wants "TN"), its B is X's e4m3 rows; A's scales run along N, B's along M.
-  const LtPlan& plan_for(ONNXTensorElementDataType type, int64_t m, int64_t k, int64_t n, const void* const ptrs[6],
-                          const std::vector<int64_t>& xs, const std::vector<int64_t>& ws, void* st) {
+  // A is W transposed (fp8 wants "TN"), its B is X's e4m3 rows; A's scales run along N, B's along M. Without
+  // `fp8`, the same product of the dequantized W and X in X's type, unscaled.
+  const LtPlan& plan_for(ONNXTensorElementDataType type, bool fp8, int64_t m, int64_t k, int64_t n,
+                          const void* const ptrs[6], const std::vector<int64_t>& xs, const std::vector<int64_t>& ws,
+                          void* st) {
     const CublasLt& lt = cublas_lt();
-    const auto key = std::make_tuple(m, k, n, alignment(ptrs[1]), alignment(ptrs[3]), alignment(ptrs[2]));
+    const auto key = std::make_tuple(m, k, n, fp8 ? 0u : alignment(ptrs[0]), alignment(ptrs[1]), alignment(ptrs[3]),
+                                     alignment(ptrs[2]));
     auto found = plans_.find(key);
     if (found != plans_.end()) return *found->second;
     if (!handle_) lt.check(lt.Create(&handle_), "cublasLtCreate");
@@ -161,22 +217,27 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
     lt.check(lt.DescSet(plan->desc, DESC_TRANSB, &op_n, sizeof op_n), "setting transb");
     lt.check(lt.DescSet(plan->desc, DESC_EPILOGUE, &epilogue, sizeof epilogue), "setting the epilogue");
     lt.check(lt.DescSet(plan->desc, DESC_BIAS_DATA_TYPE, &dt, sizeof dt), "setting the bias type");
-    if (lt.DescSet(plan->desc, DESC_A_SCALE_MODE, &mode, sizeof mode) ||
-        lt.DescSet(plan->desc, DESC_B_SCALE_MODE, &mode, sizeof mode))
+    if (fp8 && (lt.DescSet(plan->desc, DESC_A_SCALE_MODE, &mode, sizeof mode) ||
+                lt.DescSet(plan->desc, DESC_B_SCALE_MODE, &mode, sizeof mode)))
       throw std::runtime_error(lt.path + " has no per-row fp8 scales (the outer-vector scale mode of cuBLAS 12.9+)");
     set_pointers(*plan, ptrs);
-    lt.check(lt.LayoutCreate(&plan->a, R_8F_E4M3, k, n, k), "cublasLtMatrixLayoutCreate(W)");
-    lt.check(lt.LayoutCreate(&plan->b, R_8F_E4M3, k, m, k), "cublasLtMatrixLayoutCreate(X)");
+    const int32_t operands = fp8 ? R_8F_E4M3 : dt;
+    lt.check(lt.LayoutCreate(&plan->a, operands, k, n, k), "cublasLtMatrixLayoutCreate(W)");
+    lt.check(lt.LayoutCreate(&plan->b, operands, k, m, k), "cublasLtMatrixLayoutCreate(X)");
     lt.check(lt.LayoutCreate(&plan->d, dt, n, m, n), "cublasLtMatrixLayoutCreate(Y)");
-    const uint32_t aligns[] = {std::get<3>(key), 256, std::get<4>(key), std::get<4>(key)};  // B: the node's scratch
+    const uint32_t aligns[] = {std::get<4>(key), fp8 ? 256u : std::get<3>(key), std::get<5>(key), std::get<5>(key)};
     choose_algo(handle_, *plan, aligns, st, [&](size_t bytes) { memory_.scratch(kLtWorkspace, bytes); },
                 [&](const LtHeuristic& h) {
                   return matmul(*plan, h, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
                 },
-                "fp8 X " + shape_str(xs) + " by W " + shape_str(ws) + " on this GPU (fp8 tensor cores start at "
-                "sm_89)");
+                (fp8 ? "fp8 X " : "X ") + shape_str(xs) + " by W " + shape_str(ws) +
+                    (fp8 ? " on this GPU (fp8 tensor cores start at sm_89)" : " (W dequantized from fp8)"));
     return *(plans_[key] = std::move(plan));
   }
+
+  bool w_constant_ = false;  // W is an initializer: its dequantized copy is made once
+  const void* dequantized_ = nullptr;  // that copy, and the W it was made from
+  const void* dequantized_from_ = nullptr;
 
 };
 

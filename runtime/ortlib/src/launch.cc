@@ -73,6 +73,9 @@ struct Driver {
         CUstream, void**)
   TF_FN(LaunchKernelEx, const CUlaunchConfig*, CUfunction, void**, void**)
   TF_FN(MemsetD8Async, CUdeviceptr, unsigned char, size_t, CUstream)
+  TF_FN(MemcpyDtoHAsync, void*, CUdeviceptr, size_t, CUstream)
+  TF_FN(MemcpyHtoDAsync, CUdeviceptr, const void*, size_t, CUstream)
+  TF_FN(StreamSynchronize, CUstream)
   TF_FN(EventCreate, CUevent*, unsigned)
   TF_FN(EventRecord, CUevent, CUstream)
   TF_FN(EventSynchronize, CUevent)
@@ -116,6 +119,9 @@ struct Driver {
     get(LaunchCooperativeKernel, "cuLaunchCooperativeKernel");
     get(LaunchKernelEx, "cuLaunchKernelEx");
     get(MemsetD8Async, "cuMemsetD8Async");
+    get(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    get(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    get(StreamSynchronize, "cuStreamSynchronize");
     get(EventCreate, "cuEventCreate");
     get(EventRecord, "cuEventRecord");
     get(EventSynchronize, "cuEventSynchronize");
@@ -150,7 +156,7 @@ struct Context {
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   std::string device_name;
-  int sm_count = 0, max_threads = 0, max_shared_optin = 0, has_clusters = 0;
+  int sm_count = 0, max_threads = 0, max_shared_optin = 0, has_clusters = 0, capability = 0;
   int64_t max_grid[3] = {};
   std::vector<CUmodule> modules;
   std::vector<std::unique_ptr<Function>> functions;
@@ -250,6 +256,8 @@ Context& context_of(CUstream stream) {
     c->max_threads = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
     c->max_shared_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
     c->has_clusters = attr(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+    c->capability = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) * 10 +
+                    attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     c->max_grid[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
     c->max_grid[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
     c->max_grid[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
@@ -502,6 +510,23 @@ void launch_or_throw(const Launch& L, CUstream stream, const std::function<std::
 }
 
 }  // namespace
+
+int compute_capability(void* stream) { return context_of(static_cast<CUstream>(stream)).capability; }
+
+void copy_now(void* dst, const void* src, size_t bytes, bool to_host, void* stream_) {
+  Driver& d = driver();
+  auto stream = static_cast<CUstream>(stream_);
+  context_of(stream);  // its context current
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  d.check(d.StreamIsCapturing(stream, &capturing), "cuStreamIsCapturing");
+  if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw std::runtime_error("a copy between host and GPU cannot be captured into a CUDA graph: run the model once "
+                             "before capturing it");
+  d.check(to_host ? d.MemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, stream)
+                  : d.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, bytes, stream),
+          to_host ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync");
+  d.check(d.StreamSynchronize(stream), "cuStreamSynchronize");
+}
 
 bool may_time(void* stream_) {
   if (!tuning_enabled()) return false;

@@ -57,6 +57,13 @@ void run(int op, const std::string& dtype, int silu, Problem problem, RoleValues
 // is not being captured into a CUDA graph (a capture records launches; it cannot time them).
 bool may_time(void* stream);
 
+// The compute capability of the GPU `stream` runs on, major * 10 + minor (89 for sm_89).
+int compute_capability(void* stream);
+
+// Copies `bytes` from `src` to `dst` (device to host with `to_host`, else host to device) in order on `stream`, and
+// waits for it. Throws while `stream` is being captured into a CUDA graph.
+void copy_now(void* dst, const void* src, size_t bytes, bool to_host, void* stream);
+
 // Which of `count` candidates runs fastest on `stream`, `work(i)` enqueuing candidate i there (and saying whether
 // it could): each timed as replays of a CUDA graph of about 100 us of its runs, the GPU's time alone. A candidate
 // whose work fails is passed over; 0 when none could be timed.

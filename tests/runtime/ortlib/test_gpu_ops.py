@@ -655,6 +655,7 @@ def test_linear_matches_float64(ort_cuda, library, dtype, lead, k, n, activation
     np.testing.assert_allclose(y[rows], ref, atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("path", ["fp8", "dequantize"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("lead, k, n, activation, graph", [
     ((2, 4096), 1536, 6144, "gelu_tanh", True),  # SD3's MLP up, in ORT's CUDA graph
@@ -662,18 +663,22 @@ def test_linear_matches_float64(ort_cuda, library, dtype, lead, k, n, activation
     ((4608,), 15360, 3072, "none", False),  # Flux's single blocks' output projection, 2-D
     ((0, 7), 64, 32, "none", False),  # no tokens
 ])
-def test_fp8_linear_matches_float64_of_its_quantized_operands(ort_cuda, library, dtype, lead, k, n, activation,
-                                                               graph):
+def test_fp8_linear_matches_float64_of_its_quantized_operands(ort_cuda, library, monkeypatch, path, dtype, lead, k,
+                                                               n, activation, graph):
     """The e4m3 weight as the rewrite writes it, X cast to the dtype, the library's Fp8Linear (X's rows quantized
     by kernels/fp8_quant_rows_triton.py, cuBLASLt's fp8 GEMM with both scales, the bias and the GELU in its
     epilogue): rows sampled against float64 of X's e4m3 rows times their scales (numpy's quantization, as the
-    kernel's) and the dequantized weight, within the output dtype's rounding."""
+    kernel's) and the dequantized weight, within the output dtype's rounding. `dequantize`: the path of GPUs
+    without fp8 tensor cores (TRITONFORGE_ORT_FP8=dequantize takes it on any GPU), X unquantized by the weight
+    dequantized into X's type."""
     from onnx import TensorProto, helper
     from tritonforge.runtime.ortlib.fp8 import from_e4m3_bytes, quantize_rows
     from tritonforge.runtime.reference import quantize
 
-    if not _has_fp8(ort_cuda):
+    if path == "fp8" and not _has_fp8(ort_cuda):
         pytest.skip("this GPU has no fp8 tensor cores (sm_89+)")
+    if path == "dequantize":
+        monkeypatch.setenv("TRITONFORGE_ORT_FP8", "dequantize")
     t = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype]
     rng = np.random.default_rng(k + n + 1)
     x = (rng.standard_normal((*lead, k)) * rng.uniform(0.1, 4, (*lead, 1))).astype(np.float32)
@@ -699,8 +704,14 @@ def test_fp8_linear_matches_float64_of_its_quantized_operands(ort_cuda, library,
     if y.size == 0:
         return
     rows = np.unique(np.r_[0, rng.integers(0, y.shape[0], 61), y.shape[0] - 1])
-    xq, xs = quantize_rows(quantize(x, dtype).reshape(-1, k)[rows])
-    ref = (from_e4m3_bytes(xq) * xs[:, None]) @ (from_e4m3_bytes(wq) * ws[:, None]).T + quantize(b, dtype)
+    xt = quantize(x, dtype).reshape(-1, k)[rows]
+    wt = (from_e4m3_bytes(wq) * ws[:, None]).T
+    if path == "fp8":
+        xq, xs = quantize_rows(xt)
+        xt = from_e4m3_bytes(xq) * xs[:, None]
+    else:
+        wt = quantize(wt, dtype)
+    ref = xt @ wt + quantize(b, dtype)
     if activation == "gelu_tanh":
         ref = 0.5 * ref * (1 + np.tanh(np.sqrt(2 / np.pi) * (ref + 0.044715 * ref ** 3)))
     tol = {"fp16": 1e-2, "bf16": 4e-2}[dtype]

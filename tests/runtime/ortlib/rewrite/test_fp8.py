@@ -78,7 +78,7 @@ def test_fp8_options_are_refused_where_they_mean_nothing(ort_library, tmp_path):
 def test_fp8_is_refused_for_a_gpu_without_fp8_tensor_cores_and_taken_for_one_with(ort_library, tmp_path):
     model = onnx.load(str(EXPORTS / FP8_CASES[0]))
     with pytest.raises(RewriteError, match=r"precision='fp8': NVIDIA A100-SXM4-80GB \(named\) is ampere, which has "
-                                           r"no fp8 tensor cores; Fp8Linear runs on ada \(sm_89\) and newer"):
+                                           r"no fp8 tensor cores; Fp8Linear runs in fp8 on ada \(sm_89\) and newer"):
         rewrite(model, ort_library, precision="fp8", gpu="NVIDIA A100-SXM4-80GB")
     report = rewrite_file(EXPORTS / FP8_CASES[0], tmp_path / "l4.onnx", ort_library, precision="fp8",
                           fp8_min_features=0, gpu="NVIDIA L4")
