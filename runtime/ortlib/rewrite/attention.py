@@ -24,6 +24,10 @@ op in its BHSD layout, as ORT's op takes no such query.
   their product, folded or computed at run time from Shape(q)) -> Softmax -> MatMul with V. K^T is a
   Transpose [0, 2, 3, 1] of K's head-splitting Reshape (TorchScript), a Transpose [0, 1, 3, 2] of K's heads,
   or Reshape (B*H, S, d) -> Transpose [0, 2, 1] -> Reshape (B, H, d, S) of K's heads (dynamo, opset 18).
+  A value added to the scores is a causal mask (the op's unidirectional) or an attention bias of
+  (B or 1, H or 1, Sq, Skv): T5's relative position bias, which only ORT's MultiHeadAttention takes
+  (its attention_bias), so such an attention goes there. A softmax taken in float between Casts (T5's
+  `softmax(scores.float()).type_as(scores)`) is the op's own: it accumulates in float.
 - OnnxAttention: ONNX `Attention` (opset 23 and later) on 3-D (B, S, H*d) inputs or 4-D (B, H, S, d)
   heads, key and value with as many heads as query or fewer; no mask, KV cache or softcap.
 - OrtMultiHeadAttention: ORT's `com.microsoft.MultiHeadAttention` on separate 3-D query, key and value with
@@ -45,6 +49,7 @@ from .loads import ort_runs
 from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form
 
 _CHOICES = ("tritonforge", "ort")
+FLOAT, FLOAT16, BFLOAT16 = 1, 10, 16  # onnx.TensorProto's element types
 
 
 def _perm(node) -> list | None:
@@ -363,10 +368,11 @@ def _reshape(r: Rewriter, x: str, shape: list, out: str):
 
 
 def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads, v: Heads, out: str, heads_out: bool,
-                    name: str, scale: float, causal: bool, keep_ok: bool = False) -> Match:
+                    name: str, scale: float, causal: bool, keep_ok: bool = False, bias: str | None = None) -> Match:
     """The Match of one attention: `removed` (the anchor's nodes), its query, key and value, its output `out`
     ((B, H, S, d) when `heads_out`, else already (B, S, H*d)). Token-major where the graph allows (module
-    docstring), to the library's or ORT's op; else on (B, H, S, d) heads, to the library's."""
+    docstring), to the library's or ORT's op; else on (B, H, S, d) heads, to the library's. With `bias` (an
+    attention bias added to the scores), to ORT's op, the only one that takes it."""
     g = r.graph
     if (k.dim, v.dim, v.heads) != (q.dim, q.dim, k.heads) or q.heads % k.heads:
         raise Left(f"Q has {q.heads} heads of {q.dim}, K {k.heads} of {k.dim}, V {v.heads} of {v.dim}: the op takes "
@@ -379,7 +385,15 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
               "would take an element type the model does not state" if dtype is None else
               f"has no {dtype} kernel in the installed onnxruntime" if not ort_runs(MS, "MultiHeadAttention", dtype)
               else "")
-    where, note = _target(r, dtype, q.seq, k.seq, q.dim, causal, keep_ok, cannot)
+    if bias is not None:
+        if cannot:
+            raise Left(f"an attention bias is added to its scores, which only ORT's MultiHeadAttention takes, and it "
+                       f"{cannot}")
+        r.check_served("MultiHeadAttention", dtype, ("fp16", "fp32", "bf16"))
+        where, note = "ort", ("an attention bias (T5's relative positions): ORT's MultiHeadAttention, the only op that "
+                              "takes one")
+    else:
+        where, note = _target(r, dtype, q.seq, k.seq, q.dim, causal, keep_ok, cannot)
     if not token_major:
         if not all(h.bhsd for h in (q, k, v)):
             raise Left("its heads are neither all token-major nor all (batch, heads, sequence, head_dim) values")
@@ -397,6 +411,8 @@ def attention_match(r: Rewriter, source: str, removed: list, q: Heads, k: Heads,
     if out_rank == 4:  # (B, S, H*d) back to the (B, S, H, d) the graph reads
         written = g.unique(f"{tokens_out}_3d")
         after.append(_reshape(r, written, [0, 0, q.heads, q.dim], tokens_out))
+    if bias is not None:  # attention_bias: after bias and key_padding_mask, which it has none of
+        ins += ["", "", bias]
     new = _node(r, where, name, ins, written if after else tokens_out, q, k, scale, causal, removed=removed)
     note = "; ".join(dict.fromkeys(n for n in (note, q.note, k.note, v.note) if n))  # the joins' too
     return Match([*removed, *tail], new, source, note=note, before=before, after=after, dtype=dtype,
@@ -411,11 +427,16 @@ class DecomposedAttention:
 
     def match(self, r: Rewriter, sm):
         g = r.graph
+        cast_in, cast_out = _float_cast(g, g.producer.get(sm.input[0])), None
         mm2 = g.only_reader(sm.output[0])
-        if not is_op(mm2, "MatMul") or mm2.input[0] != sm.output[0]:
-            return None  # not attention: a softmax of its own
-        masked, scores, not_causal = None, sm.input[0], ""
-        added = g.producer.get(sm.input[0])
+        if cast_in is not None and is_op(mm2, "Cast") and attrs(mm2).get("to") == g.elem(cast_in.input[0]):
+            cast_out, mm2 = mm2, g.only_reader(mm2.output[0])
+        widened = cast_in is not None and g.elem(cast_in.input[0]) != FLOAT
+        if not is_op(mm2, "MatMul") or mm2.input[0] != (cast_out or sm).output[0] or (widened and not cast_out):
+            return None  # not attention: a softmax of its own (or one whose float result goes on in float)
+        pre = cast_in.input[0] if cast_in else sm.input[0]
+        masked, biased, scores, not_causal = None, None, pre, ""
+        added = g.producer.get(pre)
         if is_op(added, "Add"):  # a causal mask added to the scores (CLIP's text encoder): the op's unidirectional
             for x, m in ((0, 1), (1, 0)):
                 why = why_not_causal(g, added.input[m])
@@ -423,14 +444,18 @@ class DecomposedAttention:
                     masked, scores = added, added.input[x]
                     break
                 not_causal = not_causal or f" (the value added is not a causal mask: {why})"
+            if masked is None:  # else an attention bias (T5's relative positions), if its shape is one
+                biased = _bias(g, added)
+                if biased is not None:
+                    masked, scores, biased = added, added.input[1 - biased], added.input[biased]
         on_scores = _scaled(g, scores)
         mm1 = g.producer.get(on_scores[0])
-        chain = [n for n in (on_scores[3], masked) if n is not None]
+        chain = [n for n in (on_scores[3], masked, cast_in) if n is not None]
         if not is_op(mm1, "MatMul"):
             made = f"{mm1.op_type} '{mm1.name}'" if mm1 is not None else "a graph input"
             raise Left(f"its scores come from {made}, not a MatMul of Q and K^T (a mask or bias added?): the "
                        f"library's op takes none{not_causal}")
-        if len(chain) == 2 and g.only_reader(on_scores[3].output[0]) is not masked:
+        if any(g.only_reader(a.output[0]) is not b for a, b in zip(chain, [*chain[1:], sm])):
             raise Left("the scaled scores are read by other nodes too")
         dims = g.dims(sm.input[0])
         if dims is None or len(dims) != 4:
@@ -438,8 +463,7 @@ class DecomposedAttention:
         axis = attrs(sm).get("axis", -1 if g.opset >= 13 else 1)
         if axis not in (-1, 3):
             raise Left("not attention: its Softmax is not over the keys (the last axis)")
-        if g.only_reader(mm1.output[0]) is not (chain[0] if chain else sm) or (
-                chain and g.only_reader(sm.input[0]) is not sm):
+        if g.only_reader(mm1.output[0]) is not (chain[0] if chain else sm):
             raise Left("the scores are read by other nodes too")
         # Q's and K's heads and scales are not removed here: the rewrite drops what only the attention read
         on_q, on_k = _scaled(g, mm1.input[0]), _scaled(g, mm1.input[1])
@@ -451,8 +475,31 @@ class DecomposedAttention:
         scale = _factor(g, on_scores, known) * _factor(g, on_q, known) * _factor(g, on_k, known)
         name = (sm.name.replace("Softmax", "MultiHeadAttention") if "Softmax" in sm.name
                 else f"{sm.name or mm2.output[0]}_attention")
-        return attention_match(r, self.source, [*chain, mm1, sm, mm2], q, k, v, mm2.output[0], True, name, scale,
-                               masked is not None, keep_ok=True)
+        return attention_match(r, self.source, [*chain, mm1, sm, *([cast_out] if cast_out else []), mm2], q, k, v,
+                               mm2.output[0], True, name, scale, masked is not None and biased is None, keep_ok=True,
+                               bias=biased)
+
+
+def _float_cast(g, node):
+    """A Cast of the scores to float (a softmax taken in float; of float scores too, as torch.onnx keeps it), else
+    None."""
+    ok = is_op(node, "Cast") and attrs(node).get("to") == FLOAT
+    return node if ok and g.elem(node.input[0]) in (FLOAT, FLOAT16, BFLOAT16) else None
+
+
+def _bias(g, add) -> int | None:
+    """Which input of the scores' Add is an attention bias, (B or 1, H or 1, Sq, Skv) against the other's (B, H,
+    Sq, Skv) scores (a MatMul's, scaled or not), in their type; None where neither is."""
+    for b in (1, 0):
+        bias, scores = g.dims(add.input[b]), g.dims(add.input[1 - b])
+        if bias is None or scores is None or len(bias) != 4 or len(scores) != 4:
+            continue
+        if g.elem(add.input[b]) != g.elem(add.input[1 - b]) or not is_op(
+                g.producer.get(_scaled(g, add.input[1 - b])[0]), "MatMul"):
+            continue
+        if all(x == y or (i < 2 and x == 1) for i, (x, y) in enumerate(zip(bias, scores))):
+            return b
+    return None
 
 
 class OnnxAttention:

@@ -1,5 +1,6 @@
 """A causal mask added to attention scores (CLIP's text encoder): read by running the nodes that make it, taken into
-the attention as `unidirectional`; masks that are not causal, or that read an input's values, are named and left."""
+the attention as `unidirectional`; a value of the scores' shape that is not causal (T5's position bias) goes to ORT's
+MultiHeadAttention as its attention_bias; masks that read an input's values are named and left."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ def _masked(mask: str, seq=S):
         inits.append(numpy_helper.from_array(np.triu(np.full((1, 1, seq, seq), LOWEST, np.float32), 1), "mask"))
     elif mask == "zeros":
         inits.append(numpy_helper.from_array(np.zeros((1, 1, seq, seq), np.float32), "mask"))
+    elif mask == "a bias per head":
+        bias = np.random.default_rng(5).standard_normal((1, H, seq, seq)).astype(np.float32)
+        inits.append(numpy_helper.from_array(bias, "mask"))
     elif mask == "causal from the shape":  # the shape's sequence length, a square of the lowest value, its upper part
         nodes += [n("Shape", ["q"], ["qshape"]), n("Slice", ["qshape", "one", "two"], ["len"]),
                   n("Concat", ["len", "len"], ["square"], axis=0),
@@ -66,12 +70,24 @@ def test_a_causal_mask_goes_into_the_attention_as_unidirectional(ort_library, ma
     np.testing.assert_allclose(_run(m, ort_library), want, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("mask, why", [
-    ("zeros", "its values are not 0 on and below the diagonal and masking above it"),
-    ("an input's values", "it reads the values of input 'am' (a padding mask?)"),
-])
-def test_a_mask_that_is_not_causal_is_named_and_the_attention_left(ort_library, mask, why):
-    m = _masked(mask)
+def test_a_mask_that_is_not_causal_is_named_and_the_attention_left(ort_library):
+    m = _masked("an input's values")  # (B, 1, 1, S): a padding mask, not an attention bias of the scores' shape
     report = rewrite(m, ort_library, softmax_min_cols=0)
     assert "MultiHeadAttention" not in report.rewritten
+    why = "it reads the values of input 'am' (a padding mask?)"
     assert any(f"the value added is not a causal mask: {why}" in line for line in report.left), report.left
+
+
+@pytest.mark.parametrize("mask", ["zeros", "a bias per head"])
+def test_a_value_of_the_scores_shape_that_is_not_causal_is_ort_attentions_bias(ort_library, mask):
+    """(1, 1, S, S) or (1, H, S, S) added to the scores (T5's relative position bias): not causal, so ORT's
+    MultiHeadAttention takes it as its attention_bias, the scale kept."""
+    m = _masked(mask)
+    want = _run(m)
+    report = rewrite(m, ort_library)
+    assert report.rewritten == {"MultiHeadAttention": 1} and not report.left, report.lines()
+    node = next(x for x in m.graph.node if x.op_type == "MultiHeadAttention")
+    assert node.domain == "com.microsoft" and list(node.input[3:]) == ["", "", "mask"]
+    assert helper.get_attribute_value(next(a for a in node.attribute if a.name == "scale")) == pytest.approx(
+        1 / math.sqrt(D))
+    np.testing.assert_allclose(_run(m, ort_library), want, atol=1e-5, rtol=1e-5)

@@ -1,6 +1,8 @@
 """T5's encoder (SD3's and Flux's third text encoder) as torch.onnx exports it: its RMSNorms (T5LayerNorm, written
 out as Pow, ReduceMean, Add, Sqrt, Div and Mul between Casts) are left to onnxruntime, which fuses each into its own
-SimplifiedLayerNormalization when it makes the session; the rewrite must keep every one of them fusable."""
+SimplifiedLayerNormalization when it makes the session; the rewrite must keep every one of them fusable. Its
+attention (scores plus the relative position bias, a softmax in float between Casts) becomes ORT's
+MultiHeadAttention with that bias as its attention_bias, unscaled as T5 is."""
 
 from __future__ import annotations
 
@@ -46,4 +48,10 @@ def test_the_rewritten_t5_encoders_rms_norms_are_still_fused_by_onnxruntime(ort_
     norms = 2 * LAYERS + 1  # before attention and before the feed-forward in each block, and the final one
     assert before["SimplifiedLayerNormalization"] == after["SimplifiedLayerNormalization"] == norms, (before, after)
     assert not after["Pow"] and not after["ReduceMean"]
+    assert before["Softmax"] == LAYERS and not after["Softmax"] and after["MultiHeadAttention"] == LAYERS
+    attention = [n for n in onnx.load(dst).graph.node if n.op_type == "MultiHeadAttention"]
+    assert len(attention) == LAYERS and {n.domain for n in attention} == {"com.microsoft"}
+    # every layer adds the one bias the first layer computes (positions and the padding mask)
+    assert len({n.input[5] for n in attention}) == 1
+    assert all(a.f == 1.0 for n in attention for a in n.attribute if a.name == "scale")
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=2e-2 if dtype == "fp16" else 1e-5)
