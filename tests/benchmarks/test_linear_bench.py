@@ -16,19 +16,24 @@ from benchmarks import linear_bench as bench  # noqa: E402
 M, K, N = 10, 16, 24
 
 
+def cpu_outputs(model, library, x: np.ndarray) -> list:
+    """The outputs of a bench graph of two Linears on the CPU EP, `x` fed to both, once the model checks."""
+    onnx.checker.check_model(model)
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(str(library))
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x0": x, "x1": x})
+
+
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("epilogue", bench.EPILOGUES)
 def test_each_graph_computes_the_linear(ort_library, fused, epilogue):
     model = bench.model(epilogue, M, K, N, "fp32", 2, fused)
-    onnx.checker.check_model(model)
     x = np.random.default_rng(4).standard_normal((M, K)).astype(np.float32)
-    so = ort.SessionOptions()
-    so.register_custom_ops_library(str(ort_library))
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     w, b = (v.astype(np.float64) for v in bench.weights(K, N))
     y = x @ w + b
     want = 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3))) if epilogue == "gelu_tanh" else y
-    for got in sess.run(None, {"x0": x, "x1": x}):
+    for got in cpu_outputs(model, ort_library, x):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(bench.linear_ref(x.astype(np.float64), w, b, epilogue), want, rtol=1e-12)
     ops = [n.op_type for n in model.graph.node]
