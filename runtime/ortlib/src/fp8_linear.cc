@@ -110,7 +110,8 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
 
     std::lock_guard<std::mutex> lock(mu_);  // a session's threads share the node's plans and buffers
     void* st = stream(ctx);
-    if (dequantize_asked() || compute_capability(st) < 89) {
+    if (!capability_) capability_ = compute_capability(st);  // a node's session runs on one GPU
+    if (dequantize_asked() || capability_ < 89) {
       const void* ptrs[] = {x.GetTensorRawData(), dequantized(w.GetTensorRawData(), w_scale.GetTensorRawData(),
                                                               in.type, n, k, st),
                             bias.GetTensorRawData(), y.GetTensorMutableRawData(), nullptr, nullptr};
@@ -235,6 +236,7 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
     return *(plans_[key] = std::move(plan));
   }
 
+  int capability_ = 0;  // the GPU's, sm_XY as XY
   bool w_constant_ = false;  // W is an initializer: its dequantized copy is made once
   const void* dequantized_ = nullptr;  // that copy, and the W it was made from
   const void* dequantized_from_ = nullptr;
