@@ -9,9 +9,10 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
+from tritonforge.runtime.ortlib.fp8 import from_e4m3_bytes, quantize_rows  # noqa: E402
+
 from benchmarks import fp8_linear_bench as bench  # noqa: E402
 from benchmarks import linear_bench  # noqa: E402
-from tritonforge.runtime.ortlib.fp8 import from_e4m3_bytes, quantize_rows  # noqa: E402
 
 from .test_linear_bench import cpu_outputs  # noqa: E402
 

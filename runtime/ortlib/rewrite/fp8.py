@@ -7,8 +7,9 @@ of 16 (cuBLASLt's fp8 layouts) becomes `tritonforge.Fp8Linear(X, W_q, w_scale, b
 (ONNX FLOAT8E4M3FN), one float scale per output channel (its largest magnitude over 448), the bias the Linear's (zero
 where the MatMul had none). The activations are quantized per token by the node at run time
 (runtime/ortlib/src/fp8_linear.cc). On a GPU without fp8 tensor cores the node runs dequantized (its weight in the
-activations' type, no fp8 gain); on the CPU EP it computes the fp8 GPU's numbers (the activations quantized the same way, both operands dequantized) in double. Each candidate is
-tried on the model's own activations first (fp8_check.py): one whose fp8 product strays stays in its type.
+activations' type, no fp8 gain); on the CPU EP it computes the fp8 GPU's numbers (the activations quantized the same
+way, both operands dequantized) in double. Each candidate is tried on the model's own activations first
+(fp8_check.py): one whose fp8 product strays stays in its type.
 """
 
 from __future__ import annotations
