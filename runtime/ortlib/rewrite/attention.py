@@ -444,10 +444,9 @@ class DecomposedAttention:
                     masked, scores = added, added.input[x]
                     break
                 not_causal = not_causal or f" (the value added is not a causal mask: {why})"
-            if masked is None:  # else an attention bias (T5's relative positions), if its shape is one
-                biased = _bias(g, added)
-                if biased is not None:
-                    masked, scores, biased = added, added.input[1 - biased], added.input[biased]
+            which = _bias(g, added) if masked is None else None  # else an attention bias (T5's positions)?
+            if which is not None:
+                masked, scores, biased = added, added.input[1 - which], added.input[which]
         on_scores = _scaled(g, scores)
         mm1 = g.producer.get(on_scores[0])
         chain = [n for n in (on_scores[3], masked, cast_in) if n is not None]

@@ -3,11 +3,11 @@
 // On CUDA (sm_89 and newer: fp8 tensor cores) kernels/fp8_quant_rows_triton.py writes X's e4m3 rows and their scales
 // and one cuBLASLt fp8 matmul applies both scale vectors (its outer-vector scale mode), the bias and the GELU in its
 // epilogue, accumulating in fp32. On a GPU without fp8 tensor cores (older than sm_89), or with
-// TRITONFORGE_ORT_FP8=dequantize (which checks that path on one that has them), the same model runs dequantized: W
-// times its scales in X's type, made once per node on the host (no Triton kernel, so any GPU the CUDA EP runs), and
-// one cuBLASLt matmul of X unquantized with the bias and the GELU. On the CPU the same model runs with the fp8 GPU's
-// numbers: X's rows are quantized as the kernel does (fp32 scale, round to nearest even, saturating), both operands
-// dequantized and multiplied in double.
+// TRITONFORGE_ORT_FP8=dequantize set when the session is made (to check that path on a GPU with them), the same model
+// runs dequantized: W times its scales in X's type, made once per node on the host (no Triton kernel, so any GPU the
+// CUDA EP runs), and one cuBLASLt matmul of X unquantized with the bias and the GELU. On the CPU the same model runs
+// with the fp8 GPU's numbers: X's rows are quantized as the kernel does (fp32 scale, round to nearest even,
+// saturating), both operands dequantized and multiplied in double.
 //
 // Inputs: X (..., K) float16 or bfloat16 (or float on the CPU), W (N, K) float8e4m3fn, w_scale (N) float,
 // bias (N) X's type. Output: Y (..., N) X's type. Attribute: activation, "none" (the default) or "gelu_tanh".
@@ -111,41 +111,37 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
     std::lock_guard<std::mutex> lock(mu_);  // a session's threads share the node's plans and buffers
     void* st = stream(ctx);
     if (!capability_) capability_ = compute_capability(st);  // a node's session runs on one GPU
-    if (dequantize_asked() || capability_ < 89) {
-      const void* ptrs[] = {x.GetTensorRawData(), dequantized(w.GetTensorRawData(), w_scale.GetTensorRawData(),
-                                                              in.type, n, k, st),
-                            bias.GetTensorRawData(), y.GetTensorMutableRawData(), nullptr, nullptr};
-      const LtPlan& plan = plan_for(in.type, false, m, k, n, ptrs, xs, ws, st);
-      set_pointers(plan, ptrs);
-      LtStatus s = matmul(plan, plan.pick, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
-      if (s != 0)
-        throw std::runtime_error("cublasLtMatmul (dequantized fp8) of X " + shape_str(xs) + " by W " + shape_str(ws) +
-                                 " " + in.dtype + " failed: cuBLAS status " + std::to_string(s));
-      return;
+    const bool fp8 = !dequantize_ && capability_ >= 89;
+    // X (its e4m3 rows where fp8), W (as stored, or its dequantized copy), bias, Y, and the two scale vectors
+    const void* ptrs[6] = {x.GetTensorRawData(), w.GetTensorRawData(), bias.GetTensorRawData(),
+                           y.GetTensorMutableRawData(), nullptr, nullptr};
+    if (fp8) {
+      const uint64_t xq = memory_.scratch(kQuantRows, static_cast<size_t>(m * k));
+      const uint64_t xscale = memory_.scratch(kRowScales, static_cast<size_t>(m) * sizeof(float));
+      RoleValues r;
+      r.u[R_OUT] = xq;
+      r.u[R_ROW_SCALE] = xscale;
+      r.u[R_IN] = reinterpret_cast<uint64_t>(ptrs[0]);
+      r.u[R_BATCH] = m;
+      r.u[R_N_COLS] = k;
+      Problem p;
+      p.batch = m, p.n_cols = k;
+      run(OP_FP8_QUANT_ROWS, in.dtype, 0, p, r, "fp8_quant_rows_" + in.dtype,
+          std::to_string(m) + "_" + std::to_string(k), memory_, st,
+          [&] { return where("X " + shape_str(xs) + " " + in.dtype + " (fp8 runs on sm_89 and newer)"); });
+      ptrs[0] = reinterpret_cast<const void*>(xq);
+      ptrs[4] = w_scale.GetTensorRawData();
+      ptrs[5] = reinterpret_cast<const void*>(xscale);
+    } else {
+      ptrs[1] = dequantized(ptrs[1], w_scale.GetTensorRawData(), in.type, n, k, st);
     }
-    const uint64_t xq = memory_.scratch(kQuantRows, static_cast<size_t>(m * k));
-    const uint64_t xscale = memory_.scratch(kRowScales, static_cast<size_t>(m) * sizeof(float));
-    RoleValues r;
-    r.u[R_OUT] = xq;
-    r.u[R_ROW_SCALE] = xscale;
-    r.u[R_IN] = reinterpret_cast<uint64_t>(x.GetTensorRawData());
-    r.u[R_BATCH] = m;
-    r.u[R_N_COLS] = k;
-    Problem p;
-    p.batch = m, p.n_cols = k;
-    run(OP_FP8_QUANT_ROWS, in.dtype, 0, p, r, "fp8_quant_rows_" + in.dtype,
-        std::to_string(m) + "_" + std::to_string(k), memory_, st,
-        [&] { return where("X " + shape_str(xs) + " " + in.dtype + " (fp8 runs on sm_89 and newer)"); });
-
-    const void* ptrs[] = {reinterpret_cast<const void*>(xq), w.GetTensorRawData(), bias.GetTensorRawData(),
-                          y.GetTensorMutableRawData(), w_scale.GetTensorRawData(),
-                          reinterpret_cast<const void*>(xscale)};
-    const LtPlan& plan = plan_for(in.type, true, m, k, n, ptrs, xs, ws, st);
+    const LtPlan& plan = plan_for(in.type, fp8, m, k, n, ptrs, xs, ws, st);
     set_pointers(plan, ptrs);
     LtStatus s = matmul(plan, plan.pick, ptrs[1], ptrs[0], const_cast<void*>(ptrs[3]), st);
     if (s != 0)
-      throw std::runtime_error("cublasLtMatmul (fp8) of X " + shape_str(xs) + " by W " + shape_str(ws) + " " +
-                               in.dtype + " failed: cuBLAS status " + std::to_string(s));
+      throw std::runtime_error(std::string("cublasLtMatmul (") + (fp8 ? "fp8" : "dequantized fp8") + ") of X " +
+                               shape_str(xs) + " by W " + shape_str(ws) + " " + in.dtype + " failed: cuBLAS status " +
+                               std::to_string(s));
   }
 
  private:
@@ -236,6 +232,7 @@ class Fp8LinearKernel : public Fp8LinearKernelBase {
     return *(plans_[key] = std::move(plan));
   }
 
+  const bool dequantize_ = dequantize_asked();  // read when the session makes the node
   int capability_ = 0;  // the GPU's, sm_XY as XY
   bool w_constant_ = false;  // W is an initializer: its dequantized copy is made once
   const void* dequantized_ = nullptr;  // that copy, and the W it was made from
