@@ -6,6 +6,7 @@ invoke.yaml under `tritonforge:`.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from invoke import Context, Exit, task
@@ -645,17 +646,22 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
                         "(default: runtime/ortlib/rewrite/fp8.py's FP8_MIN_FEATURES; 0 takes every one)",
     "no_fp8_check": "with --precision fp8: skip trying each Linear on the model's own activations (one run on "
                     "random inputs) before it goes to fp8",
+    "measure": "auto (default: time the choices on this machine's GPU where it has one and onnxruntime-gpu, "
+               "for the model's own shapes), on, or off (the shipped tables decide)",
+    "measure_budget": "seconds the timing may take; shapes not timed by then are left to the tables (default 60)",
+    "dims": "sizes of the dims the model leaves symbolic, NAME=SIZE[,NAME=SIZE...], so those choices can be timed",
 })
 @_fail_on_pipeline_error
 def rewrite(c: Context, model: str | None = None, out: str | None = None, library: str | None = None,
             any_dtype: bool = False, all_softmax: bool = False, attention: str = "measured", layout: str = "nhwc",
             no_load_check: bool = False, gpu: str | None = None, precision: str | None = None,
-            fp8_min_features: int | None = None, no_fp8_check: bool = False):
+            fp8_min_features: int | None = None, no_fp8_check: bool = False, measure: str = "auto",
+            measure_budget: float = 60.0, dims: str | None = None):
     """Put a model's GroupNorms (as exporters write them: InstanceNormalization patterns, GroupNormalization,
     ORT's fused GroupNorm), last-axis softmaxes and unfused attention into the library's ops (attention: or
     ORT's own, where it measured faster); any size (external data); or every model of a pipeline folder that
     optimum-cli export onnx wrote, into a new folder."""
-    from tritonforge.runtime.ortlib.cli import rewrite_and_say
+    from tritonforge.runtime.ortlib.cli import dims_arg, rewrite_and_say
 
     _need("rewrite", model=model)
     if attention not in ("measured", "tritonforge", "ort"):
@@ -666,11 +672,18 @@ def rewrite(c: Context, model: str | None = None, out: str | None = None, librar
         raise Exit(f"error: --precision must be fp8 (or left out: the model's own), not '{precision}'", code=2)
     if fp8_min_features is not None and not str(fp8_min_features).isdigit():
         raise Exit(f"error: --fp8-min-features must be a count of features >= 0, not '{fp8_min_features}'", code=2)
+    if measure not in ("auto", "on", "off"):
+        raise Exit(f"error: --measure must be auto, on or off, not '{measure}'", code=2)
+    try:
+        sizes = None if dims is None else dims_arg(dims)
+    except ValueError as exc:
+        raise Exit(f"error: --dims: {exc}", code=2) from None
     rewrite_and_say(model, out, library, any_dtype, all_softmax,
                     attention=None if attention == "measured" else attention, layout=layout,
                     check_load=not no_load_check, gpu=gpu, precision=precision,
                     fp8_min_features=None if fp8_min_features is None else int(fp8_min_features),
-                    fp8_check=not no_fp8_check)
+                    fp8_check=not no_fp8_check, measure=measure, dims=sizes, measure_budget=float(measure_budget),
+                    progress=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 @task(name="ort-sources", help={

@@ -25,7 +25,8 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
                     any_dtype: bool = False, all_softmax: bool = False, say=print,
                     attention: str | None = None, layout: str = "nhwc", check_load: bool = True,
                     gpu: str | None = None, precision: str | None = None,
-                    fp8_min_features: int | None = None, fp8_check: bool = True) -> list[str]:
+                    fp8_min_features: int | None = None, fp8_check: bool = True, measure: str = "off",
+                    dims: dict | None = None, measure_budget: float = 60.0, progress=None) -> list[str]:
     """Rewrite `model` into `out`; say what was rewritten, what was left and why, and what was written.
     Returns the files written."""
     from .rewrite import rewrite_file
@@ -33,7 +34,8 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
 
     options = dict(library=library, use_library=not any_dtype, softmax_min_cols=0 if all_softmax else None,
                    attention=attention, layout=layout, check_load=check_load, gpu=gpu, precision=precision,
-                   fp8_min_features=fp8_min_features, fp8_check=fp8_check)
+                   fp8_min_features=fp8_min_features, fp8_check=fp8_check, measure=measure, dims=dims,
+                   measure_budget=measure_budget, progress=progress)
     try:
         if Path(model).is_dir():
             dst = Path(out) if out else output_for(model)
@@ -59,6 +61,26 @@ def rewrite_and_say(model: str | Path, out: str | Path | None = None, library: s
     say(f"wrote {' and '.join(report.wrote)}")
     say(meant_for())
     return report.wrote
+
+
+def dims_arg(text: str) -> dict[str, int]:
+    """--dims' NAME=SIZE list as {name: size}; ValueError naming the part that is not one."""
+    dims = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, size = part.partition("=")
+        if not eq or not name.strip() or not size.strip().isdigit() or int(size) < 1:
+            raise ValueError(f"'{part}' is not NAME=SIZE with a size of at least 1")
+        dims[name.strip()] = int(size)
+    if not dims:
+        raise ValueError("no NAME=SIZE given")
+    return dims
+
+
+def _dims(text: str) -> dict[str, int]:
+    try:
+        return dims_arg(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv=None) -> int:
@@ -94,6 +116,17 @@ def main(argv=None) -> int:
     ap.add_argument("--no-fp8-check", action="store_true",
                     help="with --precision fp8: skip trying each Linear on the model's own activations (one run on "
                          "random inputs) before it goes to fp8")
+    ap.add_argument("--measure", choices=("auto", "on", "off"), default="auto",
+                    help="time the choices between the library's nodes, ORT's and the export's on this machine's GPU, "
+                         "for this model's own shapes, and keep the fastest (default auto: where a CUDA GPU and "
+                         "onnxruntime-gpu are here and no --gpu is named; off: the shipped tables decide). What was "
+                         "timed is kept beside the output (<out>.measured.json) and read again by the next rewrite")
+    ap.add_argument("--measure-budget", type=float, default=60.0, metavar="SECONDS",
+                    help="stop timing after this long; the shapes not timed by then are left to the tables "
+                         "(default 60)")
+    ap.add_argument("--dims", type=_dims, default=None, metavar="NAME=SIZE[,NAME=SIZE...]",
+                    help="sizes for the dims the model leaves symbolic (e.g. batch=2,height=128,width=128), so the "
+                         "choices at those shapes can be timed")
     ap.add_argument("--no-load-check", action="store_true",
                     help="write even where onnxruntime is not installed to load the rewrite first (unchecked)")
     args = ap.parse_args(argv)
@@ -101,7 +134,9 @@ def main(argv=None) -> int:
         rewrite_and_say(args.model, args.out, args.library, args.any_dtype, args.all_softmax,
                         attention=None if args.attention == "measured" else args.attention, layout=args.layout,
                         check_load=not args.no_load_check, gpu=args.gpu, precision=args.precision,
-                        fp8_min_features=args.fp8_min_features, fp8_check=not args.no_fp8_check)
+                        fp8_min_features=args.fp8_min_features, fp8_check=not args.no_fp8_check,
+                        measure=args.measure, dims=args.dims, measure_budget=args.measure_budget,
+                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     except TritonforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

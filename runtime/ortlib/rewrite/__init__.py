@@ -93,6 +93,8 @@ class Report:
     fp8_min_features: int = 0  # the narrowest Linear put in fp8
     fp8_kept: list = field(default_factory=list)  # (node, cosine): Linears the fp8 check kept in their type
     fp8_checked: str = ""  # how the fp8 check ran, or why it did not (fp8_check.py)
+    measured: str = ""  # what timing the choices on this GPU decided, or why they were not timed (measure.py)
+    measured_rows: dict = field(default_factory=dict)  # {signature: {candidate: microseconds or why not}}
 
     def lines(self) -> list[str]:
         out = []
@@ -128,6 +130,8 @@ class Report:
             out.append(f"fp8 {self.fp8_checked}; every one within cosine {FP8_MIN_COSINE} of its exact product")
         elif self.fp8_checked:  # not checked, and why
             out.append(f"fp8 {self.fp8_checked}")
+        if self.measured:
+            out.append(f"choices timed here: {self.measured}")
         if self.decided:
             out.append(f"choices for {self.gpu or 'no GPU named or seen'}: measured on " +
                        "; ".join(f"{device} ({table})" for table, device in sorted(self.decided.items())))
@@ -152,7 +156,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
             softmax_min_cols: dict | int | None = None, base_dir: str | os.PathLike | None = None,
             check: bool | None = None, attention: str | None = None, layout: str = "nhwc",
             gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None,
-            fp8_check: bool = True) -> Report:
+            fp8_check: bool = True, timer=None, dims: dict | None = None, measure_budget: float = 60.0,
+            measured_rows: dict | None = None, say=None) -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
@@ -167,7 +172,10 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     shows here, else none); each table takes the rows of the nearest GPU that measured it (choices.py).
     `precision`: None (the model's) or "fp8": Linears of at least `fp8_min_features` input and output features
     (default fp8.FP8_MIN_FEATURES; 0 takes every one) as Fp8Linear nodes (fp8.py), each tried on the model's own
-    activations first where `fp8_check` (fp8_check.py): one that moves its product too far stays in its type."""
+    activations first where `fp8_check` (fp8_check.py): one that moves its product too far stays in its type.
+    `timer`: a timing source (measure.OrtTimer on this GPU) that decides the choices the tables would make, site by
+    site, on the model's own shapes (measure.py): `dims` sizes the dims the model leaves symbolic, `measure_budget`
+    bounds the seconds spent, `measured_rows` are rows timed before (a MeasuredFile's), `say` hears the progress."""
     if precision not in (None, "fp8"):
         raise RewriteError(f"precision={precision!r}: choose fp8 or None (the model's own)")
     if fp8_min_features is not None and (precision != "fp8" or fp8_min_features < 0):
@@ -191,7 +199,9 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     with choices.deciding(gpu) as scope:
         if precision == "fp8":
             _fp8_runs_on(scope)
-        _rewrite_scope(graph, cuda, min_cols, report, attention)
+        verdicts = _timed_choices(graph, cuda, min_cols, attention, timer, dims, measure_budget, measured_rows, say,
+                                  report) if timer is not None else {}
+        _rewrite_scope(graph, cuda, min_cols, report, attention, verdicts)
     report.gpu = f"{scope.gpu} ({'named' if scope.how == 'named' else 'this machine'})" if scope.gpu else ""
     report.decided = dict(scope.used)
     if layout == "nhwc":
@@ -211,6 +221,18 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     if valid:
         _check(model, "after")
     return report
+
+
+def _timed_choices(graph, cuda, min_cols, attention, timer, dims, budget, known, say, report) -> dict:
+    """{site: Choice} as timed by `timer` (measure.py), its summary and rows in the report."""
+    from .measure import measure
+
+    def trials(pick: str, verdicts: dict) -> tuple:
+        return trial(graph, cuda, min_cols, attention, pick, verdicts)
+
+    done = measure(graph, trials, timer, dims, budget, known, say, getattr(timer, "device", "this GPU"))
+    report.measured, report.measured_rows = done.summary, done.rows
+    return done.verdicts
 
 
 def _fp8_runs_on(scope) -> None:
@@ -239,20 +261,45 @@ def _matchers(late: bool) -> dict:
 
 
 def _rewrite_scope(graph: Graph, cuda: dict | None, min_cols: dict | None, report: Report,
-                   attention: str | None = None) -> None:
-    """One scope's matches spliced in, its subgraphs' first (If branches, Loop and Scan bodies, at any depth)."""
+                   attention: str | None = None, verdicts: dict | None = None) -> None:
+    """One scope's matches spliced in, its subgraphs' first (If branches, Loop and Scan bodies, at any depth).
+    `verdicts`: the choices measured on this GPU per site (measure.py)."""
     for node in graph.nodes:
         for attr, sub in named_subgraphs(node):
             where = f" in the {attr} of {node.op_type} node '{node.name}'{graph.where}"
-            _rewrite_scope(Graph(graph.model, graph.base_dir, sub, graph, where), cuda, min_cols, report, attention)
-    r = Rewriter(graph, cuda, min_cols, attention)
-    index = {id(n): i for i, n in enumerate(graph.nodes)}
-    taken: dict[int, object] = {}  # node index -> the match that replaces it
-    for late in (False, True):
-        _one_pass(graph, r, _matchers(late), index, taken, report, late)
+            _rewrite_scope(Graph(graph.model, graph.base_dir, sub, graph, where), cuda, min_cols, report, attention,
+                           verdicts)
+    r = Rewriter(graph, cuda, min_cols, attention, verdicts=verdicts)
+    taken = _matches(graph, r, report)
     report.notes.update(r.notes)
     if taken:
         _splice(graph, taken, r.initializers)
+
+
+def _matches(graph: Graph, r: Rewriter, report: Report) -> dict:
+    """{node index: the match that replaces it} of one scope, both passes."""
+    r.index = {id(n): i for i, n in enumerate(graph.nodes)}
+    taken: dict[int, object] = {}
+    for late in (False, True):
+        _one_pass(graph, r, _matchers(late), r.index, taken, report, late)
+    return taken
+
+
+def trial(graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None, prefer: str,
+          verdicts: dict | None = None) -> tuple:
+    """(the matches of the main scope that made a choice, by site; the initializers they read): what the rewrite
+    would write if every choice `verdicts` does not settle went to `prefer` ("library" or "ort"). Nothing is
+    spliced."""
+    names, node_names = set(graph.names), set(graph.node_names)
+    try:
+        r = Rewriter(graph, cuda, min_cols, attention, prefer=prefer, verdicts=verdicts)
+        taken = _matches(graph, r, Report())
+    finally:  # the names a trial took are free again: the rewrite names its nodes as it would untimed
+        graph.names.clear()
+        graph.names.update(names)
+        graph.node_names.clear()
+        graph.node_names.update(node_names)
+    return {m.site: m for m in taken.values() if m.site in r.consulted}, r.initializers
 
 
 def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: dict, report: Report,
@@ -263,6 +310,7 @@ def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: di
         if index[id(node)] in taken:
             continue
         near = []  # why earlier matchers left it: a later one (the softmax alone) may still take it
+        r.anchor = r.site(node)
         for p in by_anchor.get((domain_of(node), node.op_type), ()):
             try:
                 m = p.match(r, node)
@@ -278,6 +326,7 @@ def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: di
                 else:
                     near = []
                 break
+            m.site = r.anchor
             taken.update((index[id(n)], m) for n in m.remove)
             r.taken.update(id(n) for n in (*m.remove, *m.claims))
             report.rewritten[m.node.op_type] += 1
@@ -290,7 +339,7 @@ def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: di
                 report.foreign.append((m.node.domain, m.node.op_type, m.dtype or r.dtype(m.node.input[0]), m.node.name))
             near = [f"{why} (the {node.op_type} alone went to {m.node.domain}.{m.node.op_type})" for why in near]
             break
-        report.left += [f"{node.op_type} node '{node.name}'{graph.where}: {why}" for why in near]
+        report.left += [f"{node.op_type} node '{node.name}'{graph.where}: {why}" for why in dict.fromkeys(near)]
 
 
 def _splice(graph: Graph, taken: dict, initializers: list) -> None:
@@ -355,13 +404,17 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
                  use_library: bool = True, softmax_min_cols: dict | int | None = None,
                  attention: str | None = None, layout: str = "nhwc", check_load: bool = True,
                  gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None,
-                 fp8_check: bool = True) -> Report:
+                 fp8_check: bool = True, measure: str = "off", dims: dict | None = None,
+                 measure_budget: float = 60.0, progress=None) -> Report:
     """Read `src` (any size: external data is read where it lies), rewrite, write `dst` and, when the
     model keeps external data, `<dst>.data` beside it, atomically; `report.wrote` lists them. The written
     model is loaded by onnxruntime (CPU EP, the library registered) before it is renamed into place: one
     that onnxruntime refuses is not written, and the RewriteError names the node and onnxruntime's message
     (`report.loads` says what was checked; loads.py). Without onnxruntime nothing is written unless
-    `check_load` is False."""
+    `check_load` is False. `measure`: "on" times the choices on this machine's GPU (measure.py; an error
+    without one), "auto" where a CUDA GPU and onnxruntime's CUDA EP are here and no other `gpu` is named, "off"
+    leaves them to the shipped tables; what was timed is kept in `<dst>.measured.json` and read again there.
+    `dims`, `measure_budget`: as rewrite() takes them; `progress` hears a line per shape timed."""
     import onnx
 
     src, dst = Path(src), Path(dst)
@@ -377,9 +430,11 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
         valid = True
     except onnx.checker.ValidationError:
         valid = False
+    timer, kept = _timer_for(measure, lib, gpu, dst)
     report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False, attention=attention,
                      layout=layout, gpu=gpu, precision=precision, fp8_min_features=fp8_min_features,
-                     fp8_check=fp8_check)
+                     fp8_check=fp8_check, timer=timer, dims=dims, measure_budget=measure_budget,
+                     measured_rows=kept.rows() if kept else None, say=progress)
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst, src, report.foreign, required=check_load)
@@ -388,4 +443,30 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
         report.wrote = [str(p) for p in write(model, dst, base, check=valid, verify=loads)]
     except ModelFileError as exc:
         raise RewriteError(str(exc)) from None
+    if kept is not None and report.measured_rows:
+        report.wrote.append(str(kept.write(report.measured_rows)))
     return report
+
+
+def _timer_for(measure: str, lib: Path, gpu: str | None, dst: Path) -> tuple:
+    """(the timing source, the MeasuredFile beside `dst`) that `measure` asks for here, or (None, None)."""
+    if measure not in ("auto", "on", "off"):
+        raise RewriteError(f"measure={measure!r}: choose auto, on or off")
+    if measure == "off" or (measure == "auto" and gpu):
+        return None, None
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    seen = choices.detect_gpu()
+    if ort is None or "CUDAExecutionProvider" not in ort.get_available_providers() or not seen:
+        if measure == "on":
+            lacks = ("onnxruntime is not installed" if ort is None else "nvidia-smi shows no GPU here" if not seen
+                     else f"onnxruntime {ort.__version__} has no CUDA EP (install onnxruntime-gpu)")
+            raise RewriteError(f"measure='on' times the choices on this machine's GPU, but {lacks}; use "
+                               "measure='off' (--measure off) for the shipped tables")
+        return None, None
+    from .measure import MeasuredFile, OrtTimer
+
+    key = {"device": seen, "onnxruntime": ort.__version__, "library": info(lib).get("archive_sha256", "")}
+    return OrtTimer(lib, device=seen), MeasuredFile(dst, key)

@@ -104,6 +104,11 @@ def _target(r: Rewriter, dtype, sq, skv, d: int, causal: bool, keep_ok: bool, ca
     if r.attention == "ort":
         return ("tritonforge", f"attention=ort, but ORT's MultiHeadAttention {cannot}: the library's op") if cannot \
             else ("ort", "")
+    chosen = r.choice()
+    if chosen is not None:  # measured on this GPU (measure.py): the export's form kept, or the faster op
+        if chosen.pick == "export" and keep_ok:
+            chosen.take()
+        return ("ort" if chosen.pick != "library" and not cannot else "tritonforge"), ""
     where, why = measured_choice(dtype, sq, skv, d)
     if where == "decomposed":
         if keep_ok:

@@ -34,10 +34,16 @@ import math
 from .. import DOMAIN
 from . import choices
 from .graph import MS, attrs, is_op, other_operand
-from .patterns import Left, Match, Rewriter, bias_add, bias_input, measured_form, measured_ort_op, times_const
+from .patterns import Choice, Left, Match, Rewriter, bias_add, bias_input, measured_form, measured_ort_op, times_const
 
 WIDTHS = (2560, 5120, 10240)  # what ORT's CUDA kernel is instantiated for
 LIBRARY_TYPES = ("fp16", "fp32", "bf16")  # the library's op: every float type
+
+
+def _speedup(r: Rewriter, which: str, dtype: str, form: str) -> float:
+    """The table's speed-up of ORT's ("speedup") or the library's ("library") node over `form`; 0 where a measured
+    verdict passed the table by (measured_form) and it has none."""
+    return getattr(choices.table("bias_split_gelu"), which).get(dtype, {}).get(form, 0.0)
 
 
 def _last_axis(axis, rank: int) -> bool:
@@ -130,17 +136,22 @@ class _Geglu:
                 raise Left(f"ORT's BiasSplitGelu takes (batch, tokens, width) of width "
                            f"{', '.join(map(str, WIDTHS))}; X is {dims}")
             dtype = measured_ort_op(r, x, "bias_split_gelu", "BiasSplitGelu", self.form, " (it has CUDA kernels only)")
-            found.append((choices.table("bias_split_gelu").speedup[dtype][self.form], MS, dtype))
+            found.append((_speedup(r, "speedup", dtype, self.form), MS, dtype))
         except Left as left:
             why.append(str(left))
         try:
             r.check_served("BiasSplitGelu", r.dtype(x), LIBRARY_TYPES)
             dtype = measured_form(r, x, "bias_split_gelu", "the library's BiasSplitGelu", self.form, "LIBRARY")
-            found.append((choices.table("bias_split_gelu").library[dtype][self.form], DOMAIN, dtype))
+            found.append((_speedup(r, "library", dtype, self.form), DOMAIN, dtype))
         except Left as left:
             why.append(str(left))
         if not found:
             raise Left("; ".join(why))
+        chosen = r.choice()
+        if chosen is not None:  # measured on this GPU (measure.py): its pick where both can be written
+            want = MS if chosen.pick == "ort" else DOMAIN
+            _, domain, dtype = next((f for f in found if f[1] == want), found[0])
+            return dtype, domain
         _, domain, dtype = max(found)
         return dtype, domain
 
@@ -208,6 +219,11 @@ class OrtBiasSplitGelu:
         if dtype is None:
             raise Left("X's element type is not known")
         r.check_served("BiasSplitGelu", dtype, LIBRARY_TYPES)
+        chosen = r.choice()
+        if chosen is not None:  # measured on this GPU (measure.py): ORT's node is the export's here
+            Choice("export" if chosen.pick != "library" else "library", chosen.why).take()
+            new = helper.make_node("BiasSplitGelu", list(node.input), list(node.output), name=node.name, domain=DOMAIN)
+            return Match([node], new, self.source, dtype=dtype)
         measured = choices.table("bias_split_gelu")
         ours, orts, device = measured.library.get(dtype, {}), measured.speedup.get(dtype, {}), measured.device
         ratios = [ours[f] / orts[f] for f in ours if f in orts]

@@ -44,13 +44,18 @@ def _fast_gelu_with_bias(node, x: str) -> bool:
         [i for i in node.input if i]) == 2
 
 
-def measured(r: Rewriter, x: str, activation: str) -> str:
+def measured(r: Rewriter, x: str, activation: str, at=None) -> str:
     """X's dtype where the library's Linear measured faster than the export's nodes with this epilogue and the
-    library serves it; Left naming the reason otherwise."""
+    library serves it; Left naming the reason otherwise. `at`: the Linear's MatMul, where it is not the node being
+    matched (its site's measured verdict decides)."""
     dtype = r.dtype(x)
     if dtype is None:
         raise Left("X's element type is not known")
     r.check_served("Linear", dtype)
+    chosen = r.choice(at)
+    if chosen is not None:
+        chosen.take()
+        return dtype
     measured = choices.table("linear")
     speedup, device = measured.speedup.get(dtype, {}).get(activation), measured.devices.get(dtype, measured.device)
     if speedup is None:
@@ -70,10 +75,11 @@ def linear_takes(r: Rewriter, x: str, activation: str) -> bool:
     if not is_op(add, "Add"):
         return False
     for i in add.input:
-        parts = linear_parts(g, g.producer.get(i))
+        mm = g.producer.get(i)
+        parts = linear_parts(g, mm)
         if parts and parts[4] is add:
             try:
-                measured(r, parts[0], activation)
+                measured(r, parts[0], activation, at=mm)
                 return True
             except Left:
                 return False

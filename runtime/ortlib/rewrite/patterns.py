@@ -40,19 +40,54 @@ class Match:
     # graph nodes whose work the new nodes do without replacing them (a join's bias Adds): no later match takes
     # them, and they go where nothing reads them any more
     claims: list = field(default_factory=list)
+    site: tuple = ()  # (scope, index of the anchor node): where the match was made (measure.py keys on it)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a site's measured verdict (or a measurement's trial) asks of a matcher's choice between the export's
+    nodes and the rewrite's: "export", "library" or "ort" (the library's op, or ORT's where both could be written),
+    and why."""
+
+    pick: str
+    why: str = ""
+
+    def take(self) -> None:
+        """Left with the measured reason where the export's nodes are to stay."""
+        if self.pick == "export":
+            raise Left(self.why)
 
 
 class Rewriter:
     """What the matchers share: the graph, the library's CUDA dtypes per op (None: any), the softmax
     thresholds (None: the measured speed-ups), where attention goes ("tritonforge", "ort" or None: the
-    measured choice), and the fp32 initializers they add."""
+    measured choice), and the fp32 initializers they add. `prefer` ("library" or "ort") takes that candidate at
+    every choice the tables would make (a measurement's trial); `verdicts` ({site: Choice}) the choice measured for
+    a site on this GPU (measure.py); the tables decide where neither says."""
 
-    def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None = None):
+    def __init__(self, graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None = None,
+                 prefer: str | None = None, verdicts: dict | None = None):
         self.graph, self.cuda, self.min_cols, self.attention = graph, cuda, min_cols, attention
+        self.prefer, self.verdicts = prefer, verdicts or {}
+        self.index: dict[int, int] = {}  # id() of a scope's node -> its index (the site of a match it anchors)
+        self.anchor: tuple = ()  # the site being matched
+        self.consulted: set = set()  # the sites whose matches made a choice the tables (or a verdict) decide
         self.initializers: list = []
         self.taken: set[int] = set()  # id() of the nodes the scope's matches so far replace
         self.notes: Counter = Counter()  # why a kind of node went where it went, said once for all of them
         self._int64: dict[tuple, str] = {}
+
+    def site(self, node) -> tuple:
+        return (self.graph.where, self.index.get(id(node), -1))
+
+    def choice(self, node=None) -> Choice | None:
+        """The choice asked of the match at `node`'s site (default: the anchor's): the site's measured verdict, else
+        the trial's preference; None where the tables decide."""
+        site = self.anchor if node is None else self.site(node)
+        self.consulted.add(site)
+        if site in self.verdicts:
+            return self.verdicts[site]
+        return Choice(self.prefer, "a measurement's trial") if self.prefer else None
 
     def dtype(self, value: str, fallback: str | None = None) -> str | None:
         elem = self.graph.elem(value)
@@ -108,6 +143,10 @@ def measured_form(r: Rewriter, x: str, table: str, what: str, form: str, key: st
     dtype = r.dtype(x)
     if dtype is None:
         raise Left("X's element type is not known")
+    chosen = r.choice()
+    if chosen is not None:
+        chosen.take()
+        return dtype
     t = choices.table(table)
     device = t.devices.get(dtype) or t.device
     speedup = (t.library if key == "LIBRARY" else t.speedup).get(dtype, {}).get(form)
@@ -432,7 +471,10 @@ class LastAxisSoftmax:
             raise Left(f"axis {a.get('axis')} is not the last of rank {rank}")
         r.check_served(node.op_type, dtype)
         cols = dims[-1]
-        if r.min_cols is None and not isinstance(cols, int):
+        chosen = r.choice() if r.min_cols is None else None
+        if chosen is not None:
+            chosen.take()
+        elif r.min_cols is None and not isinstance(cols, int):
             # A length the model leaves symbolic (a dynamic export's attention over H*W) is seen by the op only
             # at run time: it goes to the library where its kernels measured faster over every length measured.
             table = measured(dtype)

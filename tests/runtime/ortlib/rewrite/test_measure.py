@@ -1,0 +1,219 @@
+"""Choosing by timing on the machine that runs the model (rewrite/measure.py): the sites cut out and checked on
+onnxruntime's CPU EP with the library's CPU ops, the verdicts forced by a fake timing source, and the CUDA EP on a
+GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+from tritonforge.runtime.ortlib import DOMAIN  # noqa: E402
+from tritonforge.runtime.ortlib.errors import TritonforgeError  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite import rewrite, rewrite_file  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite.files import read  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite.graph import MS  # noqa: E402
+from tritonforge.runtime.ortlib.rewrite.measure import MeasuredFile, OrtTimer, Timed, measure  # noqa: E402
+
+EXPORTS = Path(__file__).resolve().parent / "exports"
+UNET = EXPORTS / "sd15_unet_tiny.torchscript.fp16.onnx"
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def cpu_timer(lib, runs=1):
+    return OrtTimer(lib, providers=["CPUExecutionProvider"], runs=runs, warmup=0, device="the CPU")
+
+
+class FakeTimer:
+    """The CPU EP's outputs, with times that make `fastest` ("export", "library" or "ort": which the model is, by the
+    domains of its nodes) win; `wrong`: that candidate's outputs moved off the export's."""
+
+    device = "a fake GPU"
+
+    def __init__(self, lib, fastest: str, wrong: str = ""):
+        self.real, self.fastest, self.wrong = cpu_timer(lib), fastest, wrong
+        self.seen = Counter()
+
+    def __call__(self, model, feeds, copies):
+        domains = {n.domain for n in model.graph.node}
+        kind = "library" if DOMAIN in domains else "ort" if MS in domains else "export"
+        self.seen[kind] += 1
+        outputs = self.real(model, feeds, copies).outputs
+        if kind == self.wrong:
+            outputs = {k: v + 1.0 for k, v in outputs.items()}
+        return Timed(1e-6 if kind == self.fastest else 2e-6, outputs)
+
+
+def ops(model) -> Counter:
+    return Counter((n.domain or "", n.op_type) for n in model.graph.node)
+
+
+def rewritten(lib, timer=None, **kw):
+    model, base = read(UNET)
+    report = rewrite(model, lib, base_dir=base, timer=timer, **kw)
+    return model, report
+
+
+def run(model, lib=None):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if lib:
+        so.register_custom_ops_library(str(lib))
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in sess.get_inputs():
+        dtype = np.float16 if "float16" in i.type else np.int64 if "int64" in i.type else np.float32
+        feeds[i.name] = rng.standard_normal([d if isinstance(d, int) else 2 for d in i.shape]).astype(dtype)
+    return sess.run(None, feeds)[0].astype(np.float64)
+
+
+def test_every_site_of_a_unet_is_cut_out_checked_and_timed_on_the_cpu_ep(ort_library):
+    """Real sessions, real outputs: every candidate of the SD 1.5 UNet's sites agrees with the export's nodes it
+    replaces (a site cut wrong does not), and the model written from the verdicts computes the export."""
+    model, report = rewritten(ort_library, cpu_timer(ort_library, runs=2))
+    rows = report.measured_rows
+    assert len(rows) >= 10, report.lines()
+    for row in rows.values():
+        assert isinstance(row["export"], float) and row["export"] > 0, row
+        assert all(isinstance(v, float) for v in row.values()), row  # every candidate checked
+    assert "decided by timing on the CPU" in report.measured
+    assert any(line.startswith("choices timed here: ") for line in report.lines())
+    export, _ = read(UNET)
+    a, b = run(export), run(model, ort_library)
+    assert np.abs(a - b).max() <= 2e-2 * np.abs(a).max()
+
+
+@pytest.mark.parametrize("fastest", ["export", "library", "ort"])
+def test_the_fastest_candidate_of_each_site_is_written(ort_library, fastest):
+    timer = FakeTimer(ort_library, fastest)
+    model, report = rewritten(ort_library, timer)
+    tables, _ = rewritten(ort_library)
+    got, base = ops(model), ops(tables)
+    assert timer.seen["export"] >= 10 and timer.seen["library"] >= 10 and timer.seen["ort"] >= 1
+    decided = report.measured.split(" site(s)")[0]
+    n, of = (int(x) for x in decided.split(" of "))
+    assert n == of > 0
+    if fastest == "export":
+        # what the tables put in the library's or ORT's ops by choice is kept as exported: no fused norm, no
+        # attention, only the Linears of the sites shape inference leaves unsized (the tables decide those); the
+        # GroupNorms (no choice: the library's always) stay
+        assert not {k for k in got if k[1] in ("MultiHeadAttention", "SkipLayerNormalization")}
+        unsized = int(report.measured.split(" left to the tables: an input's dims are not known")[0].split("; ")[-1])
+        assert got[(DOMAIN, "Linear")] <= unsized
+        assert got[(DOMAIN, "GroupNorm")] + got[(DOMAIN, "SkipGroupNorm")] == (
+            base[(DOMAIN, "GroupNorm")] + base[(DOMAIN, "SkipGroupNorm")])
+        assert any("measured on a fake GPU: the export 1.0 us" in why for why in report.left), report.left
+    elif fastest == "library":
+        assert got[(DOMAIN, "MultiHeadAttention")] == 8 and got[(MS, "MultiHeadAttention")] == 0
+        assert got[(DOMAIN, "Linear")] >= base[(DOMAIN, "Linear")]
+        assert got[(DOMAIN, "Softmax")] == 0  # each softmax is inside an attention that went whole
+    else:
+        assert got[(MS, "MultiHeadAttention")] == 8 and got[(DOMAIN, "MultiHeadAttention")] == 0
+
+
+def test_a_candidate_that_computes_something_else_is_never_chosen(ort_library):
+    timer = FakeTimer(ort_library, fastest="library", wrong="library")
+    model, report = rewritten(ort_library, timer)
+    assert ops(model)[(DOMAIN, "MultiHeadAttention")] == 0
+    wrong = [v for row in report.measured_rows.values() for v in row.values() if isinstance(v, str)]
+    assert wrong and all(v.startswith("did not check: ") and "largest value from the export's" in v for v in wrong)
+
+
+def test_past_the_budget_the_tables_decide_and_the_trials_change_nothing(ort_library):
+    timer = FakeTimer(ort_library, fastest="export")
+    model, report = rewritten(ort_library, timer, measure_budget=-1)
+    tables, _ = rewritten(ort_library)
+    assert sum(timer.seen.values()) == 0
+    assert "0 of " in report.measured and "past the -1 s budget left to the tables" in report.measured
+    assert [(n.domain, n.op_type, list(n.input), list(n.output)) for n in model.graph.node] == [
+        (n.domain, n.op_type, list(n.input), list(n.output)) for n in tables.graph.node]
+
+
+def test_rows_measured_before_are_not_timed_again_and_the_file_keeps_them_per_key(ort_library, tmp_path):
+    first = FakeTimer(ort_library, fastest="library")
+    _, report = rewritten(ort_library, first)
+    kept = MeasuredFile(tmp_path / "unet.tf.onnx", {"device": "a fake GPU", "onnxruntime": ort.__version__})
+    assert kept.path.name == "unet.tf.measured.json"
+    kept.write(report.measured_rows)
+    assert json.loads(kept.path.read_text())["rows"] == report.measured_rows
+    assert MeasuredFile(tmp_path / "unet.tf.onnx", {"device": "another GPU"}).rows() == {}
+    again = FakeTimer(ort_library, fastest="export")  # would flip every verdict, were it asked
+    model, second = rewritten(ort_library, again, measured_rows=kept.rows())
+    assert sum(again.seen.values()) == 0
+    assert "0 shape(s) timed now" in second.measured
+    assert ops(model)[(DOMAIN, "MultiHeadAttention")] == 8
+
+
+def test_a_symbolic_dim_is_timed_once_it_is_sized(ort_library):
+    src = EXPORTS / "sd15_unet_tiny.torchscript.dynamic.fp32.onnx"
+    model, base = read(src)
+    graph_dims = {d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+    report = rewrite(model, ort_library, base_dir=base, timer=FakeTimer(ort_library, "library"))
+    assert "left to the tables: an input's dims are not fixed (a dynamic export: size the model's symbolic input " \
+        "dims with --dims NAME=SIZE)" in report.measured
+    assert report.measured.startswith("0 of 0 site(s)")
+    model, base = read(src)
+    sizes = {d: 4 if "height" in d or "width" in d else 2 for d in graph_dims}
+    sized = rewrite(model, ort_library, base_dir=base, timer=FakeTimer(ort_library, "library"), dims=sizes)
+    assert int(sized.measured.split(" of ")[0]) >= 10, sized.measured
+    model, base = read(src)
+    with pytest.raises(TritonforgeError, match="--dims names nope, which the model's inputs do not have; its "
+                       "symbolic dims are " + ", ".join(sorted(graph_dims))):
+        rewrite(model, ort_library, base_dir=base, timer=FakeTimer(ort_library, "library"), dims={"nope": 2})
+
+
+def test_measure_asks_nothing_of_a_model_without_choices(ort_library):
+    from tritonforge.runtime.ortlib.rewrite.graph import Graph
+
+    model, base = read(UNET)
+    done = measure(Graph(model, base), lambda pick, verdicts: ({}, []), FakeTimer(ort_library, "export"))
+    assert done.verdicts == {} and done.summary.startswith("0 of 0 site(s)")
+
+
+def test_measure_on_says_what_this_machine_lacks_and_writes_nothing(ort_library, tmp_path):
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA EP: --measure on runs (the gpu test below)")
+    out = tmp_path / "unet.tf.onnx"
+    cmd = [sys.executable, "-m", "tritonforge.runtime.ortlib.cli", str(UNET), "-o", str(out), "--library",
+           str(ort_library), "--measure", "on"]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "measure='on' times the choices on this machine's GPU, but " in done.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    bad = subprocess.run([*cmd[:-2], "--dims", "batch=two"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "'batch=two' is not NAME=SIZE" in bad.stderr
+
+
+@pytest.mark.gpu
+def test_the_rewrite_times_its_choices_on_the_cuda_ep_and_keeps_them_beside_the_model(ort_cuda, library, tmp_path):
+    dst = tmp_path / "unet.tf.onnx"
+    said = []
+    report = rewrite_file(UNET, dst, library, measure="on", progress=said.append)
+    assert said and all(line.startswith("measuring ") for line in said)
+    kept = dst.with_name("unet.tf.measured.json")
+    assert str(kept) in report.wrote and json.loads(kept.read_text())["rows"] == report.measured_rows
+    assert all(isinstance(row["export"], float) for row in report.measured_rows.values())
+    assert all(isinstance(v, float) for row in report.measured_rows.values() for v in row.values()), \
+        report.measured_rows
+    again = rewrite_file(UNET, dst, library, measure="on")
+    assert "0 shape(s) timed now" in again.measured
+    so = ort_cuda.SessionOptions()
+    so.register_custom_ops_library(str(library))
+    outs = []
+    for path in (UNET, dst):
+        sess = ort_cuda.InferenceSession(str(path), so, providers=["CUDAExecutionProvider"])
+        rng = np.random.default_rng(0)
+        feeds = {i.name: rng.standard_normal([d if isinstance(d, int) else 2 for d in i.shape]).astype(
+            np.float16 if "float16" in i.type else np.int64 if "int64" in i.type else np.float32)
+            for i in sess.get_inputs()}
+        outs.append(sess.run(None, feeds)[0].astype(np.float64))
+    assert np.abs(outs[0] - outs[1]).max() <= 2e-2 * np.abs(outs[0]).max()
