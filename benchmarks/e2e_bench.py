@@ -66,6 +66,7 @@ from benchmarks.e2e_sides import (  # noqa: E402,F401  (KINDS, kernel_name: the 
     KINDS,
     TOL,
     _first_line,
+    cosine,
     kernel_name,
     model_inputs,
     random_feeds,
@@ -260,7 +261,9 @@ def measure(path: Path | None, dtype: str, library: Path, provider: str, runs: i
                 result.resize_s["tritonforge"] = moved["resize_first_result_s"]
         if torch is not None:
             _torch_sides(result, torch, work, common, provider, log, first_result)
-        if not result.ok:
+        if not result.ok and "+fp8" in result.exporter:
+            log(f"  outputs differ: cosine {result.cosine} < {FP8_MIN_COSINE} (fp8); not timed")
+        elif not result.ok:
             log(f"  outputs differ: {result.diff:.3g} > {TOL.get(dtype)} ({dtype}); not timed")
         return result
     finally:
@@ -300,7 +303,8 @@ def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, prov
         if not reference.is_file():
             result.error = "the eager module's output was not made"
             return
-        result.diff = rel_diff(np.load(reference), np.load(work / "rewrite.npy"))
+        expected, got = np.load(reference), np.load(work / "rewrite.npy")
+        result.diff, result.cosine = rel_diff(expected, got), cosine(expected, got)
         if not result.ok:
             result.ms.pop("tritonforge", None)
             return

@@ -416,14 +416,17 @@ def torch_side(args) -> int:
         channels_last = not m.transformer
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     module = module.to(memory_format=fmt) if channels_last else module
+    run_dtype = args.dtype
     if args.quantize:
+        if args.dtype == "fp16":  # torchao's row-wise fp8 takes bfloat16 weights: bf16 around its fp8 GEMMs
+            module, run_dtype = module.to(torch.bfloat16), "bf16"
         quantize(module, args.quantize)
 
     def inputs(path):
         feeds = load_feeds(path)
         out = []
         for n in names:
-            dt = _torch_dtype(args.dtype) if np.issubdtype(feeds[n].dtype, np.floating) else torch.int64
+            dt = _torch_dtype(run_dtype) if np.issubdtype(feeds[n].dtype, np.floating) else torch.int64
             x = torch.from_numpy(feeds[n]).to(device=device, dtype=dt)
             out.append(x.contiguous(memory_format=fmt) if channels_last and x.dim() == 4 else x)
         return out
@@ -485,7 +488,8 @@ QUANTIZE = ("torchao-fp8-row",)
 
 def quantize(module, how: str) -> None:
     """torchao's fp8 recipe for inference on Hopper, as its diffusers examples apply it: every Linear's weight in e4m3
-    with one scale per output row, activations quantized per row at run time (`torch._scaled_mm`, cuBLASLt's fp8)."""
+    with one scale per output row, activations quantized per row at run time (`torch._scaled_mm`, cuBLASLt's fp8).
+    It takes bfloat16 weights only, so an fp16 module runs in bfloat16 around its fp8 GEMMs (as diffusers runs it)."""
     from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, quantize_
 
     assert how == "torchao-fp8-row", how
