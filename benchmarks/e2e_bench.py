@@ -114,6 +114,7 @@ class Result:
     compile_cosine: dict = field(default_factory=dict)  # a torch side -> its output's cosine against the export's
     device: str = ""  # the device it ran on, as its rows name it (set once recorded)
     cosine: float | None = None  # the rewrite's output against the export's, where a bound on it decides (fp8)
+    rewrite_s: float | None = None  # how long the rewrite took (with --choices measured, its timing included)
 
     @property
     def speedup(self) -> float:
@@ -148,16 +149,21 @@ PRECISION: dict = {}  # --precision fp8's options for every rewrite of the run (
 FP8_MIN_COSINE = 0.995  # the fp8 rewrite's output against the export's: the bound it is held to before timing
 
 
-def rewrite(path: Path, library: Path, log=print, layout: str = "nchw") -> tuple[Path, object]:
-    """`path` rewritten beside it: (the rewrite's path, its report)."""
+def rewrite(path: Path, library: Path, log=print, layout: str = "nchw", choices: str = "tables") -> tuple[Path, object]:
+    """`path` rewritten beside it: (the rewrite's path, its report). `choices`: "tables" (the shipped tables decide
+    between the library's nodes and ORT's) or "measured" (the rewrite times them on this GPU: measure="on"); the
+    report's `seconds` is how long the rewrite took."""
     from tritonforge.runtime.ortlib.rewrite import rewrite_file
 
-    out = path.with_name(path.name.removesuffix(".onnx") + (_layout_tag(layout) + _precision_tag()).replace("+", ".")
-                         + ".tf.onnx")
+    tag = _layout_tag(layout) + _choices_tag(choices) + _precision_tag()
+    out = path.with_name(path.name.removesuffix(".onnx") + tag.replace("+", ".") + ".tf.onnx")
     t = time.perf_counter()
-    report = rewrite_file(path, out, library, layout=layout, **PRECISION)
-    log(f"  rewrite ({time.perf_counter() - t:.1f} s): " + "; ".join(report.lines()[:3]) +
-        (f"; {len(report.left)} left" if report.left else ""))
+    report = rewrite_file(path, out, library, layout=layout, measure="on" if choices == "measured" else "off",
+                          **PRECISION)
+    report.seconds = time.perf_counter() - t
+    log(f"  rewrite ({report.seconds:.1f} s): " + "; ".join(report.lines()[:3]) +
+        (f"; {len(report.left)} left" if report.left else "") + (f"; timed: {report.measured}" if report.measured
+                                                                  else ""))
     return out, report
 
 
@@ -362,6 +368,9 @@ def record(results: list[Result], device: str, path) -> None:
         if r.cosine is not None:
             rows.append({**common, "provider": "rewrite", "metric": "cosine", "unit": "", "value": f"{r.cosine:.6f}",
                          "extra": "the rewrite's output against the export's"})
+        if r.rewrite_s is not None and "+measured" in r.exporter:
+            rows.append({**common, "provider": "rewrite", "metric": "rewrite_s", "unit": "s",
+                         "value": f"{r.rewrite_s:.1f}", "extra": "tritonforge-rewrite --measure on, timing included"})
         rows.append({**common, "provider": "rewrite", "metric": "max_rel_diff", "unit": "", "value": f"{r.diff:.3g}",
                      "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")
                      + (f" | export refused: {r.export_error}" if r.export_error else "")
@@ -516,9 +525,10 @@ def table(results: list[Result]) -> list[str]:
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: not run: {_first_line(r.error)}")
         if "torchao_fp8" in r.ms or "torchao_fp8" in r.compile_error:
             cos = r.compile_cosine.get("torchao_fp8")
-            lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: torchao fp8 + torch.compile "
-                         f"{_ms(r, 'torchao_fp8')} ms, the rewrite {_ratio(r.over('torchao_fp8'))} against it"
-                         + (f", its cosine {cos:.5f}" if cos is not None else ""))
+            said = (f"{_ms(r, 'torchao_fp8')} ms, the rewrite {_ratio(r.over('torchao_fp8'))} against it"
+                    + (f", its cosine {cos:.5f}" if cos is not None else "")) if "torchao_fp8" in r.ms else \
+                f"not timed: {_first_line(r.compile_error['torchao_fp8'])}"
+            lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: torchao fp8 + torch.compile {said}")
     for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
@@ -538,12 +548,14 @@ HEADLINE = ("sd15_unet", "sdxl_unet", "sd15_vae_decoder", "sd3_medium", "flux_de
 
 def headline(results: list[Result]) -> list[str]:
     """The README's table: per model of HEADLINE, its newest fp16 row with torch.compile timed on its own (rows
-    written later win): the GPU, both sides' ms, the ratio, max-autotune's ms and ratio (or why it was not timed),
-    the rewrite against the export at its best settings, and both sides' first result."""
+    written later win; fp8 rewrites are a claim of their own, left out): the GPU, both sides' ms, the ratio,
+    max-autotune's ms and ratio (or why it was not timed), the rewrite against the export at its best settings, and
+    both sides' first result."""
     newest: dict[str, Result] = {}
     for r in results:
         model = r.model.partition(":")[0].partition("@")[0]
-        if model in HEADLINE and r.dtype == "fp16" and "torch_compile" in r.ms and "tritonforge" in r.ms:
+        if (model in HEADLINE and r.dtype == "fp16" and "+fp8" not in r.exporter and "torch_compile" in r.ms
+                and "tritonforge" in r.ms):
             newest[model] = r
     lines = ["| model | GPU | rewritten ms | torch.compile ms | vs torch.compile | max-autotune ms (vs) | "
              "vs export at best | first result s: rewritten / torch.compile |",
@@ -604,6 +616,10 @@ def _layout_tag(layout: str) -> str:
     return "" if layout == "nchw" else f"+{layout}"
 
 
+def _choices_tag(choices: str) -> str:
+    return "" if choices == "tables" else f"+{choices}"
+
+
 def _precision_tag() -> str:
     return f"+{PRECISION['precision']}" if PRECISION else ""
 
@@ -647,8 +663,9 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
         print(f"{label} {exporter}{' (dynamic axes)' if args.dynamic else ''} {dtype}", flush=True)
         t = time.perf_counter()
         best = args.settings == "best"
+        variants = [(layout, choices) for layout in args.layouts for choices in args.choices]
         names = [exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(layout)
-                 + _precision_tag() for layout in args.layouts]
+                 + _choices_tag(choices) + _precision_tag() for layout, choices in variants]
         compiled = args.torch_compile and not args.dynamic
         spec = None
         try:
@@ -672,10 +689,10 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
         print(f"  export {time.perf_counter() - t:.1f} s", flush=True)
         lat = (32 if args.tiny else side_px) // 8
         free = {0: m.batch, 2: lat, 3: lat}
-        for layout, name in zip(args.layouts, names):  # one export, each layout's rewrite timed against it
+        for (layout, choices), name in zip(variants, names):  # one export, each rewrite timed against it
             try:
-                if layout not in rewritten or not args.dynamic:
-                    rewritten[layout] = rewrite(path, library, layout=layout)
+                if (layout, choices) not in rewritten or not args.dynamic:
+                    rewritten[layout, choices] = rewrite(path, library, layout=layout, choices=choices)
                 resize = resized(m, exporter, dtype, args, library, work, built, layout) if args.resize else None
             except Exception as exc:  # a rewrite refused (onnxruntime refuses the export, say): a row, and on
                 why = _last_words(exc)
@@ -683,11 +700,13 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
                 out.append(Result(label, name, dtype, error=f"rewrite: {why}"))
                 record(out[-1:], device, results_path)
                 continue
-            if layout == args.layouts[0]:
+            first = (layout, choices) == variants[0]
+            if first:
                 built = _free(built, args.provider)  # the sides need the GPU's memory
             r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                        Result(label, name, dtype), rewritten=rewritten[layout], free=free, best=best, layout=layout,
-                        torch=spec, first_result=args.first_result, resize=resize)
+                        Result(label, name, dtype), rewritten=rewritten[layout, choices], free=free, best=best,
+                        layout=layout, torch=spec if first else None, first_result=args.first_result, resize=resize)
+            r.rewrite_s = rewritten[layout, choices][1].seconds
             out.append(r)
             record([r], device, results_path)
             print("  " + table([r])[2], flush=True)
@@ -734,6 +753,10 @@ def main(argv=None) -> int:
     ap.add_argument("--layout", default="nchw",
                     help="comma list of the rewrite's layouts, nchw and nhwc (GroupNorms channels-last, for "
                          "--settings best); each is timed against the same export")
+    ap.add_argument("--choices", default="tables",
+                    help="comma list: tables (the shipped tables decide between the library's nodes and ORT's), "
+                         "measured (the rewrite times them on this GPU, tritonforge-rewrite --measure on; rows end in "
+                         "+measured); each is timed against the same export, torch.compile once")
     ap.add_argument("--precision", choices=("fp8",), default=None,
                     help="rewrite with tritonforge-rewrite --precision fp8 (its rows' exporter ends in +fp8; the "
                          f"rewrite is held to cosine >= {FP8_MIN_COSINE} against the export before it is timed)")
@@ -760,6 +783,12 @@ def main(argv=None) -> int:
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     args = ap.parse_args(argv)
     args.layouts = [v.strip() for v in args.layout.split(",") if v.strip()]
+    args.choices = [v.strip() for v in args.choices.split(",") if v.strip()]
+    if not args.choices or set(args.choices) - {"tables", "measured"}:
+        raise SystemExit(f"error: --choices: '{','.join(args.choices)}' is not a comma list of tables and measured")
+    if "measured" in args.choices and args.provider != "cuda":
+        raise SystemExit("error: --choices measured times the rewrite's choices on the GPU the sides run on: it needs "
+                         "--provider cuda")
     if args.fp8_min_features is not None and not args.precision:
         ap.error("--fp8-min-features goes with --precision fp8")
     if args.precision:
@@ -805,10 +834,15 @@ def main(argv=None) -> int:
         spec = TorchSpec(["--factory", args.torch_module], None, tuple(args.compile_modes), args.compile_limit) \
             if args.torch_compile else None
         for layout in args.layouts:
-            name = "file" + ("+best" if best else "") + _layout_tag(layout) + _precision_tag()
-            results.append(measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup,
-                                   args.breakdown, Result(args.onnx.stem, name, dtype), best=best, layout=layout,
-                                   torch=spec, first_result=args.first_result))
+            for choices in args.choices:
+                name = "file" + ("+best" if best else "") + _layout_tag(layout) + _choices_tag(choices) + \
+                    _precision_tag()
+                made = rewrite(args.onnx, library, layout=layout, choices=choices)
+                r = measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
+                            Result(args.onnx.stem, name, dtype), rewritten=made, best=best, layout=layout,
+                            torch=spec, first_result=args.first_result)
+                r.rewrite_s = made[1].seconds
+                results.append(r)
     else:
         from benchmarks import e2e_models
 

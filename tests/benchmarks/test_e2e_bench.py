@@ -87,6 +87,17 @@ def test_an_fp8_rewrite_is_held_to_its_cosine_and_its_rows_say_so(ort_library, t
     assert bad.returncode == 2 and "--fp8-min-features goes with --precision fp8" in bad.stderr
 
 
+@pytest.mark.parametrize("choices, said", [
+    ("nope", "error: --choices: 'nope' is not a comma list of tables and measured"),
+    ("tables,measured", "error: --choices measured times the rewrite's choices on the GPU the sides run on: it needs "
+                        "--provider cuda")])
+def test_choices_the_bench_cannot_make_are_refused_before_anything_runs(tmp_path, choices, said):
+    proc = subprocess.run([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(EXPORT), "--provider", "cpu",
+                           "--choices", choices, "--results", str(tmp_path / "r.csv")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0 and said in proc.stderr and not (tmp_path / "r.csv").exists()
+
+
 def test_best_settings_time_the_export_under_them_too_and_say_what_they_were(ort_library, tmp_path):
     _, results = _own_export(ort_library, tmp_path, "--settings", "best", "--layout", "nchw,nhwc", runs="2")
     every = list(csv.DictReader(results.open()))
