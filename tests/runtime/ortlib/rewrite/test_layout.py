@@ -13,21 +13,13 @@ ort = pytest.importorskip("onnxruntime", reason="the rewritten models run in onn
 
 from tritonforge.runtime.ortlib.rewrite import RewriteError, rewrite  # noqa: E402
 
+from tests.runtime.ortlib.rewrite.sessions import run_once  # noqa: E402
+
 EXPORTS = Path(__file__).parent / "exports"
 
 
 def _run(model, lib=None):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    if lib:
-        so.register_custom_ops_library(str(lib))
-    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for i in s.get_inputs():
-        dt = {"tensor(float16)": np.float16, "tensor(int64)": np.int64}.get(i.type, np.float32)
-        feeds[i.name] = rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(dt)
-    return s.run(None, feeds)[0].astype(np.float64)
+    return run_once(model, lib)
 
 
 @pytest.mark.parametrize("name", ["sd15_unet_tiny.torchscript.fp16.onnx", "sd15_vae_decoder_tiny.torchscript.fp32.onnx",

@@ -23,6 +23,8 @@ from tritonforge.runtime.ortlib.rewrite.files import read  # noqa: E402
 from tritonforge.runtime.ortlib.rewrite.graph import MS  # noqa: E402
 from tritonforge.runtime.ortlib.rewrite.measure import MeasuredFile, OrtTimer, Timed, measure  # noqa: E402
 
+from tests.runtime.ortlib.rewrite.sessions import run_once  # noqa: E402
+
 EXPORTS = Path(__file__).resolve().parent / "exports"
 UNET = EXPORTS / "sd15_unet_tiny.torchscript.fp16.onnx"
 ROOT = Path(__file__).resolve().parents[4]
@@ -62,18 +64,6 @@ def rewritten(lib, timer=None, **kw):
     return model, report
 
 
-def run(model, lib=None):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    if lib:
-        so.register_custom_ops_library(str(lib))
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for i in sess.get_inputs():
-        dtype = np.float16 if "float16" in i.type else np.int64 if "int64" in i.type else np.float32
-        feeds[i.name] = rng.standard_normal([d if isinstance(d, int) else 2 for d in i.shape]).astype(dtype)
-    return sess.run(None, feeds)[0].astype(np.float64)
 
 
 def test_every_site_of_a_unet_is_cut_out_checked_and_timed_on_the_cpu_ep(ort_library):
@@ -88,7 +78,7 @@ def test_every_site_of_a_unet_is_cut_out_checked_and_timed_on_the_cpu_ep(ort_lib
     assert "decided by timing on the CPU" in report.measured
     assert any(line.startswith("choices timed here: ") for line in report.lines())
     export, _ = read(UNET)
-    a, b = run(export), run(model, ort_library)
+    a, b = run_once(export), run_once(model, ort_library)
     assert np.abs(a - b).max() <= 2e-2 * np.abs(a).max()
 
 
@@ -206,14 +196,5 @@ def test_the_rewrite_times_its_choices_on_the_cuda_ep_and_keeps_them_beside_the_
         report.measured_rows
     again = rewrite_file(UNET, dst, library, measure="on")
     assert "0 shape(s) timed now" in again.measured
-    so = ort_cuda.SessionOptions()
-    so.register_custom_ops_library(str(library))
-    outs = []
-    for path in (UNET, dst):
-        sess = ort_cuda.InferenceSession(str(path), so, providers=["CUDAExecutionProvider"])
-        rng = np.random.default_rng(0)
-        feeds = {i.name: rng.standard_normal([d if isinstance(d, int) else 2 for d in i.shape]).astype(
-            np.float16 if "float16" in i.type else np.int64 if "int64" in i.type else np.float32)
-            for i in sess.get_inputs()}
-        outs.append(sess.run(None, feeds)[0].astype(np.float64))
+    outs = [run_once(path, lib, ["CUDAExecutionProvider"]) for path, lib in ((UNET, None), (dst, library))]
     assert np.abs(outs[0] - outs[1]).max() <= 2e-2 * np.abs(outs[0]).max()
