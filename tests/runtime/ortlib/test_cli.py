@@ -145,3 +145,30 @@ def test_fp8_is_asked_for_on_the_command_line_and_through_invoke(ort_library, tm
     assert "fp8 checked" not in done.stdout, done.stdout  # the check skipped, as asked
     bad = invoke(root, "rewrite", "--model", str(src), "--precision", "fp4")
     assert bad.returncode == 2 and "error: --precision must be fp8" in bad.stdout, bad.stdout
+
+
+def test_the_choices_are_timed_here_or_not_as_asked_on_the_command_line_and_through_invoke(ort_library, tmp_path):
+    """--measure off writes what the tables decide and no timings; --measure on without a CUDA GPU says what is
+    missing and writes nothing; --dims takes NAME=SIZE only (invoke and the console script alike)."""
+    from pathlib import Path
+
+    from tests.cli import invoke
+
+    from .rewrite.test_rewrite import sd_block
+
+    onnx.save(sd_block(21), str(tmp_path / "block.onnx"))
+    root = Path(__file__).resolve().parents[3]
+    done = invoke(root, "rewrite", "--model", str(tmp_path / "block.onnx"), "--out", str(tmp_path / "off.onnx"),
+                  "--library", str(ort_library), "--measure", "off", "--dims", "batch=2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "choices timed here" not in done.stdout and not list(tmp_path.glob("*.measured.json"))
+    bad = invoke(root, "rewrite", "--model", str(tmp_path / "block.onnx"), "--dims", "batch")
+    assert bad.returncode == 2 and "error: --dims: 'batch' is not NAME=SIZE with a size of at least 1" in bad.stdout
+    bad = invoke(root, "rewrite", "--model", str(tmp_path / "block.onnx"), "--measure", "always")
+    assert bad.returncode == 2 and "error: --measure must be auto, on or off, not 'always'" in bad.stdout
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        on = _cli("block.onnx", "--library", ort_library, "--measure", "on", "-o", "on.onnx", cwd=tmp_path)
+        assert on.returncode == 1 and "measure='on' times the choices on this machine's GPU, but " in on.stderr
+        assert not (tmp_path / "on.onnx").exists()
