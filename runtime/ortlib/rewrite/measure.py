@@ -81,11 +81,11 @@ def _size(dims) -> int:
     return int(np.prod(dims)) if len(dims) else 1
 
 
-def cut(graph, nodes: list, outputs: list, added: dict, dims: dict) -> Side:
+def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict | None = None) -> Side:
     """`nodes` of `graph` (or new nodes reading its values) as a Side computing `outputs`: what they read that the
     model fixes becomes a constant (the model's initializers, small folded values, `added`: the rewrite's new
     initializers by name), any other value an input of fixed dims (`dims` maps dim names to sizes); Unmeasurable
-    naming the value otherwise."""
+    naming the value otherwise. `loaded`: the model's weights read so far, by name (one copy for every cut)."""
     import onnx
     from onnx import external_data_helper, numpy_helper
 
@@ -100,13 +100,16 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict) -> Side:
             if v in added:
                 constants[v] = added[v]
             elif v in graph.inits:
-                t = onnx.TensorProto()
-                t.CopyFrom(graph.inits[v])
-                if external_data_helper.uses_external_data(t):
-                    external_data_helper.load_external_data_for_tensor(t, graph.base_dir or "")
-                    t.data_location = onnx.TensorProto.DEFAULT
-                    del t.external_data[:]
-                constants[v] = t
+                loaded = {} if loaded is None else loaded
+                if v not in loaded:
+                    t = onnx.TensorProto()
+                    t.CopyFrom(graph.inits[v])
+                    if external_data_helper.uses_external_data(t):
+                        external_data_helper.load_external_data_for_tensor(t, graph.base_dir or "")
+                        t.data_location = onnx.TensorProto.DEFAULT
+                        del t.external_data[:]
+                    loaded[v] = t
+                constants[v] = loaded[v]
             elif (c := graph.const(v)) is not None or (c := graph.weight(v)) is not None:
                 constants[v] = numpy_helper.from_array(np.ascontiguousarray(c), v)
             else:
@@ -147,7 +150,7 @@ def replaced(graph, nodes: list, kept: set) -> list:
     return [n for n in graph.nodes if id(n) in gone]
 
 
-def sides(graph, match, added: dict, dims: dict, typed=None) -> tuple[Side, Side]:
+def sides(graph, match, added: dict, dims: dict, typed=None, loaded: dict | None = None) -> tuple[Side, Side]:
     """(the export's nodes, the match's new nodes) of one site, each cut out (cut) computing the values both make;
     `typed`: the view whose types and shapes the cuts take (the model with its symbolic input dims sized)."""
     new = [*match.before, match.node, *match.after]
@@ -157,7 +160,8 @@ def sides(graph, match, added: dict, dims: dict, typed=None) -> tuple[Side, Side
     if not outputs:
         raise Unmeasurable("the new nodes make none of the values the export's nodes make")
     typed = typed or graph
-    return cut(typed, old, outputs, {}, dims), cut(typed, new, outputs, added, dims)
+    loaded = {} if loaded is None else loaded
+    return cut(typed, old, outputs, {}, dims, loaded), cut(typed, new, outputs, added, dims, loaded)
 
 
 def copies_for(side: Side) -> int:
@@ -344,6 +348,7 @@ def group(graph, trials: dict, dims: dict, typed=None) -> tuple[dict, dict]:
     by_sig: dict[str, Site] = {}
     skipped: dict[str, int] = {}
     every = sorted({s for matches, _ in trials.values() for s in matches})
+    loaded: dict = {}  # the weights the cuts read, one copy each
     for site in every:
         cuts, dtype, label = {}, "", ""
         try:
@@ -352,7 +357,7 @@ def group(graph, trials: dict, dims: dict, typed=None) -> tuple[dict, dict]:
                 if m is None:
                     continue
                 added = {t.name: t for t in inits}
-                old, new = sides(graph, m, added, dims, typed)
+                old, new = sides(graph, m, added, dims, typed, loaded)
                 cuts.setdefault("export", old)
                 cuts[pick] = new
                 x = next(iter(old.inputs.values()), None)
