@@ -40,7 +40,7 @@ WIDTHS = (2560, 5120, 10240)  # what ORT's CUDA kernel is instantiated for
 LIBRARY_TYPES = ("fp16", "fp32", "bf16")  # the library's op: every float type
 
 
-def _speedup(r: Rewriter, which: str, dtype: str, form: str) -> float:
+def _speedup(which: str, dtype: str, form: str) -> float:
     """The table's speed-up of ORT's ("speedup") or the library's ("library") node over `form`; 0 where a measured
     verdict passed the table by (measured_form) and it has none."""
     return getattr(choices.table("bias_split_gelu"), which).get(dtype, {}).get(form, 0.0)
@@ -136,13 +136,13 @@ class _Geglu:
                 raise Left(f"ORT's BiasSplitGelu takes (batch, tokens, width) of width "
                            f"{', '.join(map(str, WIDTHS))}; X is {dims}")
             dtype = measured_ort_op(r, x, "bias_split_gelu", "BiasSplitGelu", self.form, " (it has CUDA kernels only)")
-            found.append((_speedup(r, "speedup", dtype, self.form), MS, dtype))
+            found.append((_speedup("speedup", dtype, self.form), MS, dtype))
         except Left as left:
             why.append(str(left))
         try:
             r.check_served("BiasSplitGelu", r.dtype(x), LIBRARY_TYPES)
             dtype = measured_form(r, x, "bias_split_gelu", "the library's BiasSplitGelu", self.form, "LIBRARY")
-            found.append((_speedup(r, "library", dtype, self.form), DOMAIN, dtype))
+            found.append((_speedup("library", dtype, self.form), DOMAIN, dtype))
         except Left as left:
             why.append(str(left))
         if not found:
