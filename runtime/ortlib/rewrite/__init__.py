@@ -281,7 +281,7 @@ def _matches(graph: Graph, r: Rewriter, report: Report) -> dict:
     r.index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: dict[int, object] = {}
     for late in (False, True):
-        _one_pass(graph, r, _matchers(late), r.index, taken, report, late)
+        _one_pass(graph, r, _matchers(late), taken, report, late)
     return taken
 
 
@@ -302,10 +302,11 @@ def trial(graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str
     return {m.site: m for m in taken.values() if m.site in r.consulted}, r.initializers
 
 
-def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, index: dict, taken: dict, report: Report,
+def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, taken: dict, report: Report,
               late: bool) -> None:
     """The matches of one pass over the scope's nodes, recorded in `taken` and the report. In the late pass a match
     overlapping an earlier one is no news: the earlier fusion took that Linear's bias on purpose."""
+    index = r.index
     for node in graph.nodes:
         if index[id(node)] in taken:
             continue

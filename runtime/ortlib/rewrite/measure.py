@@ -18,6 +18,7 @@ the library, and read again by the next rewrite there: a signature measured once
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -57,6 +58,7 @@ class Side:
     inputs: dict
     outputs: dict
 
+    @functools.cached_property
     def signature(self) -> str:
         """The side's ops, attributes and shapes, with value names numbered by first use (weights by shape, not
         value): equal for a UNet's repeated blocks."""
@@ -227,8 +229,9 @@ class OrtTimer:
         sess = make_session(model.SerializeToString(), self.library, providers=self.providers, session_options=so)
         binding = sess.io_binding()
         types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
-        for name, values in feeds.items():
-            binding.bind_ortvalue_input(name, self._value(values, types[name]))
+        placed = {name: self._value(values, types[name]) for name, values in feeds.items()}
+        for name, value in placed.items():
+            binding.bind_ortvalue_input(name, value)
         for o in sess.get_outputs():
             binding.bind_output(o.name, self.place)
         times = []
@@ -237,8 +240,8 @@ class OrtTimer:
             sess.run_with_iobinding(binding)
             times.append(time.perf_counter() - start)
         check = sess.io_binding()
-        for name, values in feeds.items():
-            check.bind_ortvalue_input(name, self._value(values, types[name]))
+        for name, value in placed.items():
+            check.bind_ortvalue_input(name, value)
         names = [o.name for o in sess.get_outputs()]
         for name in names:
             check.bind_output(name, "cpu" if name.endswith(":check") else self.place)
@@ -370,11 +373,11 @@ def group(graph, trials: dict, dims: dict, typed=None) -> tuple[dict, dict]:
             why = f"could not be cut out ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
             skipped[why] = skipped.get(why, 0) + 1
             continue
-        if "ort" in cuts and "library" in cuts and cuts["ort"].signature() == cuts["library"].signature():
+        if "ort" in cuts and "library" in cuts and cuts["ort"].signature == cuts["library"].signature:
             del cuts["ort"]  # both trials wrote the same node (ORT's op cannot take this one): timed once
         if len(cuts) < 2:
             continue
-        sig = hashlib.sha256("\n".join(f"{p}:{c.signature()}" for p, c in sorted(cuts.items())).encode()).hexdigest()
+        sig = hashlib.sha256("\n".join(f"{p}:{c.signature}" for p, c in sorted(cuts.items())).encode()).hexdigest()
         by_sig.setdefault(sig, Site([], cuts, dtype, label)).sites.append(site)
     return by_sig, skipped
 
