@@ -83,11 +83,13 @@ def _size(dims) -> int:
     return int(np.prod(dims)) if len(dims) else 1
 
 
-def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict | None = None) -> Side:
+def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict | None = None,
+        known: dict | None = None) -> Side:
     """`nodes` of `graph` (or new nodes reading its values) as a Side computing `outputs`: what they read that the
     model fixes becomes a constant (the model's initializers, small folded values, `added`: the rewrite's new
-    initializers by name), any other value an input of fixed dims (`dims` maps dim names to sizes); Unmeasurable
-    naming the value otherwise. `loaded`: the model's weights read so far, by name (one copy for every cut)."""
+    initializers by name), any other value an input of fixed dims (`dims` maps dim names to sizes; `known`: the
+    inputs of the site's export side, whose dims a walk may have proved); Unmeasurable naming the value otherwise.
+    `loaded`: the model's weights read so far, by name (one copy for every cut)."""
     import onnx
     from onnx import external_data_helper, numpy_helper
 
@@ -120,6 +122,8 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
                     raise Unmeasurable(f"'{v}' is no float tensor the model states (ONNX type {elem})")
                 if shape is None:
                     raise Unmeasurable(f"the rank of '{v}' is not known")
+                if None in shape and not dims.get(SYMBOLIC):
+                    shape = (known[v][1] if known and v in known else _walked_dims(graph, v, nodes)) or shape
                 fixed = [d if isinstance(d, int) else dims.get(d) for d in shape]
                 if None in shape:
                     raise Unmeasurable("an input's dims are not fixed (a dynamic export: size the model's symbolic "
@@ -131,6 +135,18 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
                                        "--dims NAME=SIZE to time these")
                 inputs[v] = (elem, fixed)
     return Side(list(nodes), constants, inputs, {o: graph.elem(o) for o in outputs})
+
+
+def _walked_dims(graph, v: str, nodes: list) -> list | None:
+    """The dims of `v` that inference leaves open and a walk proves: the leading ones back through the graph
+    (Graph.leading_dims), the last from a MatMul of the cut reading `v` by a 2-D weight. A GEGLU's product, whose
+    Slice bounds inference does not fold, into the Linear after it."""
+    lead = graph.leading_dims(v)
+    for n in nodes if lead is not None else ():
+        w = graph.dims(n.input[1]) if n.op_type == "MatMul" and len(n.input) == 2 and n.input[0] == v else None
+        if w is not None and len(w) == 2 and isinstance(w[0], int):
+            return [*lead, w[0]]
+    return None
 
 
 def replaced(graph, nodes: list, kept: set) -> list:
@@ -163,7 +179,8 @@ def sides(graph, match, added: dict, dims: dict, typed=None, loaded: dict | None
         raise Unmeasurable("the new nodes make none of the values the export's nodes make")
     typed = typed or graph
     loaded = {} if loaded is None else loaded
-    return cut(typed, old, outputs, {}, dims, loaded), cut(typed, new, outputs, added, dims, loaded)
+    export = cut(typed, old, outputs, {}, dims, loaded)
+    return export, cut(typed, new, outputs, added, dims, loaded, known=export.inputs)
 
 
 def copies_for(side: Side) -> int:
@@ -229,7 +246,8 @@ class OrtTimer:
         sess = make_session(model.SerializeToString(), self.library, providers=self.providers, session_options=so)
         binding = sess.io_binding()
         types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
-        placed = {name: self._value(values, types[name]) for name, values in feeds.items()}
+        typed: dict = {}  # the copies' shared host arrays, converted once
+        placed = {name: self._value(values, types[name], typed) for name, values in feeds.items()}
         for name, value in placed.items():
             binding.bind_ortvalue_input(name, value)
         for o in sess.get_outputs():
@@ -249,14 +267,17 @@ class OrtTimer:
         outputs = {n[:-len(":check")]: v.numpy() for n, v in zip(names, check.get_outputs()) if n.endswith(":check")}
         return Timed(statistics.median(times[self.warmup:]) / copies, outputs)
 
-    def _value(self, values: np.ndarray, elem: int):
-        """`values` (float32) as an OrtValue of ONNX type `elem` on the device: numpy's own types directly, bfloat16
-        through a one-Cast session whose output stays there."""
+    def _value(self, values: np.ndarray, elem: int, typed: dict):
+        """`values` (float32) as an OrtValue of ONNX type `elem` on the device, a buffer of its own: numpy's own types
+        directly (converted once per array, `typed` keeping it), bfloat16 through a one-Cast session whose output
+        stays there."""
         from onnx import TensorProto, helper
 
         if elem in (TensorProto.FLOAT, TensorProto.FLOAT16):
-            return self.ort.OrtValue.ortvalue_from_numpy(values.astype(helper.tensor_dtype_to_np_dtype(elem)),
-                                                         self.place, 0)
+            key = (id(values), elem)
+            if key not in typed:
+                typed[key] = values.astype(helper.tensor_dtype_to_np_dtype(elem), copy=False)
+            return self.ort.OrtValue.ortvalue_from_numpy(typed[key], self.place, 0)
         if elem not in self._casts:
             g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=elem)], "cast",
                                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
@@ -271,14 +292,18 @@ class OrtTimer:
         return b.get_outputs()[0]
 
 
-def feeds_for(side: Side, copies: int) -> dict:
+def feeds_for(side: Side, copies: int, drawn: dict | None = None) -> dict:
     """Random inputs (standard normal, float32) for each copy of the side's inputs, each drawn from its name: the
-    export's nodes and a candidate that read one value read the same numbers."""
+    export's nodes and a candidate that read one value read the same numbers. The copies share one host array per
+    value (each is placed on the device on its own); `drawn` keeps the arrays for the site's other sides."""
+    drawn = {} if drawn is None else drawn
     feeds = {}
     for v, (_, d) in side.inputs.items():
+        if (v, tuple(d)) not in drawn:  # drawing is the measurement's largest host cost: once per value and shape
+            rng = np.random.default_rng(zlib.crc32(v.encode()))
+            drawn[v, tuple(d)] = rng.standard_normal(d, dtype=np.float32)
         for k in range(copies):
-            rng = np.random.default_rng([zlib.crc32(v.encode()), k])
-            feeds[f"{v}:{k}"] = rng.standard_normal(d).astype(np.float32)
+            feeds[f"{v}:{k}"] = drawn[v, tuple(d)]
     return feeds
 
 
@@ -289,11 +314,14 @@ def mismatch(dtype: str, want: dict, got: dict) -> str:
         out = got.get(name)
         if out is None or out.shape != ref.shape:
             return f"'{name}' has shape {None if out is None else out.shape}, not {ref.shape}"
-        ref64, out64 = ref.astype(np.float64), out.astype(np.float64)
-        if not np.isfinite(out64).all() and np.isfinite(ref64).all():
-            return f"'{name}' has values that are not finite"
-        scale = max(float(np.abs(ref64[np.isfinite(ref64)]).max(initial=0.0)), 1e-6)
-        err = float(np.abs(out64 - ref64)[np.isfinite(ref64)].max(initial=0.0)) / scale
+        ref32, out32 = ref.astype(np.float32, copy=False), out.astype(np.float32, copy=False)  # past the tolerances
+        finite = np.isfinite(ref32)
+        if not finite.all():
+            ref32, out32 = ref32[finite], out32[finite]
+        if not np.isfinite(out32).all():
+            return f"'{name}' has values that are not finite where the export's are"
+        scale = max(float(np.abs(ref32).max(initial=0.0)), 1e-6)
+        err = float(np.abs(out32 - ref32).max(initial=0.0)) / scale
         if err > tol:
             return f"'{name}' is {err:.2g} of its largest value from the export's (past {tol:g} in {dtype})"
     return ""
@@ -461,13 +489,13 @@ def _time_site(site: Site, timer, opsets: dict, ir_version: int) -> dict:
     candidate that did not check, or failed to run, is there with the reason."""
     row: dict[str, float | str] = {}
     copies = copies_for(site.cuts["export"])
-    want = None
+    want, drawn = None, {}
     for pick in ("export", *PICKS):
         side = site.cuts.get(pick)
         if side is None:
             continue
         try:
-            got = timer(side_model(side, copies, opsets, ir_version), feeds_for(side, copies), copies)
+            got = timer(side_model(side, copies, opsets, ir_version), feeds_for(side, copies, drawn), copies)
         except Exception as exc:  # onnxruntime's errors share no public base; the site stays as the tables say
             row[pick] = f"failed: {' '.join(str(exc).split())[:200]}"
             if pick == "export":
