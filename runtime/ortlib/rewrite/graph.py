@@ -134,6 +134,7 @@ class Graph:
                 if i:
                     self.consumers.setdefault(i, []).append(n)
         self._consts: dict[str, np.ndarray | None] = {}
+        self._proved: dict[str, list | None] = {}
 
     # ---- values ------------------------------------------------------------------------------------
     def elem(self, name: str) -> int:
@@ -181,6 +182,61 @@ class Graph:
                     return None
                 found.add(self.leading_dims(i, depth - 1))
             return found.pop() if len(found) == 1 and None not in found else None
+        return None
+
+    def proved_dims(self, name: str, depth: int = 32) -> list | None:
+        """The value's dims where inference fixes them or a walk back proves them: through ops that keep their
+        input's shape, broadcasting elementwise ops, Unsqueeze, Slice with bounds const() folds, and a MatMul or
+        Gemm by a 2-D weight. A chunk's and a GEGLU's halves, whose computed bounds ONNX inference does not fold,
+        and what reads them. None when neither does."""
+        dims = self.dims(name)
+        if dims is not None and all(isinstance(d, int) for d in dims):
+            return list(dims)
+        if name not in self._proved:
+            self._proved[name] = None  # a cycle (invalid model) proves nothing
+            try:
+                self._proved[name] = self._prove(name, depth) if depth else None
+            except Exception:  # a form the walk does not foresee proves nothing
+                self._proved[name] = None
+        return self._proved[name]
+
+    def _prove(self, name: str, depth: int) -> list | None:
+        node = self.producer.get(name)
+        if node is None or domain_of(node) != "" or not node.input or name != node.output[0]:
+            return None
+        op, ins, a = node.op_type, list(node.input), attrs(node)
+        x = self.proved_dims(ins[0], depth - 1) if ins[0] else None
+        if x is None:
+            return None
+        if op in _SAME_SHAPE or op == "LayerNormalization":
+            return x
+        if op in _BROADCAST and len(ins) == 2:
+            y = self.proved_dims(ins[1], depth - 1)
+            return None if y is None else list(np.broadcast_shapes(tuple(x), tuple(y)))
+        if op == "Unsqueeze":
+            axes = self.const(ins[1]) if len(ins) > 1 and ins[1] else np.array(a.get("axes", []))
+            if axes is None or not axes.size:
+                return None
+            out = list(x)
+            rank = len(x) + axes.size
+            for axis in sorted(int(v) % rank for v in axes.reshape(-1)):
+                out.insert(axis, 1)
+            return out
+        if op == "Slice" and len(ins) >= 3:
+            starts, ends = self.const(ins[1]), self.const(ins[2])
+            axes = self.const(ins[3]) if len(ins) > 3 and ins[3] else np.arange(0 if starts is None else starts.size)
+            steps = self.const(ins[4]) if len(ins) > 4 and ins[4] else np.ones_like(axes)
+            if any(v is None for v in (starts, ends, axes, steps)):
+                return None
+            out = list(x)
+            for s, e, ax, st in zip(*(v.reshape(-1).tolist() for v in (starts, ends, axes, steps))):
+                out[ax] = len(range(*slice(s, e, st).indices(out[ax])))
+            return out
+        w = self.dims(ins[1]) if len(ins) > 1 else None
+        if op == "MatMul" and w is not None and len(w) == 2 and len(x) >= 2 and isinstance(w[1], int):
+            return [*x[:-1], w[1]]
+        if op == "Gemm" and w is not None and len(w) == 2 and len(x) == 2 and all(isinstance(d, int) for d in w):
+            return [x[1] if a.get("transA") else x[0], w[0] if a.get("transB") else w[1]]
         return None
 
     def only_reader(self, name: str):

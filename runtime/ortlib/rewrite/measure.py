@@ -88,7 +88,8 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
     """`nodes` of `graph` (or new nodes reading its values) as a Side computing `outputs`: what they read that the
     model fixes becomes a constant (the model's initializers, small folded values, `added`: the rewrite's new
     initializers by name), any other value an input of fixed dims (`dims` maps dim names to sizes; `known`: the
-    inputs of the site's export side, whose dims a walk may have proved); Unmeasurable naming the value otherwise.
+    inputs of the site's export side; Graph.proved_dims where inference leaves them open); Unmeasurable naming the
+    value otherwise.
     `loaded`: the model's weights read so far, by name (one copy for every cut)."""
     import onnx
     from onnx import external_data_helper, numpy_helper
@@ -122,8 +123,8 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
                     raise Unmeasurable(f"'{v}' is no float tensor the model states (ONNX type {elem})")
                 if shape is None:
                     raise Unmeasurable(f"the rank of '{v}' is not known")
-                if None in shape and not dims.get(SYMBOLIC):
-                    shape = (known[v][1] if known and v in known else _walked_dims(graph, v, nodes)) or shape
+                if None in shape:
+                    shape = (known[v][1] if known and v in known else graph.proved_dims(v)) or shape
                 fixed = [d if isinstance(d, int) else dims.get(d) for d in shape]
                 if None in shape:
                     raise Unmeasurable("an input's dims are not fixed (a dynamic export: size the model's symbolic "
@@ -135,18 +136,6 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
                                        "--dims NAME=SIZE to time these")
                 inputs[v] = (elem, fixed)
     return Side(list(nodes), constants, inputs, {o: graph.elem(o) for o in outputs})
-
-
-def _walked_dims(graph, v: str, nodes: list) -> list | None:
-    """The dims of `v` that inference leaves open and a walk proves: the leading ones back through the graph
-    (Graph.leading_dims), the last from a MatMul of the cut reading `v` by a 2-D weight. A GEGLU's product, whose
-    Slice bounds inference does not fold, into the Linear after it."""
-    lead = graph.leading_dims(v)
-    for n in nodes if lead is not None else ():
-        w = graph.dims(n.input[1]) if n.op_type == "MatMul" and len(n.input) == 2 and n.input[0] == v else None
-        if w is not None and len(w) == 2 and isinstance(w[0], int):
-            return [*lead, w[0]]
-    return None
 
 
 def replaced(graph, nodes: list, kept: set) -> list:
@@ -293,18 +282,30 @@ class OrtTimer:
 
 
 def feeds_for(side: Side, copies: int, drawn: dict | None = None) -> dict:
-    """Random inputs (standard normal, float32) for each copy of the side's inputs, each drawn from its name: the
-    export's nodes and a candidate that read one value read the same numbers. The copies share one host array per
-    value (each is placed on the device on its own); `drawn` keeps the arrays for the site's other sides."""
+    """Random inputs (standard normal; float16 for a float16 input, else float32, which the timer casts) for each
+    copy of the side's inputs, each drawn from its name: the export's nodes and a candidate that read one value read
+    the same numbers. The copies share one host array per value (each is placed on the device on its own); `drawn`
+    keeps the arrays for the site's other sides."""
     drawn = {} if drawn is None else drawn
     feeds = {}
-    for v, (_, d) in side.inputs.items():
-        if (v, tuple(d)) not in drawn:  # drawing is the measurement's largest host cost: once per value and shape
-            rng = np.random.default_rng(zlib.crc32(v.encode()))
-            drawn[v, tuple(d)] = rng.standard_normal(d, dtype=np.float32)
+    for v, (elem, d) in side.inputs.items():
+        key = (v, tuple(d), FLOAT_TYPES.get(elem) == "fp16")
+        if key not in drawn:
+            drawn[key] = _draw(v, d, np.float16 if key[2] else np.float32)
         for k in range(copies):
-            feeds[f"{v}:{k}"] = drawn[v, tuple(d)]
+            feeds[f"{v}:{k}"] = drawn[key]
     return feeds
+
+
+DRAWN = 1_000_003  # values drawn per input at most; a larger one repeats them (a prime: no row lines up with it)
+
+
+def _draw(name: str, dims: list, dtype) -> np.ndarray:
+    """Standard normal values of `dtype` for the value `name` at `dims`, from a seed of its name. Past DRAWN values
+    the block repeats: drawing is the measurement's largest host cost, and repeated values time and check the same."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    block = rng.standard_normal(min(_size(dims), DRAWN), dtype=np.float32).astype(dtype, copy=False)
+    return np.resize(block, dims)
 
 
 def mismatch(dtype: str, want: dict, got: dict) -> str:
@@ -448,7 +449,7 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
         sites += sum(len(s.sites) for s in by_sig.values())
         order = sorted(by_sig.items(), key=lambda kv: -len(kv[1].sites) * _weight(kv[1].cuts["export"]))
         for k, (sig, site) in enumerate(order):
-            row = known.get(sig)
+            row = result.rows.get(sig) or known.get(sig)  # a later round's site of a shape timed already
             if row is None:
                 if time.monotonic() - start > budget_s:
                     late += len(site.sites)

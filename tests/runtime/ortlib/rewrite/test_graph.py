@@ -115,3 +115,36 @@ def test_leading_dims_are_proven_through_elementwise_ops_a_weight_and_last_axis_
     assert g.leading_dims("mm") == g.leading_dims("both") == g.leading_dims("cut") == (2, 3)
     assert g.leading_dims("rows") is None and g.leading_dims("mixed") is None
 
+
+
+def test_proved_dims_follow_a_chunk_whose_bounds_const_folds_into_what_reads_it():
+    """A chunk's Slice with bounds computed from a Shape (SD3's modulation, a GEGLU's halves): its dims, an
+    Unsqueeze's, a broadcast's and a MatMul's after it are proved; bounds no constant gives, or a broadcast against
+    a value of unknown dims, prove nothing."""
+    f = TensorProto.FLOAT
+    ints = {"one": [1], "three": [3], "two": [2], "axis1": [1]}
+    nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(np.array(v, np.int64)))
+             for k, v in ints.items()]
+    nodes += [helper.make_node("Shape", ["x"], ["xs"]),
+              helper.make_node("Gather", ["xs", "one"], ["width"], axis=0),
+              helper.make_node("Div", ["width", "three"], ["third"]),
+              helper.make_node("Mul", ["third", "two"], ["two_thirds"]),
+              helper.make_node("Slice", ["x", "third", "two_thirds", "axis1"], ["shift"]),
+              helper.make_node("Unsqueeze", ["shift", "axis1"], ["shift3"]),
+              helper.make_node("Add", ["y", "shift3"], ["moved"]),
+              helper.make_node("Erf", ["moved"], ["e"]),
+              helper.make_node("MatMul", ["e", "w"], ["mm"]),
+              helper.make_node("Gemm", ["x", "v"], ["emb"], transB=1),
+              helper.make_node("Cast", ["n"], ["bound"], to=TensorProto.INT64),
+              helper.make_node("Slice", ["x", "one", "bound", "axis1"], ["open"]),
+              helper.make_node("Add", ["shift3", "z"], ["mixed"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, [2, 12]), helper.make_tensor_value_info("y", f, [2, 5, 4]),
+                       helper.make_tensor_value_info("n", f, [1]), helper.make_tensor_value_info("z", f, None)],
+               [helper.make_tensor_value_info(v, f, None) for v in ("mm", "emb", "open", "mixed")],
+               [numpy_helper.from_array(np.ones((4, 6), np.float32), "w"),
+                numpy_helper.from_array(np.ones((7, 12), np.float32), "v")])
+    g = Graph(m)
+    assert g.proved_dims("shift") == [2, 4] and g.proved_dims("shift3") == [2, 1, 4]
+    assert g.proved_dims("moved") == g.proved_dims("e") == [2, 5, 4] and g.proved_dims("mm") == [2, 5, 6]
+    assert g.proved_dims("emb") == [2, 7]
+    assert g.proved_dims("open") is None and g.proved_dims("mixed") is None

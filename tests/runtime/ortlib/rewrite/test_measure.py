@@ -58,8 +58,8 @@ def ops(model) -> Counter:
     return Counter((n.domain or "", n.op_type) for n in model.graph.node)
 
 
-def rewritten(lib, timer=None, **kw):
-    model, base = read(UNET)
+def rewritten(lib, timer=None, src=UNET, **kw):
+    model, base = read(src)
     report = rewrite(model, lib, base_dir=base, timer=timer, **kw)
     return model, report
 
@@ -107,6 +107,19 @@ def test_the_fastest_candidate_of_each_site_is_written(ort_library, fastest):
         assert got[(DOMAIN, "Softmax")] == 0  # each softmax is inside an attention that went whole
     else:
         assert got[(MS, "MultiHeadAttention")] == 8 and got[(DOMAIN, "MultiHeadAttention")] == 0
+
+
+@pytest.mark.parametrize("name", ["sd3_medium_tiny.torchscript.fp32", "pixart_sigma_tiny.torchscript.fp16",
+                                  "sdxl_unet_tiny.torchscript.fp16"])
+def test_every_site_is_timed_once_its_chunked_inputs_dims_are_proved(ort_library, name):
+    """The modulation chunks of SD3's and PixArt's AdaLayerNorms and a GEGLU's product, whose Slice bounds ONNX
+    inference leaves open, are sized by the walk: no site is left to the tables, and each shape is timed once."""
+    timer = FakeTimer(ort_library, fastest="library")
+    _, report = rewritten(ort_library, timer, src=EXPORTS / f"{name}.onnx")
+    assert "left to the tables" not in report.measured, report.measured
+    timed = len(report.measured_rows)
+    assert f"({timed} shape(s) timed now, 0 from the measured file" in report.measured, report.measured
+    assert timer.seen["export"] == timed
 
 
 def test_a_candidate_that_computes_something_else_is_never_chosen(ort_library):
