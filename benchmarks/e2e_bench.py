@@ -616,8 +616,12 @@ def _layout_tag(layout: str) -> str:
     return "" if layout == "nchw" else f"+{layout}"
 
 
-def _choices_tag(choices: str) -> str:
-    return "" if choices == "tables" else f"+{choices}"
+def _choices_tag(choices: str, run: list | tuple = ()) -> str:
+    """The rows' tag for what decided the rewrite's choices: "+measured"; "+tables" where the run times measured
+    choices too (the pair is one run's, and never replaces the rows the tables wrote in another run); else none."""
+    if choices == "tables":
+        return "+tables" if "measured" in run else ""
+    return f"+{choices}"
 
 
 def _precision_tag() -> str:
@@ -665,7 +669,7 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
         best = args.settings == "best"
         variants = [(layout, choices) for layout in args.layouts for choices in args.choices]
         names = [exporter + (".dynamic" if args.dynamic else "") + ("+best" if best else "") + _layout_tag(layout)
-                 + _choices_tag(choices) + _precision_tag() for layout, choices in variants]
+                 + _choices_tag(choices, args.choices) + _precision_tag() for layout, choices in variants]
         compiled = args.torch_compile and not args.dynamic
         spec = None
         try:
@@ -756,7 +760,8 @@ def main(argv=None) -> int:
     ap.add_argument("--choices", default="tables",
                     help="comma list: tables (the shipped tables decide between the library's nodes and ORT's), "
                          "measured (the rewrite times them on this GPU, tritonforge-rewrite --measure on; rows end in "
-                         "+measured); each is timed against the same export, torch.compile once")
+                         "+measured, and the tables' in +tables when both run); each is timed against the same export, "
+                         "torch.compile once")
     ap.add_argument("--precision", choices=("fp8",), default=None,
                     help="rewrite with tritonforge-rewrite --precision fp8 (its rows' exporter ends in +fp8; the "
                          f"rewrite is held to cosine >= {FP8_MIN_COSINE} against the export before it is timed)")
@@ -835,8 +840,8 @@ def main(argv=None) -> int:
             if args.torch_compile else None
         for layout in args.layouts:
             for choices in args.choices:
-                name = "file" + ("+best" if best else "") + _layout_tag(layout) + _choices_tag(choices) + \
-                    _precision_tag()
+                name = "file" + ("+best" if best else "") + _layout_tag(layout) + \
+                    _choices_tag(choices, args.choices) + _precision_tag()
                 made = rewrite(args.onnx, library, layout=layout, choices=choices)
                 r = measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
                             Result(args.onnx.stem, name, dtype), rewritten=made, best=best, layout=layout,

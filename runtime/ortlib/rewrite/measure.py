@@ -474,7 +474,8 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
              f"({timed} shape(s) timed now, {len(result.rows) - timed} from the measured file, "
              f"{time.monotonic() - start:.1f} s): {len(result.verdicts) - kept} to the rewrite's node, {kept} kept"]
     if late:
-        parts.append(f"{late} past the {budget_s:g} s budget left to the tables")
+        parts.append(f"{late} past the {budget_s:g} s budget left to the tables (rewriting again times them: what was "
+                     "timed now is kept)")
     parts += [f"{n} left to the tables: {why}" + (f" (the first: {example[why]})" if why in example else "")
               for why, n in skipped.items()]
     result.summary = "; ".join(parts)
