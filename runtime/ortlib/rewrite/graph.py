@@ -33,6 +33,7 @@ _INT_MATHS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": lamb
 _SAME_SHAPE = {"Erf", "Tanh", "Sigmoid", "Relu", "Neg", "Sqrt", "Exp", "Abs", "Cast", "Identity", "Gelu", "Softplus",
                "Reciprocal", "HardSigmoid", "LeakyRelu", "Clip"}
 _BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow"}
+_PROVES = _SAME_SHAPE | _BROADCAST | {"LayerNormalization", "Unsqueeze", "Slice", "MatMul", "Gemm"}  # proved_dims
 # Ops whose outputs have their first input's type and shape (for the inference probe), by (domain, op).
 _SAME_AS_X = {("", "GroupNormalization"), (MS, "GroupNorm"), (MS, "SkipGroupNorm"), (MS, "BiasAdd"),
               (MS, "SkipLayerNormalization"), (MS, "FastGelu"), (MS, "BiasGelu"), (MS, "QuickGelu")}
@@ -205,7 +206,9 @@ class Graph:
         if node is None or domain_of(node) != "" or not node.input or name != node.output[0]:
             return None
         op, ins, a = node.op_type, list(node.input), attrs(node)
-        x = self.proved_dims(ins[0], depth - 1) if ins[0] else None
+        if op not in _PROVES or not ins[0]:  # before the walk up: an op it cannot see through ends it here
+            return None
+        x = self.proved_dims(ins[0], depth - 1)
         if x is None:
             return None
         if op in _SAME_SHAPE or op == "LayerNormalization":

@@ -89,8 +89,7 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
     model fixes becomes a constant (the model's initializers, small folded values, `added`: the rewrite's new
     initializers by name), any other value an input of fixed dims (`dims` maps dim names to sizes; `known`: the
     inputs of the site's export side; Graph.proved_dims where inference leaves them open); Unmeasurable naming the
-    value otherwise.
-    `loaded`: the model's weights read so far, by name (one copy for every cut)."""
+    value otherwise. `loaded`: the model's weights read so far, by name (one copy for every cut)."""
     import onnx
     from onnx import external_data_helper, numpy_helper
 
@@ -235,8 +234,7 @@ class OrtTimer:
         sess = make_session(model.SerializeToString(), self.library, providers=self.providers, session_options=so)
         binding = sess.io_binding()
         types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
-        typed: dict = {}  # the copies' shared host arrays, converted once
-        placed = {name: self._value(values, types[name], typed) for name, values in feeds.items()}
+        placed = {name: self._value(values, types[name]) for name, values in feeds.items()}
         for name, value in placed.items():
             binding.bind_ortvalue_input(name, value)
         for o in sess.get_outputs():
@@ -256,17 +254,15 @@ class OrtTimer:
         outputs = {n[:-len(":check")]: v.numpy() for n, v in zip(names, check.get_outputs()) if n.endswith(":check")}
         return Timed(statistics.median(times[self.warmup:]) / copies, outputs)
 
-    def _value(self, values: np.ndarray, elem: int, typed: dict):
-        """`values` (float32) as an OrtValue of ONNX type `elem` on the device, a buffer of its own: numpy's own types
-        directly (converted once per array, `typed` keeping it), bfloat16 through a one-Cast session whose output
+    def _value(self, values: np.ndarray, elem: int):
+        """`values` (feeds_for's: float16 for a float16 input, else float32) as an OrtValue of ONNX type `elem` on
+        the device, a buffer of its own: numpy's own types directly, bfloat16 through a one-Cast session whose output
         stays there."""
         from onnx import TensorProto, helper
 
         if elem in (TensorProto.FLOAT, TensorProto.FLOAT16):
-            key = (id(values), elem)
-            if key not in typed:
-                typed[key] = values.astype(helper.tensor_dtype_to_np_dtype(elem), copy=False)
-            return self.ort.OrtValue.ortvalue_from_numpy(typed[key], self.place, 0)
+            values = values.astype(helper.tensor_dtype_to_np_dtype(elem), copy=False)  # already so from feeds_for
+            return self.ort.OrtValue.ortvalue_from_numpy(values, self.place, 0)
         if elem not in self._casts:
             g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=elem)], "cast",
                                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
@@ -315,7 +311,7 @@ def mismatch(dtype: str, want: dict, got: dict) -> str:
         out = got.get(name)
         if out is None or out.shape != ref.shape:
             return f"'{name}' has shape {None if out is None else out.shape}, not {ref.shape}"
-        ref32, out32 = ref.astype(np.float32, copy=False), out.astype(np.float32, copy=False)  # past the tolerances
+        ref32, out32 = ref.astype(np.float32, copy=False), out.astype(np.float32, copy=False)  # finer than tolerances
         finite = np.isfinite(ref32)
         if not finite.all():
             ref32, out32 = ref32[finite], out32[finite]
