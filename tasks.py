@@ -643,12 +643,14 @@ def wheel(c: Context, dist: str | None = None, version: str | None = None, out: 
     "precision": "fp8: the float16 / bfloat16 model's large Linears as fp8 e4m3 GEMMs (GPUs with fp8 tensor "
                  "cores, sm_89+)",
     "fp8_min_features": "with --precision fp8: Linears with fewer input or output features stay in their type "
-                        "(default: runtime/ortlib/rewrite/fp8.py's FP8_MIN_FEATURES; 0 takes every one)",
+                        "(default: the break-even measured per shape, runtime/ortlib/rewrite/fp8.py; 0 takes every "
+                        "one)",
     "no_fp8_check": "with --precision fp8: skip trying each Linear on the model's own activations (one run on "
                     "random inputs) before it goes to fp8",
     "measure": "auto (default: time the choices on this machine's GPU where it has one and onnxruntime-gpu, "
                "for the model's own shapes), on, or off (the shipped tables decide)",
-    "measure_budget": "seconds the timing may take; shapes not timed by then are left to the tables (default 60)",
+    "measure_budget": "seconds the rewrite may take with its timing; shapes not timed by then are left to the "
+                      "tables (default 60)",
     "dims": "sizes of the dims the model leaves symbolic, NAME=SIZE[,NAME=SIZE...], so those choices can be timed",
 })
 @_fail_on_pipeline_error

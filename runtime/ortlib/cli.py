@@ -84,8 +84,6 @@ def _dims(text: str) -> dict[str, int]:
 
 
 def main(argv=None) -> int:
-    from .rewrite.fp8 import FP8_MIN_FEATURES
-
     ap = argparse.ArgumentParser(prog="tritonforge-rewrite", description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="the ONNX model to read (external data beside it is read where it lies), or a "
                                    "pipeline folder as optimum-cli export onnx writes it")
@@ -112,7 +110,7 @@ def main(argv=None) -> int:
                          "output channel now, activations per token as they run; GPUs with fp8 tensor cores, sm_89+)")
     ap.add_argument("--fp8-min-features", type=int, default=None, metavar="N",
                     help="with --precision fp8: Linears with fewer than N input or output features stay in their "
-                         f"type (default: {FP8_MIN_FEATURES}; 0 takes every one)")
+                         "type (default: the break-even measured per shape, rewrite/fp8.py; 0 takes every one)")
     ap.add_argument("--no-fp8-check", action="store_true",
                     help="with --precision fp8: skip trying each Linear on the model's own activations (one run on "
                          "random inputs) before it goes to fp8")
@@ -122,8 +120,9 @@ def main(argv=None) -> int:
                          "onnxruntime-gpu are here and no --gpu is named; off: the shipped tables decide). What was "
                          "timed is kept beside the output (<out>.measured.json) and read again by the next rewrite")
     ap.add_argument("--measure-budget", type=float, default=60.0, metavar="SECONDS",
-                    help="stop timing after this long; the shapes not timed by then are left to the tables "
-                         "(default 60)")
+                    help="how long the rewrite may take with its timing: no shape starts timing once it has run "
+                         "this long, less the time writing the model takes; the shapes not timed by then are left "
+                         "to the tables, and the next rewrite times them (default 60)")
     ap.add_argument("--dims", type=_dims, default=None, metavar="NAME=SIZE[,NAME=SIZE...]",
                     help="sizes for the dims the model leaves symbolic (e.g. batch=2,height=128,width=128), so the "
                          "choices at those shapes can be timed")

@@ -37,6 +37,7 @@ loads with the library registered (loads.py).
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ from .attention import ATTENTION
 from .bias_split_gelu import BIAS_SPLIT_GELU
 from .einsum import EINSUM
 from .files import ModelFileError, read, tensors, write
-from .fp8 import FP8_MIN_FEATURES, to_fp8
+from .fp8 import to_fp8
 from .fp8_check import MIN_COSINE as FP8_MIN_COSINE
 from .gelu import GELU
 from .graph import FLOAT_TYPES, MS, Graph, domain_of, every_node, named_subgraphs, outer_reads
@@ -90,7 +91,7 @@ class Report:
     gpu: str = ""  # the GPU the choices were made for, as said ("NVIDIA L4 (named)"), or "" for none
     decided: dict = field(default_factory=dict)  # table consulted -> the GPU(s) whose rows decided (choices.py)
     fp8: list[str] = field(default_factory=list)  # Fp8Linear nodes written (precision="fp8", fp8.py)
-    fp8_min_features: int = 0  # the narrowest Linear put in fp8
+    fp8_min_features: int | None = None  # the narrowest Linear put in fp8; None: the measured break-even
     fp8_kept: list = field(default_factory=list)  # (node, cosine): Linears the fp8 check kept in their type
     fp8_checked: str = ""  # how the fp8 check ran, or why it did not (fp8_check.py)
     measured: str = ""  # what timing the choices on this GPU decided, or why they were not timed (measure.py)
@@ -121,7 +122,9 @@ class Report:
             out.append(f"{self.shapes_moved} Shape(s) of a Linear's output read its MatMul, which has that shape "
                        "(rewrite/shapes.py)")
         if self.fp8:
-            out.append(f"fp8: {len(self.fp8)} Linear(s) of {self.fp8_min_features}+ features -> tritonforge.Fp8Linear "
+            which = ("past the measured break-even" if self.fp8_min_features is None
+                     else f"of {self.fp8_min_features}+ features")
+            out.append(f"fp8: {len(self.fp8)} Linear(s) {which} -> tritonforge.Fp8Linear "
                        "(e4m3 weights per output channel, activations per token; rewrite/fp8.py)")
         if self.fp8_kept:
             kept = ", ".join(f"{name} ({cos:.4f})" for name, cos in self.fp8_kept)
@@ -157,7 +160,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
             check: bool | None = None, attention: str | None = None, layout: str = "nhwc",
             gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None,
             fp8_check: bool = True, timer=None, dims: dict | None = None, measure_budget: float = 60.0,
-            measured_rows: dict | None = None, say=None) -> Report:
+            measured_rows: dict | None = None, say=None, measure_from: float | None = None) -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
@@ -170,12 +173,16 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     prefer_nhwc, which ortlib.session sets (layout.py); or "nchw", the export's, for sessions without it.
     `gpu`: the GPU whose measurements decide between the library's nodes and ORT's (default: the one nvidia-smi
     shows here, else none); each table takes the rows of the nearest GPU that measured it (choices.py).
-    `precision`: None (the model's) or "fp8": Linears of at least `fp8_min_features` input and output features
-    (default fp8.FP8_MIN_FEATURES; 0 takes every one) as Fp8Linear nodes (fp8.py), each tried on the model's own
-    activations first where `fp8_check` (fp8_check.py): one that moves its product too far stays in its type.
+    `precision`: None (the model's) or "fp8": Linears large enough to gain (default: the measured break-even,
+    fp8.large_enough; `fp8_min_features` N: N input and output features or more, 0 every one) as Fp8Linear nodes
+    (fp8.py), each tried on the model's own activations first where `fp8_check` (fp8_check.py): one that moves
+    its product too far stays in its type.
     `timer`: a timing source (measure.OrtTimer on this GPU) that decides the choices the tables would make, site by
     site, on the model's own shapes (measure.py): `dims` sizes the dims the model leaves symbolic, `measure_budget`
-    bounds the seconds spent, `measured_rows` are rows timed before (a MeasuredFile's), `say` hears the progress."""
+    bounds the rewrite's seconds (counted from `measure_from`, a time.monotonic(); default: this call's start):
+    no shape starts timing past it. `measured_rows` are rows timed before (a MeasuredFile's), `say` hears the
+    progress."""
+    measure_from = time.monotonic() if measure_from is None else measure_from
     if precision not in (None, "fp8"):
         raise RewriteError(f"precision={precision!r}: choose fp8 or None (the model's own)")
     if fp8_min_features is not None and (precision != "fp8" or fp8_min_features < 0):
@@ -199,8 +206,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     with choices.deciding(gpu) as scope:
         if precision == "fp8":
             _fp8_runs_on(scope)
-        verdicts = _timed_choices(graph, cuda, min_cols, attention, timer, dims, measure_budget, measured_rows, say,
-                                  report) if timer is not None else {}
+        verdicts = _timed_choices(graph, cuda, min_cols, attention, timer, dims, (measure_budget, measure_from),
+                                  measured_rows, say, report) if timer is not None else {}
         _rewrite_scope(graph, cuda, min_cols, report, attention, verdicts)
     report.gpu = f"{scope.gpu} ({'named' if scope.how == 'named' else 'this machine'})" if scope.gpu else ""
     report.decided = dict(scope.used)
@@ -208,7 +215,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
         report.channels_last, report.time_skips, kept = channels_last(graph, cuda)
         report.left += kept
     if precision == "fp8":
-        report.fp8_min_features = FP8_MIN_FEATURES if fp8_min_features is None else fp8_min_features
+        report.fp8_min_features = fp8_min_features
         done = to_fp8(model, report.fp8_min_features, base_dir, cuda.get("Fp8Linear", []) if cuda else None,
                       check_library=library_path(library) if use_library else None, check=fp8_check)
         report.fp8, report.fp8_kept, report.fp8_checked = done.written, done.kept, done.checked
@@ -224,13 +231,15 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
 
 
 def _timed_choices(graph, cuda, min_cols, attention, timer, dims, budget, known, say, report) -> dict:
-    """{site: Choice} as timed by `timer` (measure.py), its summary and rows in the report."""
+    """{site: Choice} as timed by `timer` (measure.py), its summary and rows in the report. `budget`: (seconds,
+    the time.monotonic() they count from)."""
     from .measure import measure
 
     def trials(pick: str, verdicts: dict) -> tuple:
         return trial(graph, cuda, min_cols, attention, pick, verdicts)
 
-    done = measure(graph, trials, timer, dims, budget, known, say, getattr(timer, "device", "this GPU"))
+    done = measure(graph, trials, timer, dims, budget[0], known, say, getattr(timer, "device", "this GPU"),
+                   start=budget[1])
     report.measured, report.measured_rows = done.summary, done.rows
     return done.verdicts
 
@@ -415,9 +424,12 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
     `check_load` is False. `measure`: "on" times the choices on this machine's GPU (measure.py; an error
     without one), "auto" where a CUDA GPU and onnxruntime's CUDA EP are here and no other `gpu` is named, "off"
     leaves them to the shipped tables; what was timed is kept in `<dst>.measured.json` and read again there.
-    `dims`, `measure_budget`: as rewrite() takes them; `progress` hears a line per shape timed."""
+    `dims`: as rewrite() takes them. `measure_budget` bounds this whole call: no shape starts timing once the
+    call has run that long less as long again as reading the model took, which writing and load-checking it
+    take about as long as. `progress` hears a line per shape timed."""
     import onnx
 
+    begun = time.monotonic()
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
         raise RewriteError(f"{dst}: would overwrite the model being read; write the rewrite elsewhere")
@@ -435,7 +447,8 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
     report = rewrite(model, lib, use_library, softmax_min_cols, base_dir=base, check=False, attention=attention,
                      layout=layout, gpu=gpu, precision=precision, fp8_min_features=fp8_min_features,
                      fp8_check=fp8_check, timer=timer, dims=dims, measure_budget=measure_budget,
-                     measured_rows=kept.rows() if kept else None, say=progress)
+                     measured_rows=kept.rows() if kept else None, say=progress,
+                     measure_from=2 * begun - time.monotonic())  # the reading's time again kept for the writing
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst, src, report.foreign, required=check_load)

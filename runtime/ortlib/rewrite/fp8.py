@@ -2,7 +2,7 @@
 
 After the rewrite, every Linear by a constant 2-D weight (K, N) of a float16 or bfloat16 model — the library's
 `tritonforge.Linear` nodes and the MatMuls the other fusions left in front of their nodes (attention's
-projections, BiasConcat's, SkipLayerNormalization's) — whose K and N are both at least `min_features` and multiples
+projections, BiasConcat's, SkipLayerNormalization's) — large enough to gain (`large_enough`) and with K and N multiples
 of 16 (cuBLASLt's fp8 layouts) becomes `tritonforge.Fp8Linear(X, W_q, w_scale, bias)`: W_q the (N, K) e4m3 weight
 (ONNX FLOAT8E4M3FN), one float scale per output channel (its largest magnitude over 448), the bias the Linear's (zero
 where the MatMul had none). The activations are quantized per token by the node at run time
@@ -23,13 +23,31 @@ from ..fp8 import quantize_rows
 from .fp8_check import MIN_COSINE, activation_rows, fp8_cosine
 from .graph import Graph, domain_of, fresh, is_op
 
-# Narrower Linears stay in their type. Provisional: the break-even between the quantization pass and the fp8 GEMM's
-# gain has no rows yet (benchmarks/fp8_linear_bench.py measures it); 1024 keeps the DiTs' projections and MLPs
-# (1152 to 15360 features) and leaves the UNets' narrow ones (320, 640).
-FP8_MIN_FEATURES = 1024
+# The measured break-even (benchmarks/fp8_linear_bench.py on an H100, rows `fp8_linear` in results.csv): the fp8 node
+# pays a quantization pass over its M x K activations for a GEMM that runs up to twice as fast, so it gains where the
+# GEMM is long per activation value and large in all. Of the zoo's 36 Linear shapes, fp8 was faster on each with a
+# weight (K * N) of at least 2**22 values and at least 2**34 multiply-adds (M * K * N) and slower on every other
+# but one (1.06x). M is the rows the graph fixes; where a dim is left open the weight alone decides.
+FP8_MIN_WEIGHT = 1 << 22
+FP8_MIN_MACS = 1 << 34
 
 
-def _candidate(g: Graph, node, min_features: int, served=None, load: bool = True):
+def large_enough(k: int, n: int, m: int | None, min_features: int | None) -> bool:
+    """Whether a Linear of (K, N) on M rows (None: not fixed) goes to fp8: the measured break-even when
+    `min_features` is None, else K and N both at least `min_features` (0 takes every one)."""
+    if min_features is not None:
+        return min(k, n) >= max(min_features, 1)
+    return k * n >= FP8_MIN_WEIGHT and (m is None or m * k * n >= FP8_MIN_MACS)
+
+
+def _rows(g: Graph, x: str) -> int | None:
+    dims = g.dims(x)
+    if not dims or not all(isinstance(d, int) for d in dims[:-1]):
+        return None
+    return int(np.prod(dims[:-1], dtype=np.int64))
+
+
+def _candidate(g: Graph, node, min_features: int | None, served=None, load: bool = True):
     """(x, W (K, N) as float64, bias name or None, activation, ONNX element type) of a Linear to put in fp8, else
     None. Without `load`, (x, K) of a Linear that may be one, its weight left unread."""
     if domain_of(node) == DOMAIN and node.op_type == "Linear":
@@ -45,8 +63,9 @@ def _candidate(g: Graph, node, min_features: int, served=None, load: bool = True
     k, n = dims
     # the weight's type is X's (a custom op's output may have no type ONNX inference knows)
     dtype = {10: "fp16", 16: "bf16"}.get(g.elem(x) or g.elem(w))
-    if min(k, n) < max(min_features, 1) or k % 16 or n % 16 or dtype is None or (served is not None and
-                                                                                  dtype not in served):
+    if k % 16 or n % 16 or dtype is None or (served is not None and dtype not in served):
+        return None
+    if not large_enough(k, n, _rows(g, x), min_features):
         return None
     if not load:
         return x, k
@@ -63,7 +82,7 @@ class Fp8Result:
     checked: str = ""  # "checked on the model's own activations (...)", "not checked: <why>", or "" (no check)
 
 
-def to_fp8(model, min_features: int = FP8_MIN_FEATURES, base_dir=None, served=None, check_library=None,
+def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, check_library=None,
            check: bool = False) -> Fp8Result:
     """Rewrite `model`'s large Linears in place as Fp8Linear nodes (see the module's text). `served`: the dtypes
     ("fp16", "bf16") the library's CUDA Fp8Linear serves (None: any). `check`: try each on the model's own

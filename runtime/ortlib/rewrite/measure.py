@@ -408,12 +408,13 @@ def group(graph, trials: dict, dims: dict, typed=None) -> tuple[dict, dict]:
 
 
 def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.0, known: dict | None = None,
-            say=None, device: str = "this GPU", rounds: int = 3) -> Measured:
+            say=None, device: str = "this GPU", rounds: int = 3, start: float | None = None) -> Measured:
     """Time each site's candidates against the export's nodes (module docstring). `trial(pick, verdicts)`: the
     matches ({site: Match}, their new initializers) the rewrite makes where each choice `verdicts` does not settle
     goes to `pick`; a site kept as exported can open one the trials had not (a norm left as it is leaves its
     Linear's bias to the Linear), so the trials run again with the verdicts so far, up to `rounds` times. `known`:
-    {signature: row} a MeasuredFile kept, taken as measured. `say`: progress, one line per shape timed."""
+    {signature: row} a MeasuredFile kept, taken as measured. `say`: progress, one line per shape timed. `start`:
+    the time.monotonic() `budget_s` counts from (default: now)."""
     from .graph import Graph
 
     opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in graph.model.opset_import}
@@ -426,7 +427,8 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
     dims = {**(dims or {}), SYMBOLIC: bool(set(loose) - set(dims or {}))}
     typed = Graph(sized(graph.model, dims), graph.base_dir) if set(dims) & set(loose) else graph
     result = Measured()
-    start = time.monotonic()
+    began = time.monotonic()
+    start = began if start is None else start
     sites = timed = late = 0
     skipped: dict[str, int] = {}
     example: dict[str, str] = {}  # a reason's first message
@@ -468,7 +470,7 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
     kept = sum(1 for c in result.verdicts.values() if c.pick == "export")
     parts = [f"{len(result.verdicts)} of {sites} site(s) decided by timing on {device} "
              f"({timed} shape(s) timed now, {len(result.rows) - timed} from the measured file, "
-             f"{time.monotonic() - start:.1f} s): {len(result.verdicts) - kept} to the rewrite's node, {kept} kept"]
+             f"{time.monotonic() - began:.1f} s): {len(result.verdicts) - kept} to the rewrite's node, {kept} kept"]
     if late:
         parts.append(f"{late} past the {budget_s:g} s budget left to the tables (rewriting again times them: what was "
                      "timed now is kept)")

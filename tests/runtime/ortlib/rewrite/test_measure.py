@@ -141,6 +141,17 @@ def test_past_the_budget_the_tables_decide_and_the_trials_change_nothing(ort_lib
         (n.domain, n.op_type, list(n.input), list(n.output)) for n in tables.graph.node]
 
 
+def test_the_budget_counts_from_where_the_rewrite_began_not_from_the_first_shape(ort_library):
+    """rewrite_file counts the budget from its own start (its reading of the model included): a rewrite that began
+    longer ago than the budget times nothing; one that began just now times every shape."""
+    late = FakeTimer(ort_library, fastest="library")
+    _, report = rewritten(ort_library, late, measure_budget=30, measure_from=time.monotonic() - 31)
+    assert sum(late.seen.values()) == 0 and "past the 30 s budget left to the tables" in report.measured
+    now = FakeTimer(ort_library, fastest="library")
+    _, report = rewritten(ort_library, now, measure_budget=30, measure_from=time.monotonic())
+    assert now.seen["export"] == len(report.measured_rows) > 0 and "budget" not in report.measured
+
+
 def test_rows_measured_before_are_not_timed_again_and_the_file_keeps_them_per_key(ort_library, tmp_path):
     first = FakeTimer(ort_library, fastest="library")
     _, report = rewritten(ort_library, first)
