@@ -223,13 +223,13 @@ def _read(out: Path) -> dict:
 def measure(path: Path | None, dtype: str, library: Path, provider: str, runs: int, warmup: int, breakdown: bool,
             result: Result, log=print, rewritten: tuple | None = None, free: dict | None = None, best: bool = False,
             layout: str = "nchw", torch: TorchSpec | None = None, first_result: bool = False,
-            resize: tuple | None = None) -> Result:
+            resize: tuple | None = None, save=lambda: None) -> Result:
     """Rewrite `path` (or take `rewritten`, rewrite()'s pair), then run the sides (module docstring) on the inputs
     `free` sizes; fills and returns `result`. `best`: the export and the rewrite under ortlib.session's settings (a
     CUDA graph where every shape is fixed). `resize`: (the dynamic export's rewrite, its feeds at the model's side,
     its feeds at the other side, "512->768") for the first run after a change of resolution. An export onnxruntime
     refuses (SD3's bfloat16 Einsum) is checked against the module run eagerly instead, and timed against
-    torch.compile alone."""
+    torch.compile alone. `save()` runs after each side, so a run stopped part way keeps what it measured."""
     out, report = rewritten or rewrite(path, library, log, layout)
     result.rewritten = sum(report.rewritten.values())
     result.left = list(report.left)
@@ -248,12 +248,14 @@ def measure(path: Path | None, dtype: str, library: Path, provider: str, runs: i
         if result.error:
             log(f"  not run: {result.error}")
             return result
+        save()
         if first_result and "tuned_choices" in got:
             tuned, _ = side(["ort", *common, "--rewrite", out, "--library", library, "--provider", provider,
                              "--first-only"], work / "tuned.json", log,
                             env={"TRITONFORGE_ORT_TUNE_FILE": str(work / "tuned.tune")})
             if "first_result_s" in tuned:
                 result.first_s["tritonforge+tuned"] = tuned["first_result_s"]
+                save()
         if resize:
             dyn, at_side, at_other, result.resize = resize
             np.savez(work / "resize_from.npz", **at_side)
@@ -265,8 +267,9 @@ def measure(path: Path | None, dtype: str, library: Path, provider: str, runs: i
                              "--first-only"], work / "resize.json", log)
             if "resize_first_result_s" in moved:
                 result.resize_s["tritonforge"] = moved["resize_first_result_s"]
+                save()
         if torch is not None:
-            _torch_sides(result, torch, work, common, provider, log, first_result)
+            _torch_sides(result, torch, work, common, provider, log, first_result, save)
         if not result.ok and "+fp8" in result.exporter:
             log(f"  outputs differ: cosine {result.cosine} < {FP8_MIN_COSINE} (fp8); not timed")
         elif not result.ok:
@@ -299,8 +302,10 @@ def _take_ort(result: Result, got: dict, first: str) -> None:
         result.kernels[k] = named
 
 
-def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, provider: str, log, first_result) -> None:
-    """Each torch.compile mode in a process of its own, from an empty compile cache (module docstring)."""
+def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, provider: str, log, first_result,
+                 save) -> None:
+    """Each torch.compile mode in a process of its own, from an empty compile cache (module docstring); `save()`
+    after each."""
     reference = work / "export.npy"
     if not reference.is_file():  # onnxruntime refused the export: the module run eagerly is the reference
         side(["torch", *common, *spec.argv, *spec.weights_argv, "--device", provider,
@@ -326,6 +331,7 @@ def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, prov
             result.compile_error[name] = f"did not compile in {spec.limit:.0f} s" if stopped else \
                 got.get("error", "no first result")
             log(f"  {name}: {result.compile_error[name]}")
+            save()
             continue
         result.first_s[name] = got["first_result_s"]
         if got.get("max_rel_diff") is not None:
@@ -347,6 +353,7 @@ def _torch_sides(result: Result, spec: TorchSpec, work: Path, common: list, prov
                             "--first-only"], work / "warm.json", log, env=env, first_within=spec.limit)
             if "first_result_s" in warm:
                 result.first_s[f"{name}+warm"] = warm["first_result_s"]
+        save()
 
 
 def _mode_argv(mode: str) -> list:
@@ -707,10 +714,11 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
             first = (layout, choices) == variants[0]
             if first:
                 built = _free(built, args.provider)  # the sides need the GPU's memory
-            r = measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                        Result(label, name, dtype), rewritten=rewritten[layout, choices], free=free, best=best,
-                        layout=layout, torch=spec if first else None, first_result=args.first_result, resize=resize)
-            r.rewrite_s = rewritten[layout, choices][1].seconds
+            r = Result(label, name, dtype, rewrite_s=rewritten[layout, choices][1].seconds)
+            measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown, r,
+                    rewritten=rewritten[layout, choices], free=free, best=best, layout=layout,
+                    torch=spec if first else None, first_result=args.first_result, resize=resize,
+                    save=lambda r=r: record([r], device, results_path))
             out.append(r)
             record([r], device, results_path)
             print("  " + table([r])[2], flush=True)
@@ -843,10 +851,10 @@ def main(argv=None) -> int:
                 name = "file" + ("+best" if best else "") + _layout_tag(layout) + \
                     _choices_tag(choices, args.choices) + _precision_tag()
                 made = rewrite(args.onnx, library, layout=layout, choices=choices)
-                r = measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown,
-                            Result(args.onnx.stem, name, dtype), rewritten=made, best=best, layout=layout,
-                            torch=spec, first_result=args.first_result)
-                r.rewrite_s = made[1].seconds
+                r = Result(args.onnx.stem, name, dtype, rewrite_s=made[1].seconds)
+                measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown, r,
+                        rewritten=made, best=best, layout=layout, torch=spec, first_result=args.first_result,
+                        save=lambda r=r: record([r], device, results_path))
                 results.append(r)
     else:
         from benchmarks import e2e_models

@@ -248,6 +248,37 @@ def _torch_run(ort_library, tmp_path, *extra):
     return proc, {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())} if results.is_file() else {}
 
 
+def test_a_run_stopped_part_way_keeps_the_rows_of_the_sides_it_finished(ort_library, tmp_path):
+    """The bench stopped while torch.compile compiles (a GPU call's time limit, say): the results file already holds
+    the onnxruntime side's rows, complete and readable."""
+    import os
+    import signal
+    import time
+
+    pytest.importorskip("torch", reason="the torch side needs torch (pins/bench.txt)")
+    from . import tiny_torch
+
+    model, results = tmp_path / "tiny_block.onnx", tmp_path / "results.csv"
+    tiny_torch.export(model)
+    proc = subprocess.Popen([sys.executable, "benchmarks/e2e_bench.py", "--onnx", str(model), "--provider", "cpu",
+                             "--library", str(ort_library), "--runs", "3", "--warmup", "1", "--torch-compile",
+                             "--torch-module", "tests.benchmarks.tiny_torch:make", "--compile-modes",
+                             "reduce-overhead", "--results", str(results)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline and not (
+                results.is_file() and "tritonforge,tiny_block" in results.read_text().replace('"', "")):
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the bench ended before it could be stopped part way"
+    rows = {(r["provider"], r["metric"]): r for r in csv.DictReader(results.open())}
+    assert float(rows[("tritonforge", "ms")]["value"]) > 0 and ("torch_compile", "ms") not in rows
+
+
 @pytest.mark.full  # 25 s on the 2-core CI machine: the default suite keeps the compile-limit and refused-export runs
 @pytest.mark.parametrize("again", [False, True])
 def test_torch_compile_is_timed_in_a_process_of_its_own_with_both_sides_first_results(ort_library, tmp_path, again):
