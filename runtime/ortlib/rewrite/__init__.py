@@ -217,7 +217,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     if precision == "fp8":
         report.fp8_min_features = fp8_min_features
         done = to_fp8(model, report.fp8_min_features, base_dir, cuda.get("Fp8Linear", []) if cuda else None,
-                      check_library=library_path(library) if use_library else None, check=fp8_check)
+                      check_library=library_path(library) if use_library else None, check=fp8_check, dims=dims)
         report.fp8, report.fp8_kept, report.fp8_checked = done.written, done.kept, done.checked
     # the domains the written nodes use (the library's, and ORT's where attention went to its own op)
     used = {n.domain for n in every_node(model.graph)} & {DOMAIN, MS} if report.rewritten or report.fp8 else set()

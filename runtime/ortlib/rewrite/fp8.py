@@ -27,7 +27,7 @@ from .graph import Graph, domain_of, fresh, is_op
 # pays a quantization pass over its M x K activations for a GEMM that runs up to twice as fast, so it gains where the
 # GEMM is long per activation value and large in all. Of the zoo's 35 Linear shapes, fp8 was faster on each with a
 # weight (K * N) of at least 2**22 values and at least 2**34 multiply-adds (M * K * N) and slower on every other
-# but one (1.06x). M is the rows the graph fixes; where a dim is left open the weight alone decides.
+# but one (1.06x). M is the rows the graph fixes (or `dims` sizes); where a dim is left open the weight alone decides.
 FP8_MIN_WEIGHT = 1 << 22
 FP8_MIN_MACS = 1 << 34
 
@@ -41,13 +41,14 @@ def large_enough(k: int, n: int, m: int | None, min_features: int | None) -> boo
 
 
 def _rows(g: Graph, x: str) -> int | None:
-    dims = g.dims(x)
-    if not dims or not all(isinstance(d, int) for d in dims[:-1]):
+    """The rows (M) a Linear's input `x` holds, where the graph fixes or proves its leading dims."""
+    dims = g.proved_dims(x)
+    if not dims:
         return None
     return int(np.prod(dims[:-1], dtype=np.int64))
 
 
-def _candidate(g: Graph, node, min_features: int | None, served=None, load: bool = True):
+def _candidate(g: Graph, node, min_features: int | None, served=None, load: bool = True, typed: Graph | None = None):
     """(x, W (K, N) as float64, bias name or None, activation, ONNX element type) of a Linear to put in fp8, else
     None. Without `load`, (x, K) of a Linear that may be one, its weight left unread."""
     if domain_of(node) == DOMAIN and node.op_type == "Linear":
@@ -65,7 +66,7 @@ def _candidate(g: Graph, node, min_features: int | None, served=None, load: bool
     dtype = {10: "fp16", 16: "bf16"}.get(g.elem(x) or g.elem(w))
     if k % 16 or n % 16 or dtype is None or (served is not None and dtype not in served):
         return None
-    if not large_enough(k, n, _rows(g, x), min_features):
+    if not large_enough(k, n, _rows(typed or g, x) if min_features is None else None, min_features):
         return None
     if not load:
         return x, k
@@ -83,17 +84,24 @@ class Fp8Result:
 
 
 def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, check_library=None,
-           check: bool = False) -> Fp8Result:
+           check: bool = False, dims: dict | None = None) -> Fp8Result:
     """Rewrite `model`'s large Linears in place as Fp8Linear nodes (see the module's text). `served`: the dtypes
     ("fp16", "bf16") the library's CUDA Fp8Linear serves (None: any). `check`: try each on the model's own
-    activations first (fp8_check.py; `check_library` registered in that session) and keep those it moves too far."""
+    activations first (fp8_check.py; `check_library` registered in that session) and keep those it moves too far.
+    `dims`: sizes of the model's symbolic input dims, so the break-even knows the rows they make."""
     from onnx import TensorProto, helper, numpy_helper
 
     g = Graph(model, base_dir)
+    typed = None
+    from .measure import sized, symbolic_dims
+
+    if min_features is None and dims and set(dims) & set(symbolic_dims(model)):
+        typed = Graph(sized(model, dims), base_dir)
     result = Fp8Result()
     rows = {}
     if check:  # the candidates' inputs and widths first (their weights read once, below)
-        widths = dict(f for f in (_candidate(g, node, min_features, served, load=False) for node in g.nodes) if f)
+        found = (_candidate(g, node, min_features, served, load=False, typed=typed) for node in g.nodes)
+        widths = dict(f for f in found if f)
         rows = activation_rows(model, base_dir, check_library, widths) if widths else {}
         if isinstance(rows, str):
             result.checked, rows = f"not checked: {rows}", {}
@@ -101,7 +109,7 @@ def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, c
             result.checked = f"checked on the model's own activations (random inputs, {len(widths)} distinct)"
     nodes = []
     for node in g.nodes:
-        found = _candidate(g, node, min_features, served)
+        found = _candidate(g, node, min_features, served, typed=typed)
         if found is None:
             nodes.append(node)
             continue

@@ -97,7 +97,8 @@ def test_the_default_break_even_is_the_one_the_rows_measured():
 
 def test_the_break_even_reads_the_rows_where_the_graph_fixes_them():
     """Three MatMuls by one 2048 x 2048 weight (2**22 values): on 4096 rows (2**34 multiply-adds) it goes to fp8,
-    on 2048 rows it stays, on rows the graph leaves open the weight alone decides; an explicit floor overrides."""
+    on 2048 rows it stays, on rows the graph leaves open the weight alone decides, unless `dims` sizes them; an
+    explicit floor overrides."""
     from onnx import TensorProto, helper, numpy_helper
 
     k = n = 2048
@@ -111,6 +112,8 @@ def test_the_break_even_reads_the_rows_where_the_graph_fixes_them():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     taken = to_fp8(onnx.ModelProto.FromString(model.SerializeToString())).written
     assert sorted(name.split("/")[0] for name in taken) == ["mm_big", "mm_open"]
+    taken = to_fp8(onnx.ModelProto.FromString(model.SerializeToString()), dims={"batch": 2048}).written
+    assert [name.split("/")[0] for name in taken] == ["mm_big"]
     assert len(to_fp8(onnx.ModelProto.FromString(model.SerializeToString()), 2048).written) == 3
     assert to_fp8(model, 4096).written == []
 
