@@ -115,8 +115,9 @@ def main(argv=None) -> int:
                     help="with --precision fp8: skip trying each Linear on the model's own activations (one run on "
                          "random inputs) before it goes to fp8")
     ap.add_argument("--measure", choices=("auto", "on", "off"), default="auto",
-                    help="time the choices between the library's nodes, ORT's and the export's on this machine's GPU, "
-                         "for this model's own shapes, and keep the fastest (default auto: where a CUDA GPU and "
+                    help="time the choices between the library's nodes, ORT's and the export's on this machine's GPU "
+                         "(with --precision fp8, each Linear in fp8 and as it is too), for this model's own shapes, "
+                         "and keep the fastest (default auto: where a CUDA GPU and "
                          "onnxruntime-gpu are here and no --gpu is named; off: the shipped tables decide). What was "
                          "timed is kept beside the output (<out>.measured.json) and read again by the next rewrite")
     ap.add_argument("--measure-budget", type=float, default=60.0, metavar="SECONDS",

@@ -94,6 +94,7 @@ class Report:
     fp8_min_features: int | None = None  # the narrowest Linear put in fp8; None: the measured break-even
     fp8_kept: list = field(default_factory=list)  # (node, cosine): Linears the fp8 check kept in their type
     fp8_checked: str = ""  # how the fp8 check ran, or why it did not (fp8_check.py)
+    fp8_measured: str = ""  # what timing each Linear in fp8 and as it is decided (measure.Fp8Timing)
     measured: str = ""  # what timing the choices on this GPU decided, or why they were not timed (measure.py)
     measured_rows: dict = field(default_factory=dict)  # {signature: {candidate: microseconds or why not}}
 
@@ -122,8 +123,12 @@ class Report:
             out.append(f"{self.shapes_moved} Shape(s) of a Linear's output read its MatMul, which has that shape "
                        "(rewrite/shapes.py)")
         if self.fp8:
-            which = ("past the measured break-even" if self.fp8_min_features is None
-                     else f"of {self.fp8_min_features}+ features")
+            if self.fp8_min_features is None:
+                which = ("timed faster in fp8 here, or past the measured break-even where not timed"
+                         if self.fp8_measured else "past the measured break-even")
+            else:
+                which = f"of {self.fp8_min_features}+ features" + (", timed faster in fp8 here where timed"
+                                                                  if self.fp8_measured else "")
             out.append(f"fp8: {len(self.fp8)} Linear(s) {which} -> tritonforge.Fp8Linear "
                        "(e4m3 weights per output channel, activations per token; rewrite/fp8.py)")
         if self.fp8_kept:
@@ -135,6 +140,8 @@ class Report:
             out.append(f"fp8 {self.fp8_checked}")
         if self.measured:
             out.append(f"choices timed here: {self.measured}")
+        if self.fp8_measured:
+            out.append(f"fp8 timed here: {self.fp8_measured}")
         if self.decided:
             out.append(f"choices for {self.gpu or 'no GPU named or seen'}: measured on " +
                        "; ".join(f"{device} ({table})" for table, device in sorted(self.decided.items())))
@@ -216,9 +223,14 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
         report.left += kept
     if precision == "fp8":
         report.fp8_min_features = fp8_min_features
+        timing = _fp8_timing(model, timer, dims, measure_budget, measure_from, measured_rows, say)
         done = to_fp8(model, report.fp8_min_features, base_dir, cuda.get("Fp8Linear", []) if cuda else None,
-                      check_library=library_path(library) if use_library else None, check=fp8_check, dims=dims)
+                      check_library=library_path(library) if use_library else None, check=fp8_check, dims=dims,
+                      decide=timing)
         report.fp8, report.fp8_kept, report.fp8_checked = done.written, done.kept, done.checked
+        if timing is not None:
+            report.fp8_measured = timing.summary()
+            report.measured_rows.update(timing.rows)
     # the domains the written nodes use (the library's, and ORT's where attention went to its own op)
     used = {n.domain for n in every_node(model.graph)} & {DOMAIN, MS} if report.rewritten or report.fp8 else set()
     for domain in sorted(used - {o.domain for o in model.opset_import}):
@@ -228,6 +240,17 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     if valid:
         _check(model, "after")
     return report
+
+
+def _fp8_timing(model, timer, dims, budget, start, known, say):
+    """The fp8 rewrite's timing of each Linear on this GPU (measure.Fp8Timing), or None without a timer."""
+    if timer is None:
+        return None
+    from .measure import Fp8Timing
+
+    opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import}
+    return Fp8Timing(timer, dims, budget, start, known, opsets, model.ir_version, say,
+                     getattr(timer, "device", "this GPU"))
 
 
 def _timed_choices(graph, cuda, min_cols, attention, timer, dims, budget, known, say, report) -> dict:

@@ -48,9 +48,11 @@ def _rows(g: Graph, x: str) -> int | None:
     return int(np.prod(dims[:-1], dtype=np.int64))
 
 
-def _candidate(g: Graph, node, min_features: int | None, served=None, load: bool = True, typed: Graph | None = None):
+def _candidate(g: Graph, node, min_features: int | None, served=None, load: bool = True, typed: Graph | None = None,
+               timed: bool = False):
     """(x, W (K, N) as float64, bias name or None, activation, ONNX element type) of a Linear to put in fp8, else
-    None. Without `load`, (x, K) of a Linear that may be one, its weight left unread."""
+    None. Without `load`, (x, K) of a Linear that may be one, its weight left unread. `timed`: the break-even is
+    left to the caller (a timing decides, the rule where it does not)."""
     if domain_of(node) == DOMAIN and node.op_type == "Linear":
         x, w, bias = node.input
         act = next((a.s.decode() for a in node.attribute if a.name == "activation"), "none")
@@ -66,7 +68,8 @@ def _candidate(g: Graph, node, min_features: int | None, served=None, load: bool
     dtype = {10: "fp16", 16: "bf16"}.get(g.elem(x) or g.elem(w))
     if k % 16 or n % 16 or dtype is None or (served is not None and dtype not in served):
         return None
-    if not large_enough(k, n, _rows(typed or g, x) if min_features is None else None, min_features):
+    if (min_features is not None or not timed) and not large_enough(
+            k, n, _rows(typed or g, x) if min_features is None else None, min_features):
         return None
     if not load:
         return x, k
@@ -84,23 +87,26 @@ class Fp8Result:
 
 
 def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, check_library=None,
-           check: bool = False, dims: dict | None = None) -> Fp8Result:
+           check: bool = False, dims: dict | None = None, decide=None) -> Fp8Result:
     """Rewrite `model`'s large Linears in place as Fp8Linear nodes (see the module's text). `served`: the dtypes
     ("fp16", "bf16") the library's CUDA Fp8Linear serves (None: any). `check`: try each on the model's own
     activations first (fp8_check.py; `check_library` registered in that session) and keep those it moves too far.
-    `dims`: sizes of the model's symbolic input dims, so the break-even knows the rows they make."""
+    `dims`: sizes of the model's symbolic input dims, so the break-even knows the rows they make. `decide(graph,
+    node, fp8_node, initializers)`: True or False where it timed the two on this GPU (measure.Fp8Timing), None
+    where it did not; without it, or where it says None, the break-even (or `min_features`) decides."""
     from onnx import TensorProto, helper, numpy_helper
 
     g = Graph(model, base_dir)
     typed = None
     from .measure import sized, symbolic_dims
 
-    if min_features is None and dims and set(dims) & set(symbolic_dims(model)):
+    if (min_features is None or decide) and dims and set(dims) & set(symbolic_dims(model)):
         typed = Graph(sized(model, dims), base_dir)
+    timed = decide is not None
     result = Fp8Result()
     rows = {}
     if check:  # the candidates' inputs and widths first (their weights read once, below)
-        found = (_candidate(g, node, min_features, served, load=False, typed=typed) for node in g.nodes)
+        found = (_candidate(g, node, min_features, served, load=False, typed=typed, timed=timed) for node in g.nodes)
         widths = dict(f for f in found if f)
         rows = activation_rows(model, base_dir, check_library, widths) if widths else {}
         if isinstance(rows, str):
@@ -109,7 +115,7 @@ def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, c
             result.checked = f"checked on the model's own activations (random inputs, {len(widths)} distinct)"
     nodes = []
     for node in g.nodes:
-        found = _candidate(g, node, min_features, served, typed=typed)
+        found = _candidate(g, node, min_features, served, typed=typed, timed=timed)
         if found is None:
             nodes.append(node)
             continue
@@ -123,16 +129,23 @@ def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, c
                 continue
         base = (node.name or node.output[0]).rsplit("/", 1)[0] + "/Fp8Linear"
         w_name, s_name = g.unique(base + ".weight_e4m3"), g.unique(base + ".weight_scale")
-        w_q = helper.make_tensor(w_name, TensorProto.FLOAT8E4M3FN, q.shape, q.tobytes(), raw=True)
-        model.graph.initializer.extend([w_q, numpy_helper.from_array(scale.astype(np.float32), s_name)])
+        inits = [helper.make_tensor(w_name, TensorProto.FLOAT8E4M3FN, q.shape, q.tobytes(), raw=True),
+                 numpy_helper.from_array(scale.astype(np.float32), s_name)]
         if bias is None:
             bias = g.unique(base + ".bias")
             zeros = np.zeros(weight.shape[1], dtype=np.uint16)  # float16's and bfloat16's zero: two zero bytes
-            model.graph.initializer.append(helper.make_tensor(bias, elem, zeros.shape, zeros.tobytes(), raw=True))
-        name = fresh(base, g.node_names)
-        nodes.append(helper.make_node("Fp8Linear", [x, w_name, s_name, bias], list(node.output), name=name,
-                                      domain=DOMAIN, activation=act))
-        result.written.append(name)
+            inits.append(helper.make_tensor(bias, elem, zeros.shape, zeros.tobytes(), raw=True))
+        fp8 = helper.make_node("Fp8Linear", [x, w_name, s_name, bias], list(node.output),
+                               name=fresh(base, g.node_names), domain=DOMAIN, activation=act)
+        verdict = decide(typed or g, node, fp8, inits) if decide else None
+        if verdict is None and timed and min_features is None:  # not timed: the measured break-even
+            verdict = large_enough(weight.shape[0], weight.shape[1], _rows(typed or g, x), None)
+        if verdict is False:
+            nodes.append(node)
+            continue
+        model.graph.initializer.extend(inits)
+        nodes.append(fp8)
+        result.written.append(fp8.name)
     if result.written:
         del model.graph.node[:]
         model.graph.node.extend(nodes)

@@ -40,6 +40,7 @@ PICKS = ("library", "ort")  # the trials, each taking that candidate at every ch
 # how far a candidate's outputs may be from the export's nodes' (both run on the same inputs in the same dtype), in
 # units of the largest magnitude of the export's output: the rounding of two orders of summation in the dtype
 CHECK_TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
+FP8_TOLERANCE = 0.1  # an fp8 Linear against its fp16 node: e4m3's 3-bit mantissa (fp8_check.py bounds the quality)
 COPY_BYTES = 256 << 20  # the copies of a site run side by side stop at this much input
 MAX_COPIES = 8
 
@@ -304,9 +305,10 @@ def _draw(name: str, dims: list, dtype) -> np.ndarray:
     return np.resize(block, dims)
 
 
-def mismatch(dtype: str, want: dict, got: dict) -> str:
-    """Why `got` (a candidate's outputs) is not `want` (the export's) within CHECK_TOLERANCE, or ""."""
-    tol = CHECK_TOLERANCE.get(dtype, CHECK_TOLERANCE["fp16"])
+def mismatch(dtype: str, want: dict, got: dict, tol: float | None = None) -> str:
+    """Why `got` (a candidate's outputs) is not `want` (the export's) within `tol` (default: the dtype's
+    CHECK_TOLERANCE), or ""."""
+    tol = CHECK_TOLERANCE.get(dtype, CHECK_TOLERANCE["fp16"]) if tol is None else tol
     for name, ref in want.items():
         out = got.get(name)
         if out is None or out.shape != ref.shape:
@@ -490,10 +492,8 @@ def _time_site(site: Site, timer, opsets: dict, ir_version: int) -> dict:
     row: dict[str, float | str] = {}
     copies = copies_for(site.cuts["export"])
     want, drawn = None, {}
-    for pick in ("export", *PICKS):
-        side = site.cuts.get(pick)
-        if side is None:
-            continue
+    for pick in ("export", *(p for p in site.cuts if p != "export")):
+        side = site.cuts[pick]
         try:
             got = timer(side_model(side, copies, opsets, ir_version), feeds_for(side, copies, drawn), copies)
         except Exception as exc:  # onnxruntime's errors share no public base; the site stays as the tables say
@@ -503,11 +503,66 @@ def _time_site(site: Site, timer, opsets: dict, ir_version: int) -> dict:
             continue
         if pick == "export":
             want = got.outputs
-        elif (why := mismatch(site.dtype, want, got.outputs)):
+        elif (why := mismatch(site.dtype, want, got.outputs, FP8_TOLERANCE if pick == "fp8" else None)):
             row[pick] = f"did not check: {why}"
             continue
         row[pick] = got.seconds * 1e6
     return row
+
+
+class Fp8Timing:
+    """`to_fp8`'s `decide`: each Linear the fp8 rewrite may take, timed on this GPU as its node is and as the
+    Fp8Linear that would replace it (outputs checked within FP8_TOLERANCE first), the fp8 node kept only where it
+    ran faster. Shapes are timed once, while the rewrite is within `budget_s` of `start`; rows come from and go to
+    the same `rows` a MeasuredFile keeps (keyed "fp8:<signature>")."""
+
+    def __init__(self, timer, dims: dict | None, budget_s: float, start: float, known: dict | None, opsets: dict,
+                 ir_version: int, say=None, device: str = "this GPU"):
+        self.timer, self.budget_s, self.start, self.known = timer, budget_s, start, known or {}
+        self.dims = dict(dims or {})
+        self.opsets, self.ir_version, self.say, self.device = opsets, ir_version, say, device
+        self.rows: dict = {}
+        self.timed = self.late = 0
+        self.verdicts: dict[str, bool] = {}  # node -> went to fp8
+        self.skipped: dict[str, int] = {}
+
+    def __call__(self, graph, node, fp8, inits) -> bool | None:
+        out = node.output[0]
+        try:
+            old = cut(graph, [node], [out], {}, self.dims)
+            new = cut(graph, [fp8], [out], {t.name: t for t in inits}, self.dims, known=old.inputs)
+        except Unmeasurable as why:
+            self.skipped[str(why)] = self.skipped.get(str(why), 0) + 1
+            return None
+        sig = "fp8:" + hashlib.sha256(f"{old.signature}\n{new.signature}".encode()).hexdigest()
+        row = self.rows.get(sig) or self.known.get(sig)
+        if row is None:
+            if time.monotonic() - self.start > self.budget_s:
+                self.late += 1
+                return None
+            x = next(iter(old.inputs.values()))
+            label = f"fp8 Linear {tuple(x[1])} x {list(inits[0].dims)[::-1]}"
+            if self.say:
+                self.say(f"measuring {label}")
+            row = _time_site(Site([node.name], {"export": old, "fp8": new}, FLOAT_TYPES.get(x[0], ""), label),
+                             self.timer, self.opsets, self.ir_version)
+            self.timed += 1
+        self.rows[sig] = row
+        times = {p: v for p, v in row.items() if isinstance(v, float)}
+        if "export" not in times:
+            self.skipped["the node did not run here"] = self.skipped.get("the node did not run here", 0) + 1
+            return None
+        self.verdicts[node.name or out] = times.get("fp8", float("inf")) < times["export"]
+        return self.verdicts[node.name or out]
+
+    def summary(self) -> str:
+        taken = sum(self.verdicts.values())
+        parts = [f"{len(self.verdicts)} Linear(s) decided by timing on {self.device} ({self.timed} shape(s) timed "
+                 f"now): {taken} to fp8, {len(self.verdicts) - taken} kept in their type"]
+        if self.late:
+            parts.append(f"{self.late} past the {self.budget_s:g} s budget left to the break-even")
+        parts += [f"{n} left to the break-even: {why}" for why, n in self.skipped.items()]
+        return "; ".join(parts)
 
 
 class MeasuredFile:

@@ -247,3 +247,73 @@ def test_the_rewrite_times_its_choices_on_the_cuda_ep_and_keeps_them_beside_the_
     assert "0 shape(s) timed now" in again.measured
     outs = [run_once(path, lib, ["CUDAExecutionProvider"]) for path, lib in ((UNET, None), (dst, library))]
     assert np.abs(outs[0] - outs[1]).max() <= 2e-2 * np.abs(outs[0]).max()
+
+
+@pytest.mark.gpu
+def test_fp8_is_timed_on_the_cuda_ep_against_each_linear_as_it_is(ort_cuda, library, tmp_path):
+    """On a GPU with fp8 tensor cores, each Linear of the tiny DiT is timed there as it is and as Fp8Linear, both
+    sides checked and timed (no row holds a failure), and the model written runs within fp8's bound."""
+    from tritonforge.runtime.ortlib.rewrite import choices
+
+    known = choices.model_of(choices.detect_gpu() or "")
+    if known is None or choices.ARCHS[known[0]][0] not in ("ada", "hopper", "blackwell"):
+        pytest.skip("this GPU has no fp8 tensor cores (or is none the rewrite knows)")
+    dst = tmp_path / "dit.tf.onnx"
+    report = rewrite_file(FP8_EXPORT, dst, library, measure="on", precision="fp8")
+    rows = {k: v for k, v in report.measured_rows.items() if k.startswith("fp8:")}
+    assert rows and all(isinstance(v, float) for row in rows.values() for v in row.values()), rows
+    assert "Linear(s) decided by timing on" in report.fp8_measured, report.lines()
+    outs = [run_once(path, lib, ["CUDAExecutionProvider"]) for path, lib in ((FP8_EXPORT, None), (dst, library))]
+    a, b = (o.astype(np.float64).ravel() for o in outs)
+    assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= 0.995
+
+
+class Fp8FakeTimer(FakeTimer):
+    """A FakeTimer that also tells the fp8 node apart: a model holding an Fp8Linear is "fp8"."""
+
+    def __call__(self, model, feeds, copies):
+        if not any(n.op_type == "Fp8Linear" for n in model.graph.node):
+            return super().__call__(model, feeds, copies)
+        self.seen["fp8"] += 1
+        outputs = self.real(model, feeds, copies).outputs
+        if self.wrong == "fp8":
+            outputs = {k: -v for k, v in outputs.items()}
+        return Timed(1e-6 if self.fastest == "fp8" else 3e-6, outputs)
+
+
+FP8_EXPORT = EXPORTS / "sd3_medium_tiny.ort.fp16.onnx"
+
+
+@pytest.mark.parametrize("fastest", ["fp8", "export"])
+def test_each_linear_goes_to_fp8_where_it_timed_faster_here(ort_library, fastest):
+    """With a timer the fp8 rewrite times every Linear it may take as it is and as Fp8Linear (both run on the CPU EP,
+    the fp8 one checked against the other first) and keeps the faster: the tiny model's narrow Linears, which the
+    break-even alone keeps, go to fp8 where fp8 is timed faster and stay where it is not."""
+    timer = Fp8FakeTimer(ort_library, fastest=fastest)
+    model, report = rewritten(ort_library, timer, src=FP8_EXPORT, precision="fp8", fp8_check=False)
+    fp8 = ops(model)[(DOMAIN, "Fp8Linear")]
+    said = report.fp8_measured
+    decided = int(said.split(" Linear(s) decided")[0])
+    assert decided > 0 and timer.seen["fp8"] == int(said.split("GPU (")[1].split(" shape(s)")[0]) > 0, said
+    assert fp8 == (decided if fastest == "fp8" else 0) and f": {fp8} to fp8, {decided - fp8} kept" in said, said
+    assert sum(1 for k in report.measured_rows if k.startswith("fp8:")) == timer.seen["fp8"]
+    assert any(line.startswith("fp8 timed here: ") for line in report.lines())
+
+
+def test_an_fp8_node_that_computes_something_else_is_kept_out_and_rows_are_reused(ort_library):
+    wrong = Fp8FakeTimer(ort_library, fastest="fp8", wrong="fp8")
+    model, report = rewritten(ort_library, wrong, src=FP8_EXPORT, precision="fp8", fp8_check=False)
+    assert ops(model)[(DOMAIN, "Fp8Linear")] == 0
+    rows = {k: v for k, v in report.measured_rows.items() if k.startswith("fp8:")}
+    assert rows and all(v["fp8"].startswith("did not check: ") for v in rows.values()), rows
+    again = Fp8FakeTimer(ort_library, fastest="fp8")  # would take every one, were it asked
+    model, _ = rewritten(ort_library, again, src=FP8_EXPORT, precision="fp8", fp8_check=False,
+                         measured_rows=report.measured_rows)
+    assert again.seen["fp8"] == 0 and ops(model)[(DOMAIN, "Fp8Linear")] == 0
+
+
+def test_past_the_budget_the_break_even_decides_fp8(ort_library):
+    timer = Fp8FakeTimer(ort_library, fastest="fp8")
+    model, report = rewritten(ort_library, timer, src=FP8_EXPORT, precision="fp8", fp8_check=False, measure_budget=-1)
+    assert timer.seen["fp8"] == 0 and ops(model)[(DOMAIN, "Fp8Linear")] == 0  # the tiny widths are below it
+    assert "past the -1 s budget left to the break-even" in report.fp8_measured, report.fp8_measured
