@@ -2,14 +2,16 @@
 
 After the rewrite, every Linear by a constant 2-D weight (K, N) of a float16 or bfloat16 model — the library's
 `tritonforge.Linear` nodes and the MatMuls the other fusions left in front of their nodes (attention's
-projections, BiasConcat's, SkipLayerNormalization's) — large enough to gain (`large_enough`) and with K and N multiples
-of 16 (cuBLASLt's fp8 layouts) becomes `tritonforge.Fp8Linear(X, W_q, w_scale, bias)`: W_q the (N, K) e4m3 weight
+projections, BiasConcat's, SkipLayerNormalization's) — that gains in fp8 and whose K and N are multiples of 16
+(cuBLASLt's fp8 layouts) becomes `tritonforge.Fp8Linear(X, W_q, w_scale, bias)`: W_q the (N, K) e4m3 weight
 (ONNX FLOAT8E4M3FN), one float scale per output channel (its largest magnitude over 448), the bias the Linear's (zero
 where the MatMul had none). The activations are quantized per token by the node at run time
 (runtime/ortlib/src/fp8_linear.cc). On a GPU without fp8 tensor cores the node runs dequantized (its weight in the
 activations' type, no fp8 gain); on the CPU EP it computes the fp8 GPU's numbers (the activations quantized the same
 way, both operands dequantized) in double. Each candidate is tried on the model's own activations first
-(fp8_check.py): one whose fp8 product strays stays in its type.
+(fp8_check.py): one whose fp8 product strays stays in its type. Whether a Linear gains is timed on the GPU where
+the rewrite times its choices (measure.Fp8Timing: the node as it is against its Fp8Linear), and decided by the
+break-even measured on the zoo's shapes (`large_enough`) where it is not timed.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ Each candidate's outputs are checked against the export's nodes' first (CHECK_TO
 site's verdict is the fastest that checked. Sites of one signature (the same ops at the same shapes: a UNet's
 repeated blocks) are timed once, the heaviest first, until `budget_s` is spent. Sites not timed by then, or that
 cannot be cut out (a symbolic dim, an input that is not a float tensor), are left to the tables, and the summary
-says how many.
+says how many. With fp8 asked for, `Fp8Timing` times each Linear fp8 may take the same way: as it is against
+the Fp8Linear that would replace it.
 
 What was measured is kept in a file beside the written model (`MeasuredFile`), keyed by the GPU, onnxruntime and
 the library, and read again by the next rewrite there: a signature measured once is not timed again.
