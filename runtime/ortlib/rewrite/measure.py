@@ -373,6 +373,11 @@ def sized(model, dims: dict):
     return copy
 
 
+def _uncut(exc: Exception) -> str:
+    """The summary's reason for a site the cut failed on in a way it does not foresee."""
+    return f"could not be cut out ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+
+
 def group(graph, trials: dict, dims: dict, typed=None) -> tuple[dict, dict]:
     """({signature: Site} of the sites the trials made a choice at, {reason: sites} of the ones that cannot be
     cut out). `trials`: {pick: ({site: Match}, the trial's new initializers)}."""
@@ -398,7 +403,7 @@ def group(graph, trials: dict, dims: dict, typed=None) -> tuple[dict, dict]:
             skipped[str(why)] = skipped.get(str(why), 0) + 1
             continue
         except Exception as exc:  # a form the cut does not foresee: the tables decide it, and the summary says so
-            why = f"could not be cut out ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+            why = _uncut(exc)
             skipped[why] = skipped.get(why, 0) + 1
             continue
         if "ort" in cuts and "library" in cuts and cuts["ort"].signature == cuts["library"].signature:
@@ -534,6 +539,10 @@ class Fp8Timing:
             new = cut(graph, [fp8], [out], {t.name: t for t in inits}, self.dims, known=old.inputs)
         except Unmeasurable as why:
             self.skipped[str(why)] = self.skipped.get(str(why), 0) + 1
+            return None
+        except Exception as exc:  # a form the cut does not foresee: the break-even decides, the summary says so
+            why = _uncut(exc)
+            self.skipped[why] = self.skipped.get(why, 0) + 1
             return None
         sig = "fp8:" + hashlib.sha256(f"{old.signature}\n{new.signature}".encode()).hexdigest()
         row = self.rows.get(sig) or self.known.get(sig)
