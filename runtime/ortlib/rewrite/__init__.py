@@ -248,9 +248,7 @@ def _fp8_timing(model, timer, dims, budget, start, known, say):
         return None
     from .measure import Fp8Timing
 
-    opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import}
-    return Fp8Timing(timer, dims, budget, start, known, opsets, model.ir_version, say,
-                     getattr(timer, "device", "this GPU"))
+    return Fp8Timing(model, timer, dims, budget, start, known, say)
 
 
 def _timed_choices(graph, cuda, min_cols, attention, timer, dims, budget, known, say, report) -> dict:

@@ -98,10 +98,10 @@ def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, c
     where it did not; without it, or where it says None, the break-even (or `min_features`) decides."""
     from onnx import TensorProto, helper, numpy_helper
 
-    g = Graph(model, base_dir)
-    typed = None
     from .measure import sized, symbolic_dims
 
+    g = Graph(model, base_dir)
+    typed = None
     if (min_features is None or decide) and dims and set(dims) & set(symbolic_dims(model)):
         typed = Graph(sized(model, dims), base_dir)
     timed = decide is not None

@@ -373,6 +373,17 @@ def sized(model, dims: dict):
     return copy
 
 
+def opsets_of(model) -> dict:
+    """{domain: version} of the model's opset imports ("" for ONNX's own, however it is spelled)."""
+    return {o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import}
+
+
+def timing_dims(model, dims: dict | None) -> dict:
+    """`dims` as cut() takes them: with SYMBOLIC saying whether the model leaves input dims they do not size (so
+    an unmeasurable cut's reason says how to size them)."""
+    return {**(dims or {}), SYMBOLIC: bool(set(symbolic_dims(model)) - set(dims or {}))}
+
+
 def _uncut(exc: Exception) -> str:
     """The summary's reason for a site the cut failed on in a way it does not foresee."""
     return f"could not be cut out ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
@@ -425,14 +436,14 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
     the time.monotonic() `budget_s` counts from (default: now)."""
     from .graph import Graph
 
-    opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in graph.model.opset_import}
+    opsets = opsets_of(graph.model)
     known = known or {}
     loose = symbolic_dims(graph.model)
     unknown = sorted(set(dims or {}) - set(loose))
     if unknown:
         raise TritonforgeError(f"--dims names {', '.join(unknown)}, which the model's inputs do not have; its "
                                f"symbolic dims are {', '.join(loose) or 'none'}")
-    dims = {**(dims or {}), SYMBOLIC: bool(set(loose) - set(dims or {}))}
+    dims = timing_dims(graph.model, dims)
     typed = Graph(sized(graph.model, dims), graph.base_dir) if set(dims) & set(loose) else graph
     result = Measured()
     began = time.monotonic()
@@ -522,11 +533,11 @@ class Fp8Timing:
     ran faster. Shapes are timed once, while the rewrite is within `budget_s` of `start`; rows come from and go to
     the same `rows` a MeasuredFile keeps (keyed "fp8:<signature>")."""
 
-    def __init__(self, timer, dims: dict | None, budget_s: float, start: float, known: dict | None, opsets: dict,
-                 ir_version: int, say=None, device: str = "this GPU"):
+    def __init__(self, model, timer, dims: dict | None, budget_s: float, start: float, known: dict | None, say=None):
         self.timer, self.budget_s, self.start, self.known = timer, budget_s, start, known or {}
-        self.dims = dict(dims or {})
-        self.opsets, self.ir_version, self.say, self.device = opsets, ir_version, say, device
+        self.dims = timing_dims(model, dims)
+        self.opsets, self.ir_version, self.say = opsets_of(model), model.ir_version, say
+        self.device = getattr(timer, "device", "this GPU")
         self.rows: dict = {}
         self.timed = self.late = 0
         self.verdicts: dict[str, bool] = {}  # node -> went to fp8
@@ -562,8 +573,8 @@ class Fp8Timing:
         if "export" not in times:
             self.skipped["the node did not run here"] = self.skipped.get("the node did not run here", 0) + 1
             return None
-        self.verdicts[node.name or out] = times.get("fp8", float("inf")) < times["export"]
-        return self.verdicts[node.name or out]
+        faster = self.verdicts[node.name or out] = times.get("fp8", float("inf")) < times["export"]
+        return faster
 
     def summary(self) -> str:
         taken = sum(self.verdicts.values())
