@@ -284,6 +284,7 @@ def _machine_lock(name: str):
     return FileLock(Path(tempfile.gettempdir()) / f"tritonforge-{name}.lock")
 
 
+@pytest.hookimpl(trylast=True)  # after -m has deselected: a default run that needs no userland image makes none
 def pytest_collection_modifyitems(session, config, items):
     import threading
 

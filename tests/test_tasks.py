@@ -214,7 +214,7 @@ def test_wheel_refuses_an_unknown_userland_before_it_writes_a_wheel(repo):
     assert not (repo / "old").exists()
 
 
-@pytest.mark.full  # the default run's workflow test runs `invoke wheel --userland bullseye` on its own model
+@pytest.mark.full  # with the workflow test, which runs `invoke wheel --userland bullseye` on its own model
 def test_the_wheel_installs_and_runs_a_users_export_on_an_older_linux(repo_with_dist, userland_image):
     """`invoke wheel --userland bullseye --model`: Debian 11's own pip installs the wheel beside onnxruntime 1.18.0
     and the newest (userland_said), rewrites a dynamo export with dynamic axes with `tritonforge-rewrite` and runs
