@@ -255,7 +255,8 @@ def _build_unet_or_vae(m: E2EModel, net, config: dict, t, device: str, side: int
             def forward(self, latent):
                 return self.vae.decode(latent, return_dict=False)[0]
 
-        return Decoder(net), (torch.randn(m.batch, 4, lat, lat, device=device, dtype=t),), ["latent"]
+        latent = config.get("latent_channels", 4)  # SD3's and Flux's VAEs: 16
+        return Decoder(net), (torch.randn(m.batch, latent, lat, lat, device=device, dtype=t),), ["latent"]
     cross = config["cross_attention_dim"]
     inputs = [torch.randn(m.batch, 4, lat, lat, device=device, dtype=t),
               torch.full((m.batch,), 999, device=device, dtype=torch.int64),
