@@ -41,6 +41,22 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def weight_bytes(model) -> int:
+    """The bytes the model's tensors hold, from their types and dims (external data is not read)."""
+    import math
+
+    from onnx import helper
+
+    total = 0
+    for t in tensors(model):
+        try:
+            size = helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except (KeyError, TypeError, ValueError):  # a type numpy has no dtype for
+            size = 1
+        total += size * math.prod(t.dims)
+    return total
+
+
 def tensors(model):
     """Every tensor the model holds: initializers and the tensors of node attributes (a Constant's value, which
     TorchScript's exporter also writes as external data), subgraphs' included."""

@@ -93,7 +93,7 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
     inputs of the site's export side; Graph.proved_dims where inference leaves them open); Unmeasurable naming the
     value otherwise. `loaded`: the model's weights read so far, by name (one copy for every cut)."""
     import onnx
-    from onnx import external_data_helper, numpy_helper
+    from onnx import numpy_helper
 
     made = {o for n in nodes for o in n.output if o}
     constants, inputs = {}, {}
@@ -110,11 +110,7 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
                 if v not in loaded:
                     t = onnx.TensorProto()
                     t.CopyFrom(graph.inits[v])
-                    if external_data_helper.uses_external_data(t):
-                        external_data_helper.load_external_data_for_tensor(t, graph.base_dir or "")
-                        t.data_location = onnx.TensorProto.DEFAULT
-                        del t.external_data[:]
-                    loaded[v] = t
+                    loaded[v] = _inline(t, graph.base_dir)
                 constants[v] = loaded[v]
             elif (c := graph.const(v)) is not None or (c := graph.weight(v)) is not None:
                 constants[v] = numpy_helper.from_array(np.ascontiguousarray(c), v)
@@ -136,7 +132,39 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
                     raise Unmeasurable(f"dims the model leaves symbolic ({', '.join(loose)}): size them with "
                                        "--dims NAME=SIZE to time these")
                 inputs[v] = (elem, fixed)
-    return Side(list(nodes), constants, inputs, {o: graph.elem(o) for o in outputs})
+    return Side([_held_inline(n, graph.base_dir) for n in nodes], constants, inputs,
+                {o: graph.elem(o) for o in outputs})
+
+
+def _inline(t, base_dir):
+    """Tensor `t` with its external data read into it, in place: a model handed to onnxruntime as bytes may read
+    no file (a large export keeps its initializers and its Constant nodes' tensors in one)."""
+    import onnx
+    from onnx import external_data_helper
+
+    if external_data_helper.uses_external_data(t):
+        external_data_helper.load_external_data_for_tensor(t, base_dir or "")
+        t.data_location = onnx.TensorProto.DEFAULT
+        del t.external_data[:]
+    return t
+
+
+def _held_inline(node, base_dir):
+    """`node`, or a copy whose tensor attributes (a Constant's value) hold their external data."""
+    import onnx
+    from onnx import external_data_helper
+
+    def outside(a):
+        return a.type == onnx.AttributeProto.TENSOR and external_data_helper.uses_external_data(a.t)
+
+    if not any(outside(a) for a in node.attribute):
+        return node
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    for a in copy.attribute:
+        if outside(a):
+            _inline(a.t, base_dir)
+    return copy
 
 
 def replaced(graph, nodes: list, kept: set) -> list:

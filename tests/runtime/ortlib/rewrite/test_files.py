@@ -59,6 +59,20 @@ def test_a_constants_external_value_is_written_beside_the_output_too(tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == ["m.tf.onnx", "m.tf.onnx.data"]
 
 
+def test_the_weights_bytes_are_counted_from_their_dims_without_reading_external_data(tmp_path):
+    """What the rewrite keeps of its budget for writing a model grows with its weights, counted without reading them
+    (an SDXL UNet's 5 GB stay on disk until written)."""
+    m = _model(3000)
+    m.graph.node.insert(0, helper.make_node("Constant", [], ["h"], value=numpy_helper.from_array(
+        np.zeros(500, np.float16), "h_value")))
+    src = tmp_path / "m.onnx"
+    onnx.save(m, str(src), save_as_external_data=True, all_tensors_to_one_file=True, location="m.onnx.data",
+              size_threshold=0, convert_attribute=True)
+    model, _ = files.read(src)
+    assert not any(t.raw_data for t in files.tensors(model))  # nothing was read
+    assert files.weight_bytes(model) == 3000 * 4 + 4 * 4 + 500 * 2 == (tmp_path / "m.onnx.data").stat().st_size
+
+
 def test_a_model_too_big_for_one_protobuf_is_written_with_external_data(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "_PROTO_LIMIT", 10_000)  # as a 2 GB model is, in miniature
     model = _model()
