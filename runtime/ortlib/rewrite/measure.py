@@ -97,6 +97,7 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
 
     made = {o for n in nodes for o in n.output if o}
     constants, inputs = {}, {}
+    loaded = {} if loaded is None else loaded
     for n in nodes:
         if any(True for _ in named_subgraphs(n)):
             raise Unmeasurable(f"{n.op_type} node '{n.name}' holds a subgraph")
@@ -106,7 +107,6 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
             if v in added:
                 constants[v] = added[v]
             elif v in graph.inits:
-                loaded = {} if loaded is None else loaded
                 if v not in loaded:
                     t = onnx.TensorProto()
                     t.CopyFrom(graph.inits[v])
@@ -132,7 +132,7 @@ def cut(graph, nodes: list, outputs: list, added: dict, dims: dict, loaded: dict
                     raise Unmeasurable(f"dims the model leaves symbolic ({', '.join(loose)}): size them with "
                                        "--dims NAME=SIZE to time these")
                 inputs[v] = (elem, fixed)
-    return Side([_held_inline(n, graph.base_dir) for n in nodes], constants, inputs,
+    return Side([_held_inline(n, graph.base_dir, loaded) for n in nodes], constants, inputs,
                 {o: graph.elem(o) for o in outputs})
 
 
@@ -149,8 +149,9 @@ def _inline(t, base_dir):
     return t
 
 
-def _held_inline(node, base_dir):
-    """`node`, or a copy whose tensor attributes (a Constant's value) hold their external data."""
+def _held_inline(node, base_dir, loaded: dict):
+    """`node`, or a copy whose tensor attributes (a Constant's value) hold their external data, read once for every
+    cut (kept in `loaded` by the node's output)."""
     import onnx
     from onnx import external_data_helper
 
@@ -159,12 +160,15 @@ def _held_inline(node, base_dir):
 
     if not any(outside(a) for a in node.attribute):
         return node
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    for a in copy.attribute:
-        if outside(a):
-            _inline(a.t, base_dir)
-    return copy
+    key = ("node", node.output[0])  # initializers are kept by their names, never tuples
+    if key not in loaded:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        for a in copy.attribute:
+            if outside(a):
+                _inline(a.t, base_dir)
+        loaded[key] = copy
+    return loaded[key]
 
 
 def replaced(graph, nodes: list, kept: set) -> list:
