@@ -168,10 +168,10 @@ def test_rows_measured_before_are_not_timed_again_and_the_file_keeps_them_per_ke
 
 
 class SlowTimer(FakeTimer):
-    """A FakeTimer that takes 20 ms a side, so that a budget runs out part way."""
+    """A FakeTimer that takes 150 ms a side, so that a budget runs out part way."""
 
     def __call__(self, model, feeds, copies):
-        time.sleep(0.02)
+        time.sleep(0.15)
         return super().__call__(model, feeds, copies)
 
 
@@ -181,7 +181,8 @@ def test_a_rewrite_again_times_what_the_budget_left_and_reuses_what_was_timed(or
     while rounds < 40:
         rounds += 1
         timer = SlowTimer(ort_library, fastest="library")
-        _, report = rewritten(ort_library, timer, measure_budget=0.4, measured_rows=dict(rows))
+        # the budget counts from the rewrite's start: well past its matching on a loaded 2-core machine
+        _, report = rewritten(ort_library, timer, measure_budget=2.0, measured_rows=dict(rows))
         timed = int(report.measured.split(" shape(s) timed now")[0].rpartition("(")[2])
         assert timer.seen["export"] == timed and set(rows) < set(report.measured_rows), report.measured
         rows = report.measured_rows
@@ -189,7 +190,7 @@ def test_a_rewrite_again_times_what_the_budget_left_and_reuses_what_was_timed(or
             break
         assert "rewriting again times them: what was timed now is kept" in report.measured
     assert "budget" not in report.measured and "left to the tables" not in report.measured, report.measured
-    assert rounds >= 2  # the budget did run out at first
+    assert rounds >= 2, rounds  # the budget did run out at first
 
 
 def test_a_symbolic_dim_is_timed_once_it_is_sized(ort_library):
