@@ -489,11 +489,14 @@ QUANTIZE = ("torchao-fp8-row",)
 def quantize(module, how: str) -> None:
     """torchao's fp8 recipe for inference on Hopper, as its diffusers examples apply it: every Linear's weight in e4m3
     with one scale per output row, activations quantized per row at run time (`torch._scaled_mm`, cuBLASLt's fp8).
-    It takes bfloat16 weights only, so an fp16 module runs in bfloat16 around its fp8 GEMMs (as diffusers runs it)."""
+    It takes bfloat16 weights only, so an fp16 module runs in bfloat16 around its fp8 GEMMs (as diffusers runs it).
+    torchao's default also turns on Inductor's coordinate-descent tuning over all directions (a max-autotune-class
+    search that tunes every kernel serially on its first call); it is left off so that this side compiles under the
+    same Inductor settings as the reduce-overhead column it is compared with."""
     from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, quantize_
 
     assert how == "torchao-fp8-row", how
-    quantize_(module, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()))
+    quantize_(module, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow(), set_inductor_config=False))
 
 
 def _torch_dtype(dtype: str):
