@@ -136,8 +136,8 @@ def _torch_said(side: str) -> str:
     """A torch row's extra: the mode, and that it ran with nothing else in its process."""
     mode = next(m for m, name in TORCH.items() if name == side)
     if mode == "torchao-fp8":
-        return (f"{OWN_PROCESS}; torchao Float8DynamicActivationFloat8WeightConfig(PerRow, set_inductor_config=False) + "
-                "torch.compile(mode='reduce-overhead'); cudnn.benchmark")
+        return (f"{OWN_PROCESS}; torchao Float8DynamicActivationFloat8WeightConfig(PerRow, "
+                "set_inductor_config=False) + torch.compile(mode='reduce-overhead'); cudnn.benchmark")
     return f"{OWN_PROCESS}; torch.compile(mode={mode!r}); cudnn.benchmark"
 
 

@@ -80,7 +80,8 @@ def test_torchaos_fp8_side_is_recorded_with_its_cosine_and_said_in_the_report(tm
                         compile_cosine={"torchao_fp8": 0.99905})
     e2e_rows.record([r], "test GPU", tmp_path / "r.csv")
     rows = {(row["provider"], row["metric"]): row for row in csv.DictReader((tmp_path / "r.csv").open())}
-    assert "torchao Float8DynamicActivationFloat8WeightConfig(PerRow, set_inductor_config=False)" in rows[("torchao_fp8", "ms")]["extra"]
+    said = rows[("torchao_fp8", "ms")]["extra"]
+    assert "torchao Float8DynamicActivationFloat8WeightConfig(PerRow, set_inductor_config=False)" in said
     assert float(rows[("tritonforge", "speedup_vs_torchao_fp8")]["value"]) == pytest.approx(1.25)
     (back,) = e2e_rows.from_rows(tmp_path / "r.csv")
     assert back.compile_cosine == {"torchao_fp8": 0.99905} and back.cosine == pytest.approx(0.9991) and back.ok

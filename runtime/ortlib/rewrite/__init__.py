@@ -224,6 +224,9 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     if precision == "fp8":
         report.fp8_min_features = fp8_min_features
         timing = _fp8_timing(model, timer, dims, measure_budget, measure_from, measured_rows, say)
+        if say:  # the weights' quantization and the check's run of the model take a while on a large model
+            say("fp8: " + ("checking the Linears on the model's own activations, then " if fp8_check else "")
+                + "quantizing their weights")
         done = to_fp8(model, report.fp8_min_features, base_dir, cuda.get("Fp8Linear", []) if cuda else None,
                       check_library=library_path(library) if use_library else None, check=fp8_check, dims=dims,
                       decide=timing)
@@ -469,11 +472,13 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
                      layout=layout, gpu=gpu, precision=precision, fp8_min_features=fp8_min_features,
                      fp8_check=fp8_check, timer=timer, dims=dims, measure_budget=measure_budget,
                      measured_rows=kept.rows() if kept else None, say=progress,
-                     measure_from=begun - _kept_for_writing(model, time.monotonic() - begun))
+                     measure_from=begun - _kept_for_writing(model, time.monotonic() - begun, precision))
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst, src, report.foreign, required=check_load)
 
+    if progress:
+        progress(f"writing {dst} and checking that onnxruntime loads it")
     try:
         report.wrote = [str(p) for p in write(model, dst, base, check=valid, verify=loads)]
     except ModelFileError as exc:
@@ -486,12 +491,17 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
 # Seconds a GB of weights takes to write and load-check once the timing ends: SDXL's UNet (5.1 GB in fp16) took
 # about 5 s on an H100 machine (rewrite_s in results.csv against its measure summary); twice that rate is kept.
 WRITE_S_PER_GB = 2.0
+# And what fp8 adds after the timing (its check's run of the model, the weights read and quantized in numpy): Flux's
+# 2 + 4 blocks (2.62 GB in fp16) spent 42.9 s of a 44.3 s fp8 rewrite outside the timing on an H100 machine, 16.4 s
+# a GB, writing's 2 of them.
+FP8_S_PER_GB = 15.0
 
 
-def _kept_for_writing(model, reading_s: float) -> float:
+def _kept_for_writing(model, reading_s: float, precision: str | None = None) -> float:
     """Seconds of the budget kept for what follows the timing: as long again as reading took (a model read whole),
-    and WRITE_S_PER_GB for its weights (a model whose external data is read only where it is used)."""
-    return reading_s + WRITE_S_PER_GB * weight_bytes(model) / 1e9
+    and WRITE_S_PER_GB for its weights (a model whose external data is read only where it is used), and with fp8,
+    FP8_S_PER_GB more."""
+    return reading_s + (WRITE_S_PER_GB + (FP8_S_PER_GB if precision == "fp8" else 0.0)) * weight_bytes(model) / 1e9
 
 
 def _timer_for(measure: str, lib: Path, gpu: str | None, dst: Path) -> tuple:

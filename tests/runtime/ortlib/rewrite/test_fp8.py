@@ -63,8 +63,13 @@ def test_every_linear_goes_to_fp8_and_the_model_computes_the_same_within_the_bou
 def test_the_default_keeps_narrow_linears_in_their_type(ort_library, tmp_path):
     """The tiny models' widths are far below the default's break-even: nothing goes to fp8, and the report says
     none did."""
-    report = rewrite_file(EXPORTS / FP8_CASES[0], tmp_path / "m.onnx", ort_library, precision="fp8")
+    said = []
+    report = rewrite_file(EXPORTS / FP8_CASES[0], tmp_path / "m.onnx", ort_library, precision="fp8",
+                          progress=said.append)
     assert report.fp8 == [] and not large_enough(64, 256, None, None)
+    # the long steps say what they are doing as they start
+    assert said == ["fp8: checking the Linears on the model's own activations, then quantizing their weights",
+                    f"writing {tmp_path / 'm.onnx'} and checking that onnxruntime loads it"]
     assert not any(line.startswith("fp8:") for line in report.lines())
 
 
@@ -136,3 +141,20 @@ def test_fp8_is_refused_for_a_gpu_without_fp8_tensor_cores_and_taken_for_one_wit
     report = rewrite_file(EXPORTS / FP8_CASES[0], tmp_path / "l4.onnx", ort_library, precision="fp8",
                           fp8_min_features=0, gpu="NVIDIA L4")
     assert report.fp8 and report.gpu == "NVIDIA L4 (named)"
+
+
+
+def test_the_budget_keeps_time_for_fp8s_own_work_counted_without_reading_the_weights():
+    """fp8's check and quantization are priced from the weights' dims (external data left unread: its file is not
+    there), on top of what writing keeps."""
+    from onnx import TensorProto, helper
+    from tritonforge.runtime.ortlib.rewrite import FP8_S_PER_GB, WRITE_S_PER_GB, _kept_for_writing
+
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT16, dims=[16384, 16384])  # 0.54 GB
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="nowhere.data")
+    g = helper.make_graph([], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1])], initializer=[w])
+    model = helper.make_model(g)
+    gb = 16384 * 16384 * 2 / 1e9
+    assert _kept_for_writing(model, 1.5) == pytest.approx(1.5 + WRITE_S_PER_GB * gb)
+    assert _kept_for_writing(model, 1.5, "fp8") == pytest.approx(1.5 + (WRITE_S_PER_GB + FP8_S_PER_GB) * gb)
