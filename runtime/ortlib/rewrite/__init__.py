@@ -167,7 +167,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
             check: bool | None = None, attention: str | None = None, layout: str = "nhwc",
             gpu: str | None = None, precision: str | None = None, fp8_min_features: int | None = None,
             fp8_check: bool = True, timer=None, dims: dict | None = None, measure_budget: float = 60.0,
-            measured_rows: dict | None = None, say=None, measure_from: float | None = None) -> Report:
+            measured_rows: dict | None = None, say=None, measure_from: float | None = None,
+            scratch: str | os.PathLike | None = None) -> Report:
     """Rewrite an onnx.ModelProto in place; returns a Report. With `use_library`, only ops whose dtype
     the library's CUDA kernels serve are rewritten (`library`: its path; default: ortlib.library_path).
     `softmax_min_cols`: the shortest last axis a softmax is rewritten at, per dtype or one for all (0
@@ -183,7 +184,8 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
     `precision`: None (the model's) or "fp8": Linears large enough to gain (default: the measured break-even,
     fp8.large_enough; `fp8_min_features` N: N input and output features or more, 0 every one) as Fp8Linear nodes
     (fp8.py), each tried on the model's own activations first where `fp8_check` (fp8_check.py): one that moves
-    its product too far stays in its type.
+    its product too far stays in its type; `scratch`: the folder the check writes its copy of the model in (default:
+    the system's temporary folder; rewrite_file gives the output's, which must hold the model anyway).
     `timer`: a timing source (measure.OrtTimer on this GPU) that decides the choices the tables would make, site by
     site, on the model's own shapes (measure.py): `dims` sizes the dims the model leaves symbolic, `measure_budget`
     bounds the rewrite's seconds (counted from `measure_from`, a time.monotonic(); default: this call's start):
@@ -229,7 +231,7 @@ def rewrite(model, library: str | os.PathLike | None = None, use_library: bool =
                 + "quantizing their weights")
         done = to_fp8(model, report.fp8_min_features, base_dir, cuda.get("Fp8Linear", []) if cuda else None,
                       check_library=library_path(library) if use_library else None, check=fp8_check, dims=dims,
-                      decide=timing)
+                      decide=timing, scratch=scratch)
         report.fp8, report.fp8_kept, report.fp8_checked = done.written, done.kept, done.checked
         if timing is not None:
             report.fp8_measured = timing.summary()
@@ -472,7 +474,8 @@ def rewrite_file(src: str | os.PathLike, dst: str | os.PathLike, library: str | 
                      layout=layout, gpu=gpu, precision=precision, fp8_min_features=fp8_min_features,
                      fp8_check=fp8_check, timer=timer, dims=dims, measure_budget=measure_budget,
                      measured_rows=kept.rows() if kept else None, say=progress,
-                     measure_from=begun - _kept_for_writing(model, time.monotonic() - begun, precision))
+                     measure_from=begun - _kept_for_writing(model, time.monotonic() - begun, precision),
+                     scratch=dst.parent if dst.parent.is_dir() else None)
 
     def loads(path: Path) -> None:
         report.loads = check_loads(path, lib, dst, src, report.foreign, required=check_load)

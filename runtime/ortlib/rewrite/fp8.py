@@ -89,10 +89,11 @@ class Fp8Result:
 
 
 def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, check_library=None,
-           check: bool = False, dims: dict | None = None, decide=None) -> Fp8Result:
+           check: bool = False, dims: dict | None = None, decide=None, scratch=None) -> Fp8Result:
     """Rewrite `model`'s large Linears in place as Fp8Linear nodes (see the module's text). `served`: the dtypes
     ("fp16", "bf16") the library's CUDA Fp8Linear serves (None: any). `check`: try each on the model's own
-    activations first (fp8_check.py; `check_library` registered in that session) and keep those it moves too far.
+    activations first (fp8_check.py; `check_library` registered in that session, the model's copy written in
+    `scratch`, default the system's temporary folder) and keep those it moves too far.
     `dims`: sizes of the model's symbolic input dims, so the break-even knows the rows they make. `decide(graph,
     node, fp8_node, initializers)`: True or False where it timed the two on this GPU (measure.Fp8Timing), None
     where it did not; without it, or where it says None, the break-even (or `min_features`) decides."""
@@ -110,7 +111,7 @@ def to_fp8(model, min_features: int | None = None, base_dir=None, served=None, c
     if check:  # the candidates' inputs and widths first (their weights read once, below)
         found = (_candidate(g, node, min_features, served, load=False, typed=typed, timed=timed) for node in g.nodes)
         widths = dict(f for f in found if f)
-        rows = activation_rows(model, base_dir, check_library, widths) if widths else {}
+        rows = activation_rows(model, base_dir, check_library, widths, scratch) if widths else {}
         if isinstance(rows, str):
             result.checked, rows = f"not checked: {rows}", {}
         elif widths:

@@ -26,9 +26,11 @@ ROW_STEP = 61  # every 61st token of an activation (a prime: no stride of the la
 _ONNX_FLOATS = {1: np.float32, 10: np.float16, 11: np.float64}
 
 
-def activation_rows(model, base_dir, library, inputs: dict[str, int]) -> dict[str, np.ndarray] | str:
+def activation_rows(model, base_dir, library, inputs: dict[str, int], scratch=None) -> dict[str, np.ndarray] | str:
     """{value: (rows, K) float64}: every ROW_STEP-th row of each value of `inputs` ({value: K}) when `model` runs
-    once on random inputs; or why it could not run (a line for the report). `model` is left as it was."""
+    once on random inputs; or why it could not run (a line for the report). `model` is left as it was. The session
+    reads a copy of the model, weights and all, written in a folder made in `scratch` (default: the system's
+    temporary folder, which may be a RAM disk far smaller than a diffusion transformer) and removed after."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -68,7 +70,7 @@ def activation_rows(model, base_dir, library, inputs: dict[str, int]) -> dict[st
     g.initializer.extend(added_inits)
     g.output.extend(added_outputs)
     try:
-        with tempfile.TemporaryDirectory(prefix="tritonforge-fp8-check-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=".tritonforge-fp8-check-", dir=scratch) as tmp:
             path = Path(tmp) / "check.onnx"
             # a copy: write points the tensors it writes at its own data file, which goes with `tmp`
             write(model.__deepcopy__(), path, base_dir, check=False)

@@ -43,13 +43,22 @@ def _cosine(a, b) -> float:
 
 
 @pytest.mark.parametrize("name", FP8_CASES)
-def test_every_linear_goes_to_fp8_and_the_model_computes_the_same_within_the_bound(ort_library, tmp_path, name):
+def test_every_linear_goes_to_fp8_and_the_model_computes_the_same_within_the_bound(ort_library, tmp_path, name,
+                                                                                   monkeypatch):
     """At 0 features every Linear by a constant weight becomes Fp8Linear; the rewrite loads and, on the CPU EP
-    (both operands rounded to e4m3 as the GPU rounds them), its output stays within cosine 0.995 of the export's."""
+    (both operands rounded to e4m3 as the GPU rounds them), its output stays within cosine 0.995 of the export's.
+    The check's copy of the model goes beside the output, never to the system's temporary folder (here: none)."""
+    import tempfile
+
     src, plain, dst = EXPORTS / name, tmp_path / "plain.onnx", tmp_path / "fp8.onnx"
     rewrite_file(src, plain, ort_library)
     left = _linears_by_constant(plain)
+    before = sorted(tmp_path.iterdir())
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no such folder"))
     report = rewrite_file(src, dst, ort_library, precision="fp8", fp8_min_features=0)
+    monkeypatch.undo()
+    assert report.fp8_checked.startswith("checked on the model's own activations"), report.fp8_checked
+    assert set(tmp_path.iterdir()) - set(before) == {Path(p) for p in report.wrote}  # and the copy is gone
     assert len(report.fp8) == sum(left.values()) > 0, report.lines()
     assert f"fp8: {len(report.fp8)} Linear(s) of 0+ features -> tritonforge.Fp8Linear" in "\n".join(report.lines())
     m = onnx.load(str(dst), load_external_data=False)
