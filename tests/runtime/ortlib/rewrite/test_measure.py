@@ -147,6 +147,7 @@ def test_the_budget_counts_from_where_the_rewrite_began_not_from_the_first_shape
     late = FakeTimer(ort_library, fastest="library")
     _, report = rewritten(ort_library, late, measure_budget=30, measure_from=time.monotonic() - 31)
     assert sum(late.seen.values()) == 0 and "past the 30 s budget left to the tables" in report.measured
+    assert "give a larger --measure-budget" in report.measured  # rewriting again would spend it the same way
     now = FakeTimer(ort_library, fastest="library")
     _, report = rewritten(ort_library, now, measure_budget=30, measure_from=time.monotonic())
     assert now.seen["export"] == len(report.measured_rows) > 0 and "budget" not in report.measured
