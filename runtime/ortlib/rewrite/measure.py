@@ -522,13 +522,11 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
     parts = [f"{len(result.verdicts)} of {sites} site(s) decided by timing on {device} "
              f"({timed} shape(s) timed now, {len(result.rows) - timed} from the measured file, "
              f"{time.monotonic() - began:.1f} s): {len(result.verdicts) - kept} to the rewrite's node, {kept} kept"]
-    if late and began - start > budget_s:  # a rewrite again would spend it the same way
-        parts.append(f"{late} past the {budget_s:g} s budget left to the tables: reading the model and the time kept "
-                     f"for what follows the timing (writing it; fp8's check and weights) took all of it; give a "
-                     f"larger --measure-budget to time them")
-    elif late:
-        parts.append(f"{late} past the {budget_s:g} s budget left to the tables (rewriting again times them: what was "
-                     "timed now is kept)")
+    if late:  # spent before the first shape, a rewrite again would spend it the same way
+        parts.append(f"{late} past the {budget_s:g} s budget left to the tables" + (
+            ": reading the model and the time kept for what follows the timing (writing it; fp8's check and weights) "
+            "took all of it; give a larger --measure-budget to time them" if began - start > budget_s else
+            " (rewriting again times them: what was timed now is kept)"))
     parts += [f"{n} left to the tables: {why}" + (f" (the first: {example[why]})" if why in example else "")
               for why, n in skipped.items()]
     result.summary = "; ".join(parts)

@@ -152,7 +152,6 @@ def test_fp8_is_refused_for_a_gpu_without_fp8_tensor_cores_and_taken_for_one_wit
     assert report.fp8 and report.gpu == "NVIDIA L4 (named)"
 
 
-
 def test_the_budget_keeps_time_for_fp8s_own_work_counted_without_reading_the_weights():
     """fp8's check and quantization are priced from the weights' dims (external data left unread: its file is not
     there), on top of what writing keeps."""
