@@ -107,6 +107,11 @@ def rewrite(path: Path, library: Path, log=print, layout: str = "nchw", choices:
     return out, report
 
 
+def _result(model: str, exporter: str, dtype: str, report) -> Result:
+    """A row's Result for a rewrite: how long it took, and how many choices its timing (if any) changed."""
+    return Result(model, exporter, dtype, rewrite_s=report.seconds, changed=report.measured_changed)
+
+
 @dataclass
 class TorchSpec:
     """How a torch side builds the module the export was made from: e2e_sides.py's torch arguments (a model of
@@ -416,7 +421,7 @@ def run_model(m, exporter: str, dtype: str, sides: list[int], args, library: Pat
             first = (layout, choices) == variants[0]
             if first:
                 built = _free(built, args.provider)  # the sides need the GPU's memory
-            r = Result(label, name, dtype, rewrite_s=rewritten[layout, choices][1].seconds)
+            r = _result(label, name, dtype, rewritten[layout, choices][1])
             measure(path, dtype, library, args.provider, args.runs, args.warmup, args.breakdown, r,
                     rewritten=rewritten[layout, choices], free=free, best=best, layout=layout,
                     torch=spec if first else None, first_result=args.first_result, resize=resize,
@@ -553,7 +558,7 @@ def main(argv=None) -> int:
                 name = "file" + ("+best" if best else "") + _layout_tag(layout) + \
                     _choices_tag(choices, args.choices) + _precision_tag()
                 made = rewrite(args.onnx, library, layout=layout, choices=choices)
-                r = Result(args.onnx.stem, name, dtype, rewrite_s=made[1].seconds)
+                r = _result(args.onnx.stem, name, dtype, made[1])
                 measure(args.onnx, dtype, library, args.provider, args.runs, args.warmup, args.breakdown, r,
                         rewritten=made, best=best, layout=layout, torch=spec, first_result=args.first_result,
                         save=lambda r=r: record([r], device, results_path))

@@ -50,6 +50,7 @@ class Result:
     device: str = ""  # the device it ran on, as its rows name it (set once recorded)
     cosine: float | None = None  # the rewrite's output against the export's, where a bound on it decides (fp8)
     rewrite_s: float | None = None  # how long the rewrite took (with --choices measured, its timing included)
+    changed: int | None = None  # with --choices measured: the sites its timing decided unlike the shipped tables
 
     @property
     def speedup(self) -> float:
@@ -94,6 +95,10 @@ def record(results: list[Result], device: str, path) -> None:
         if r.rewrite_s is not None and "+measured" in r.exporter:
             rows.append({**common, "provider": "rewrite", "metric": "rewrite_s", "unit": "s",
                          "value": f"{r.rewrite_s:.1f}", "extra": "tritonforge-rewrite --measure on, timing included"})
+        if r.changed is not None and "+measured" in r.exporter:
+            rows.append({**common, "provider": "rewrite", "metric": "choices_changed", "unit": "sites",
+                         "value": str(r.changed), "extra": "sites the timing on this GPU decided unlike the shipped "
+                         "tables (rewrite/choices.json)"})
         rows.append({**common, "provider": "rewrite", "metric": "max_rel_diff", "unit": "", "value": f"{r.diff:.3g}",
                      "extra": f"{r.rewritten} nodes rewritten, {len(r.left)} left" + (f": {left}" if left else "")
                      + (f" | export refused: {r.export_error}" if r.export_error else "")
@@ -165,6 +170,10 @@ def from_rows(path: Path, device: str | None = None) -> list[Result]:
             elif metric == "resize_first_result_s":
                 r.resize_s[side] = value
                 r.resize = row["extra"].rpartition(": ")[2]
+            elif metric == "rewrite_s":
+                r.rewrite_s = value
+            elif metric == "choices_changed":
+                r.changed = int(value)
             elif metric == "speedup":
                 r.recorded_speedup = value
             elif metric.startswith("speedup_"):
@@ -252,6 +261,7 @@ def table(results: list[Result]) -> list[str]:
                     + (f", its cosine {cos:.5f}" if cos is not None else "")) if "torchao_fp8" in r.ms else \
                 f"not timed: {_first_line(r.compile_error['torchao_fp8'])}"
             lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: torchao fp8 + torch.compile {said}")
+    lines += _against_tables(results)
     for r in results:
         for k, kinds in r.breakdown.items():
             top = ", ".join(f"{kind} {ms:.2f}" for kind, ms in list(kinds.items())[:6])
@@ -262,6 +272,24 @@ def table(results: list[Result]) -> list[str]:
             for kind, by_name in r.kernels.get(k, {}).items():
                 if kind in ("elementwise", "transpose / copy", "other") and by_name:
                     lines.append(f"  - {kind}: " + ", ".join(f"{n} {ms:.2f}" for n, ms in by_name.items()))
+    return lines
+
+
+def _against_tables(results: list[Result]) -> list[str]:
+    """A line per rewrite whose choices were timed on its GPU: the sites that changed from the shipped tables', its
+    ms beside the tables' rewrite of the same export on the same GPU, and the rewrite's seconds."""
+    by_key = {(r.device, r.model, r.exporter, r.dtype): r for r in results}
+    lines = []
+    for r in results:
+        if "+measured" not in r.exporter or "tritonforge" not in r.ms:
+            continue
+        tables = by_key.get((r.device, r.model, r.exporter.replace("+measured", "+tables"), r.dtype))
+        against = (f" against {tables.ms['tritonforge']:.2f} ms with the shipped tables"
+                   if tables and "tritonforge" in tables.ms else "")
+        changed = f"; {r.changed} site(s) decided unlike the shipped tables" if r.changed is not None else ""
+        took = f", the rewrite {r.rewrite_s:.1f} s with its timing" if r.rewrite_s is not None else ""
+        lines.append(f"- {r.model}/{r.exporter} {r.dtype} on {_device_cell(r)}: choices timed on this GPU, "
+                     f"{r.ms['tritonforge']:.2f} ms{against}{took}{changed}")
     return lines
 
 

@@ -87,3 +87,20 @@ def test_torchaos_fp8_side_is_recorded_with_its_cosine_and_said_in_the_report(tm
     assert back.compile_cosine == {"torchao_fp8": 0.99905} and back.cosine == pytest.approx(0.9991) and back.ok
     assert ("- sd3_medium/torchscript+best+fp8 fp16 on test GPU: torchao fp8 + torch.compile 25.00 ms, the rewrite "
             "1.25x against it, its cosine 0.99905") in e2e_rows.table([back])
+
+
+def test_a_rewrite_timed_on_its_gpu_is_set_beside_the_tables_rewrite_with_the_sites_it_changed(tmp_path):
+    tables = e2e_rows.Result("sdxl_unet", "torchscript+best+tables", "fp16", ms={"tritonforge": 30.6}, diff=0.002,
+                             rewrite_s=12.0)
+    measured = e2e_rows.Result("sdxl_unet", "torchscript+best+measured", "fp16", ms={"tritonforge": 30.2},
+                               diff=0.002, rewrite_s=56.2, changed=7)
+    e2e_rows.record([tables, measured], "test GPU", tmp_path / "r.csv")
+    rows = [(row["provider"], row["metric"], row["value"]) for row in csv.DictReader((tmp_path / "r.csv").open())]
+    assert ("rewrite", "choices_changed", "7") in rows and ("rewrite", "rewrite_s", "56.2") in rows
+    assert not any(metric in ("choices_changed", "rewrite_s") and "+tables" in shape
+                   for shape, metric in ((r[0], r[1]) for r in rows))  # only the timed rewrite's
+    back = e2e_rows.from_rows(tmp_path / "r.csv")
+    assert [(r.changed, r.rewrite_s) for r in back] == [(None, None), (7, 56.2)]
+    assert ("- sdxl_unet/torchscript+best+measured fp16 on test GPU: choices timed on this GPU, 30.20 ms against "
+            "30.60 ms with the shipped tables, the rewrite 56.2 s with its timing; 7 site(s) decided unlike the "
+            "shipped tables") in e2e_rows.table(back)

@@ -97,6 +97,7 @@ class Report:
     fp8_measured: str = ""  # what timing each Linear in fp8 and as it is decided (measure.Fp8Timing)
     measured: str = ""  # what timing the choices on this GPU decided, or why they were not timed (measure.py)
     measured_rows: dict = field(default_factory=dict)  # {signature: {candidate: microseconds or why not}}
+    measured_changed: int | None = None  # sites whose timing here overruled the shipped tables (None: not timed)
 
     def lines(self) -> list[str]:
         out = []
@@ -266,7 +267,7 @@ def _timed_choices(graph, cuda, min_cols, attention, timer, dims, budget, known,
 
     done = measure(graph, trials, timer, dims, budget[0], known, say, getattr(timer, "device", "this GPU"),
                    start=budget[1])
-    report.measured, report.measured_rows = done.summary, done.rows
+    report.measured, report.measured_rows, report.measured_changed = done.summary, done.rows, done.changed
     return done.verdicts
 
 
@@ -320,11 +321,11 @@ def _matches(graph: Graph, r: Rewriter, report: Report) -> dict:
     return taken
 
 
-def trial(graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None, prefer: str,
+def trial(graph: Graph, cuda: dict | None, min_cols: dict | None, attention: str | None, prefer: str | None,
           verdicts: dict | None = None) -> tuple:
     """(the matches of the main scope that made a choice, by site; the initializers they read): what the rewrite
-    would write if every choice `verdicts` does not settle went to `prefer` ("library" or "ort"). Nothing is
-    spliced."""
+    would write if every choice `verdicts` does not settle went to `prefer` ("library" or "ort"; None: where the
+    shipped tables send it). Nothing is spliced."""
     names, node_names = set(graph.names), set(graph.node_names)
     try:
         r = Rewriter(graph, cuda, min_cols, attention, prefer=prefer, verdicts=verdicts)

@@ -377,6 +377,7 @@ class Measured:
     verdicts: dict = field(default_factory=dict)
     rows: dict = field(default_factory=dict)
     summary: str = ""
+    changed: int = 0  # sites the verdicts write otherwise than the shipped tables would
 
 
 SYMBOLIC = "<symbolic>"  # dims' key for the model's input dims left symbolic (the reasons say how to size them)
@@ -462,8 +463,9 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
             say=None, device: str = "this GPU", rounds: int = 3, start: float | None = None) -> Measured:
     """Time each site's candidates against the export's nodes (module docstring). `trial(pick, verdicts)`: the
     matches ({site: Match}, their new initializers) the rewrite makes where each choice `verdicts` does not settle
-    goes to `pick`; a site kept as exported can open one the trials had not (a norm left as it is leaves its
-    Linear's bias to the Linear), so the trials run again with the verdicts so far, up to `rounds` times. `known`:
+    goes to `pick` (None: where the shipped tables send it); a site kept as exported can open one the trials had
+    not (a norm left as it is leaves its Linear's bias to the Linear), so the trials run again with the verdicts so
+    far, up to `rounds` times. `known`:
     {signature: row} a MeasuredFile kept, taken as measured. `say`: progress, one line per shape timed. `start`:
     the time.monotonic() `budget_s` counts from (default: now)."""
     from .graph import Graph
@@ -519,9 +521,11 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
             for s in site.sites:
                 result.verdicts[s] = Choice(best, f"measured on {device}: {said}")
     kept = sum(1 for c in result.verdicts.values() if c.pick == "export")
+    result.changed = _changed(result.verdicts, trial) if result.verdicts else 0
     parts = [f"{len(result.verdicts)} of {sites} site(s) decided by timing on {device} "
              f"({timed} shape(s) timed now, {len(result.rows) - timed} from the measured file, "
-             f"{time.monotonic() - began:.1f} s): {len(result.verdicts) - kept} to the rewrite's node, {kept} kept"]
+             f"{time.monotonic() - began:.1f} s): {len(result.verdicts) - kept} to the rewrite's node, {kept} kept; "
+             f"{result.changed} differ from the shipped tables' choice"]
     if late:  # spent before the first shape, a rewrite again would spend it the same way
         parts.append(f"{late} past the {budget_s:g} s budget left to the tables" + (
             ": reading the model and the time kept for what follows the timing (writing it; fp8's check and weights) "
@@ -531,6 +535,20 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
               for why, n in skipped.items()]
     result.summary = "; ".join(parts)
     return result
+
+
+def _changed(verdicts: dict, trial) -> int:
+    """How many of the `verdicts`' sites are written otherwise than the shipped tables would write them: a
+    different node (the library's op, ORT's, or the export's nodes kept). A verdict for a candidate that writes
+    the same node as the tables' (where ORT has no op of its own, its trial writes the library's) changes nothing."""
+    tables, _ = trial(None, {})
+    measured, _ = trial(None, verdicts)
+
+    def written(matches: dict, site) -> tuple | None:
+        m = matches.get(site)
+        return None if m is None else (m.node.domain, m.node.op_type)
+
+    return sum(1 for site in verdicts if written(tables, site) != written(measured, site))
 
 
 def _weight(side: Side) -> int:

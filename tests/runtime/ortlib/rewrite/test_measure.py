@@ -93,6 +93,14 @@ def test_the_fastest_candidate_of_each_site_is_written(ort_library, fastest):
     decided = report.measured.split(" site(s)")[0]
     n, of = (int(x) for x in decided.split(" of "))
     assert n == of > 0
+    # the sites written otherwise than the tables write them, counted from the two models' fused nodes
+    by_choice = {k: v for k, v in base.items() if k[0] in (DOMAIN, MS) and k[1] not in ("GroupNorm", "SkipGroupNorm")}
+    moved = {"export": sum(by_choice.values()),  # every fused node the tables chose goes back to the export's nodes
+             "library": sum(v for (d, _), v in by_choice.items() if d == MS)  # ORT's go, and more Linears come
+             + got[(DOMAIN, "Linear")] - base[(DOMAIN, "Linear")],
+             "ort": sum(v for (d, _), v in by_choice.items() if d == DOMAIN)}  # the library's go (ORT's stay)
+    assert report.measured_changed == moved[fastest] > 0, (report.measured, by_choice)
+    assert f"{moved[fastest]} differ from the shipped tables' choice" in report.measured
     if fastest == "export":
         # what the tables put in the library's or ORT's ops by choice is kept as exported: no fused norm, no
         # attention, no Linear (the one after each GEGLU too, whose input's dims inference leaves open and a walk
