@@ -95,10 +95,12 @@ def test_a_rewrite_timed_on_its_gpu_is_set_beside_the_tables_rewrite_with_the_si
     measured = e2e_rows.Result("sdxl_unet", "torchscript+best+measured", "fp16", ms={"tritonforge": 30.2},
                                diff=0.002, rewrite_s=56.2, changed=7)
     e2e_rows.record([tables, measured], "test GPU", tmp_path / "r.csv")
-    rows = [(row["provider"], row["metric"], row["value"]) for row in csv.DictReader((tmp_path / "r.csv").open())]
-    assert ("rewrite", "choices_changed", "7") in rows and ("rewrite", "rewrite_s", "56.2") in rows
+    rows = [(row["shape"], row["provider"], row["metric"], row["value"])
+            for row in csv.DictReader((tmp_path / "r.csv").open())]
+    timed = "sdxl_unet/torchscript+best+measured"
+    assert (timed, "rewrite", "choices_changed", "7") in rows and (timed, "rewrite", "rewrite_s", "56.2") in rows
     assert not any(metric in ("choices_changed", "rewrite_s") and "+tables" in shape
-                   for shape, metric in ((r[0], r[1]) for r in rows))  # only the timed rewrite's
+                   for shape, _, metric, _ in rows)  # only the timed rewrite's
     back = e2e_rows.from_rows(tmp_path / "r.csv")
     assert [(r.changed, r.rewrite_s) for r in back] == [(None, None), (7, 56.2)]
     assert ("- sdxl_unet/torchscript+best+measured fp16 on test GPU: choices timed on this GPU, 30.20 ms against "

@@ -465,9 +465,8 @@ def measure(graph, trial, timer, dims: dict | None = None, budget_s: float = 60.
     matches ({site: Match}, their new initializers) the rewrite makes where each choice `verdicts` does not settle
     goes to `pick` (None: where the shipped tables send it); a site kept as exported can open one the trials had
     not (a norm left as it is leaves its Linear's bias to the Linear), so the trials run again with the verdicts so
-    far, up to `rounds` times. `known`:
-    {signature: row} a MeasuredFile kept, taken as measured. `say`: progress, one line per shape timed. `start`:
-    the time.monotonic() `budget_s` counts from (default: now)."""
+    far, up to `rounds` times. `known`: {signature: row} a MeasuredFile kept, taken as measured. `say`: progress,
+    one line per shape timed. `start`: the time.monotonic() `budget_s` counts from (default: now)."""
     from .graph import Graph
 
     opsets = opsets_of(graph.model)
