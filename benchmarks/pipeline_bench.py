@@ -2,17 +2,19 @@
 optimum-onnx export run by optimum's ORTDiffusionPipeline as exported and rewritten (tritonforge-rewrite DIR), and for
 diffusers' own pipeline with torch.compile on its denoiser; each side in a process of its own.
 
-    python benchmarks/pipeline_bench.py --model sd15 [--steps 30] [--side 512] [--library L] [--compile reduce-overhead]
+    python benchmarks/pipeline_bench.py --model sd15|sdxl|sd3|flux [--steps N] [--side PX] [--layers N] [--compile MODE]
     python benchmarks/pipeline_bench.py --model sd15 --tiny --provider cpu --steps 2 --compile none   # a smoke run
 
 This process builds the pipeline from its published configs with random weights (pipeline_models.py), saves it,
 exports it with `optimum-cli export onnx --task text-to-image` (fp16 on the GPU, fp32 on the CPU) and rewrites the
-folder. Each side then starts fresh (`--side-of`), makes its pipeline (optimum's with its own sessions; optimum's
-with tritonforge_ort.pipeline_sessions; diffusers' with `torch.compile(unet, mode=...)`, `cudnn.benchmark` on),
-draws the same prompt, seed, steps, guidance and resolution, and records the time to its first image (the process's
-start to the image in host memory: imports, sessions or compile, and one whole generation) and the median seconds
-per image of `--runs` more. The rewritten pipeline's image is checked against the export's first (max |a - b| of
-pixels in [0, 1]), and diffusers' beside them. Rows: benchmark `pipeline`, shape `<model>@<side> <steps> steps`.
+folder. Each side then starts fresh (`--side-of`), makes its pipeline (optimum's with its own sessions; optimum's with
+tritonforge_ort.pipeline_sessions; diffusers' with `torch.compile(unet, mode=...)`, `cudnn.benchmark` on), draws the
+same prompt, seed, steps, guidance and resolution (by default the model's: SD 1.5 512² and 30 steps, SDXL 1024² and
+30, SD3 1024² and 28, Flux 1024² and 28; `--layers` cuts SD3's or Flux's depth, named in the row), and records the
+time to its first image (the process's start to the image in host memory: imports, sessions or compile, and one whole
+generation) and the median seconds per image of `--runs` more. The rewritten pipeline's image is checked against the
+export's first (max |a - b| of pixels in [0, 1]), and diffusers' beside them. Rows: benchmark `pipeline`, shape
+`<model>@<side> <steps> steps`.
 """
 
 from __future__ import annotations
@@ -30,13 +32,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import pipeline_models  # noqa: E402
+
 PROMPT = "a photograph of an astronaut riding a horse"
 SIDES = {"export": "optimum (the export)", "tritonforge": "optimum (rewritten)", "torch": "diffusers"}
+# side in pixels, steps, guidance: each model's own (Flux's guidance is the distilled embedding, one pass a step)
+DEFAULTS = {"sd15": (512, 30, 7.5), "sdxl": (1024, 30, 7.5), "sd3": (1024, 28, 7.0), "flux": (1024, 28, 3.5)}
 TOL = {"fp16": 2e-2, "fp32": 1e-3}  # pixels in [0, 1] after the whole denoising loop
 
 
 def _generate(pipe, args, torch):
-    out = pipe(PROMPT, num_inference_steps=args.steps, height=args.side, width=args.side, guidance_scale=7.5,
+    out = pipe(PROMPT, num_inference_steps=args.steps, height=args.side, width=args.side, guidance_scale=args.guidance,
                output_type="np", generator=torch.Generator().manual_seed(0))
     return out.images[0]
 
@@ -49,14 +55,15 @@ def side_main(args) -> int:
 
     cuda = args.provider == "cuda"
     if args.side_of == "torch":
-        from diffusers import StableDiffusionPipeline
+        from diffusers import DiffusionPipeline
 
         torch.backends.cudnn.benchmark = True
-        pipe = StableDiffusionPipeline.from_pretrained(args.folder, torch_dtype=torch.float16 if cuda else None)
+        pipe = DiffusionPipeline.from_pretrained(args.folder, torch_dtype=torch.float16 if cuda else None)
         pipe = pipe.to("cuda" if cuda else "cpu")
         pipe.set_progress_bar_config(disable=True)
         if args.compile != "none":
-            pipe.unet = torch.compile(pipe.unet, mode=args.compile)
+            denoiser = "transformer" if getattr(pipe, "transformer", None) is not None else "unet"
+            setattr(pipe, denoiser, torch.compile(getattr(pipe, denoiser), mode=args.compile))
     else:
         from optimum.onnxruntime import ORTDiffusionPipeline
 
@@ -85,7 +92,7 @@ def _run_side(name: str, folder: Path, args, work: Path) -> dict:
     out = work / f"{name}.json"
     argv = [sys.executable, __file__, "--side-of", name, "--folder", str(folder), "--out", str(out), "--t0",
             repr(time.time()), "--provider", args.provider, "--steps", str(args.steps), "--side-px", str(args.side),
-            "--runs", str(args.runs), "--compile", args.compile,
+            "--runs", str(args.runs), "--compile", args.compile, "--guidance", str(args.guidance),
             *(["--library", str(args.library)] if args.library else [])]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=args.limit)
     if done.returncode != 0 or not out.is_file():
@@ -94,35 +101,46 @@ def _run_side(name: str, folder: Path, args, work: Path) -> dict:
 
 
 def prepare(args, work: Path) -> tuple[Path, Path, Path]:
-    """(the diffusers folder, the optimum export, its rewrite) made in `work`."""
-    from tritonforge.runtime.ortlib.rewrite.folder import rewrite_folder
+    """(the diffusers folder, the optimum export, its rewrite) made in `work`; each folder is written beside its name
+    and renamed when whole, so a run cut short leaves nothing a later run would take for finished."""
+    import shutil
 
-    from benchmarks import pipeline_models
+    from tritonforge.runtime.ortlib.rewrite.folder import rewrite_folder
 
     dtype = "fp16" if args.provider == "cuda" else "fp32"
     torch_dir, export = work / "torch", work / "onnx"
     if not (torch_dir / "model_index.json").is_file():
-        pipeline_models.save(args.model, torch_dir, args.tiny, dtype)
+        partial = work / "torch.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        pipeline_models.save(args.model, partial, args.tiny, dtype, args.layers)
+        partial.rename(torch_dir)
     if not (export / "model_index.json").is_file():
-        done = pipeline_models.export(torch_dir, export, fp16_on_cuda=args.provider == "cuda")
+        partial = work / "onnx.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        done = pipeline_models.export(torch_dir, partial, fp16_on_cuda=args.provider == "cuda")
         saved = "the model was saved nonetheless" in done.stderr  # optimum's own check of its export against torch
         if done.returncode != 0 and not saved:
             raise SystemExit(f"error: optimum-cli export onnx failed: {done.stderr.strip()[-1500:]}")
         if saved:
             print("optimum's validation of its export failed (" + done.stderr.strip().splitlines()[-1][:200] +
                   "); the images are compared here")
+        partial.rename(export)
     rewritten = work / "onnx.tf"
-    rewrite_folder(export, rewritten, library=args.library)
+    if not (rewritten / "model_index.json").is_file():
+        rewrite_folder(export, rewritten, library=args.library)
     return torch_dir, export, rewritten
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=("sd15",), default="sd15")
+    ap.add_argument("--model", choices=pipeline_models.PIPELINES, default="sd15")
     ap.add_argument("--tiny", action="store_true", help="the same classes, tiny (a smoke run)")
     ap.add_argument("--provider", choices=("cuda", "cpu"), default="cuda")
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--side", type=int, default=0, help="image side in pixels (default: 512; --tiny: 32)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="denoising steps (default: the model's: sd15 and sdxl 30, sd3 and flux 28)")
+    ap.add_argument("--side", type=int, default=0, help="image side in pixels (default: the model's; --tiny: 32)")
+    ap.add_argument("--layers", type=lambda v: tuple(int(n) for n in v.split(",")), default=(),
+                    help="sd3: N blocks; flux: D,S double- and single-stream blocks (default: the model's depth)")
     ap.add_argument("--runs", type=int, default=3, help="images timed after the first")
     ap.add_argument("--compile", default="reduce-overhead", help="torch.compile's mode for the denoiser, or none")
     ap.add_argument("--library", type=Path, default=None)
@@ -130,6 +148,8 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=None,
                     help="where the pipeline, its export and its rewrite go (kept; a later run with the same --work "
                          "reuses them)")
+    ap.add_argument("--prepare", action="store_true",
+                    help="make the pipeline, its export and its rewrite in --work, and time nothing")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     # one side, in a process of its own (what this script starts)
     ap.add_argument("--side-of", choices=tuple(SIDES), help=argparse.SUPPRESS)
@@ -137,6 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--t0", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--side-px", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--guidance", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.side_of:
         args.side = args.side_px
@@ -147,22 +168,31 @@ def main(argv=None) -> int:
     from benchmarks.e2e_bench import _device
     from benchmarks.results import write_rows
 
-    args.side = args.side or (32 if args.tiny else 512)
+    args.side = args.side or (32 if args.tiny else DEFAULTS[args.model][0])
+    args.steps = args.steps or DEFAULTS[args.model][1]
+    args.guidance = DEFAULTS[args.model][2]
     args.library = ortlib.library_path(args.library)
     work = args.work or Path(tempfile.mkdtemp(prefix="tritonforge-pipeline-"))
     work.mkdir(parents=True, exist_ok=True)
-    if args.work and all((work / d).is_dir() for d in ("torch", "onnx", "onnx.tf")):
-        torch_dir, export, rewritten = work / "torch", work / "onnx", work / "onnx.tf"  # made by an earlier run
-        print(f"reusing the pipeline, its export and its rewrite in {work}")
-    else:
-        torch_dir, export, rewritten = prepare(args, work)
+    made = {"model": args.model, "tiny": args.tiny, "layers": list(args.layers), "provider": args.provider}
+    stamp = work / "made.json"
+    if stamp.is_file() and json.loads(stamp.read_text()) != made:
+        raise SystemExit(f"error: {work} holds another pipeline ({stamp.read_text().strip()}); name another --work")
+    if stamp.is_file():
+        print(f"reusing what an earlier run made in {work}")
+    stamp.write_text(json.dumps(made))
+    torch_dir, export, rewritten = prepare(args, work)
+    if args.prepare:
+        print(f"made {torch_dir}, {export} and {rewritten}")
+        return 0
     got = {"export": _run_side("export", export, args, work),
            "tritonforge": _run_side("tritonforge", rewritten, args, work),
            "torch": _run_side("torch", torch_dir, args, work)}
     images = {k: np.load(work / f"{k}.npy") for k in got if (work / f"{k}.npy").is_file()}
     diff = {k: float(np.abs(images[k] - images["export"]).max()) for k in images if "export" in images}
     dtype = "fp16" if args.provider == "cuda" else "fp32"
-    label = f"{args.model}{'_tiny' if args.tiny else ''}@{args.side} {args.steps} steps"
+    depth = f"({'+'.join(map(str, args.layers))} blocks)" if args.layers else ""
+    label = f"{args.model}{'_tiny' if args.tiny else ''}{depth}@{args.side} {args.steps} steps"
     device = _device(args.provider)
     rows = []
     for k, g in got.items():

@@ -2,12 +2,17 @@
 `optimum-cli export onnx --task text-to-image` reads and what diffusers' own pipeline loads.
 
 SD 1.5 (stable-diffusion-v1-5/stable-diffusion-v1-5): its UNet and VAE configs (e2e_models.py), its text encoder's
-(CLIP ViT-L/14: 12 layers of 768, 77 positions, 49408 tokens) and a DDIM scheduler. SD3-medium
-(stabilityai/stable-diffusion-3-medium-diffusers): its transformer (e2e_models.py), CLIP-L and CLIP-G with their
-projections, T5 v1.1 XXL's encoder, a 16-channel VAE and the flow-matching Euler scheduler. The tokenizers are made
-here: CLIP's of the 54 letters and specials, T5's a unigram model of the letters (the real vocabularies are
-downloads; random weights make any token ids as good as others). `tiny=True`: the same classes at widths of 32 and
-64, for CPU tests.
+(CLIP ViT-L/14: 12 layers of 768, 77 positions, 49408 tokens) and a DDIM scheduler. SDXL
+(stabilityai/stable-diffusion-xl-base-1.0): its UNet (e2e_models.py), CLIP-L and CLIP-G (32 layers of 1280, with its
+projection), the VAE with SDXL's scaling factor kept in fp16 (as the fp16-fixed VAE users run; random weights do not
+overflow) and the Euler scheduler. SD3-medium (stabilityai/stable-diffusion-3-medium-diffusers): its transformer
+(e2e_models.py), CLIP-L and CLIP-G with their projections, T5 v1.1 XXL's encoder, a 16-channel VAE and the
+flow-matching Euler scheduler. FLUX.1-dev (black-forest-labs/FLUX.1-dev): its transformer (e2e_models.py), CLIP-L's
+pooled output, T5 v1.1 XXL's encoder (512 tokens), the 16-channel VAE and the flow-matching scheduler with its
+resolution-dependent shift. `layers` cuts a transformer's depth (SD3: its blocks; Flux: its double- and single-stream
+blocks) where a GPU's time limits need it. The tokenizers are made here: CLIP's of the 54 letters and specials, T5's a
+unigram model of the letters (the real vocabularies are downloads; random weights make any token ids as good as
+others). `tiny=True`: the same classes at widths of 32 and 64, for CPU tests.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-PIPELINES = ("sd15", "sd3")
+PIPELINES = ("sd15", "sdxl", "sd3", "flux")
 _CLIP_L = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
            "max_position_embeddings": 77, "projection_dim": 768, "vocab_size": 49408, "hidden_act": "quick_gelu"}
 _CLIP_G = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 20,
@@ -77,14 +82,17 @@ def _t5_tokenizer(max_length: int):
                                pad_token="<pad>", eos_token="</s>", unk_token="<unk>", extra_ids=0), len(vocab)
 
 
-def save(name: str, out: Path, tiny: bool = False, dtype: str = "fp32") -> Path:
-    """Pipeline `name` (PIPELINES) saved into `out` (a diffusers pipeline folder), weights drawn with seed 0."""
+def save(name: str, out: Path, tiny: bool = False, dtype: str = "fp32", layers: tuple[int, ...] = ()) -> Path:
+    """Pipeline `name` (PIPELINES) saved into `out` (a diffusers pipeline folder), weights drawn with seed 0;
+    `layers` (module docstring) for sd3 and flux only."""
     import torch
 
     if name not in PIPELINES:
         raise ValueError(f"unknown pipeline '{name}' (one of {', '.join(PIPELINES)})")
+    if layers and name not in ("sd3", "flux"):
+        raise ValueError(f"pipeline '{name}': layers is for the transformers of sd3 and flux")
     torch.manual_seed(0)
-    pipe = _sd3(tiny) if name == "sd3" else _sd15(tiny)
+    pipe = {"sd15": _sd15, "sdxl": _sdxl, "sd3": _sd3, "flux": _flux}[name](tiny, *layers)
     if dtype == "fp16":
         pipe = pipe.to(torch.float16)
     pipe.save_pretrained(out)
@@ -112,7 +120,30 @@ def _sd15(tiny: bool):
         scheduler=DDIMScheduler(), safety_checker=None, feature_extractor=None, requires_safety_checker=False)
 
 
-def _sd3(tiny: bool):
+def _sdxl(tiny: bool):
+    from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLPipeline, UNet2DConditionModel
+
+    from benchmarks.e2e_models import _SDXL_UNET, _VAE
+
+    clip_l, clip_g = (_TINY_CLIP, _TINY_CLIP) if tiny else (_CLIP_L, _CLIP_G)
+    tokenizer, letters = _tokenizer(clip_l["max_position_embeddings"])
+    # the UNet reads both encoders' hidden states side by side, and the time ids (6 of them) beside the pooled CLIP-G
+    unet = _SDXL_UNET if not tiny else {
+        **_TINY_UNET, "cross_attention_dim": clip_l["hidden_size"] + clip_g["hidden_size"],
+        "addition_embed_type": "text_time", "addition_time_embed_dim": 8, "use_linear_projection": True,
+        "projection_class_embeddings_input_dim": 6 * 8 + clip_g["projection_dim"]}
+    return StableDiffusionXLPipeline(
+        vae=AutoencoderKL(**(_TINY_VAE if tiny else {**_VAE, "sample_size": 1024}), scaling_factor=0.13025,
+                          force_upcast=False),
+        text_encoder=_clip(clip_l, letters, False), tokenizer=tokenizer,
+        text_encoder_2=_clip(clip_g, letters, True), tokenizer_2=tokenizer,
+        unet=UNet2DConditionModel(**unet),
+        scheduler=EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                         timestep_spacing="leading", steps_offset=1),
+        force_zeros_for_empty_prompt=True)
+
+
+def _sd3(tiny: bool, blocks: int = 0):
     from diffusers import (
         AutoencoderKL,
         FlowMatchEulerDiscreteScheduler,
@@ -129,10 +160,38 @@ def _sd3(tiny: bool):
     t5 = T5EncoderModel(T5Config(**{**(_TINY_T5 if tiny else _T5_XXL), "vocab_size": t5_letters}))
     vae = {**_TINY_VAE, "latent_channels": 4} if tiny else {**_VAE, "latent_channels": 16, "sample_size": 1024}
     return StableDiffusion3Pipeline(
-        transformer=SD3Transformer2DModel(**(_TINY_SD3 if tiny else _SD3_MEDIUM)),
+        transformer=SD3Transformer2DModel(**{**(_TINY_SD3 if tiny else _SD3_MEDIUM),
+                                             **({"num_layers": blocks} if blocks else {})}),
         scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0),
         vae=AutoencoderKL(**vae, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609,
                           scaling_factor=1.5305),
         text_encoder=_clip(clip_l, letters, True), tokenizer=tokenizer,
         text_encoder_2=_clip(clip_g, letters, True), tokenizer_2=tokenizer,
         text_encoder_3=t5, tokenizer_3=t5_tokenizer)
+
+
+def _flux(tiny: bool, double: int = 0, single: int = 0):
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
+    from transformers import T5Config, T5EncoderModel
+
+    from benchmarks.e2e_models import _FLUX_DEV, _VAE
+
+    clip = _TINY_CLIP if tiny else _CLIP_L
+    tokenizer, letters = _tokenizer(clip["max_position_embeddings"])
+    t5_tokenizer, t5_letters = _t5_tokenizer(16 if tiny else 512)
+    t5 = T5EncoderModel(T5Config(**{**(_TINY_T5 if tiny else _T5_XXL), "vocab_size": t5_letters}))
+    vae = {**_TINY_VAE, "latent_channels": 4} if tiny else {**_VAE, "latent_channels": 16, "sample_size": 1024}
+    # 2x2 latent patches: the transformer takes 4 latent channels per token; it reads T5's width and CLIP's pooled
+    transformer = _FLUX_DEV if not tiny else {
+        "in_channels": 4 * vae["latent_channels"], "num_layers": 1, "num_single_layers": 2,
+        "attention_head_dim": 16, "num_attention_heads": 2, "joint_attention_dim": _TINY_T5["d_model"],
+        "pooled_projection_dim": clip["hidden_size"], "guidance_embeds": True, "axes_dims_rope": [4, 6, 6]}
+    depth = {**({"num_layers": double} if double else {}), **({"num_single_layers": single} if single else {})}
+    return FluxPipeline(
+        transformer=FluxTransformer2DModel(**{**transformer, **depth}),
+        scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
+                                                  base_image_seq_len=256, max_image_seq_len=4096),
+        vae=AutoencoderKL(**vae, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.1159,
+                          scaling_factor=0.3611),
+        text_encoder=_clip(clip, letters, False), tokenizer=tokenizer,
+        text_encoder_2=t5, tokenizer_2=t5_tokenizer)

@@ -14,9 +14,10 @@ from benchmarks import pipeline_bench  # noqa: E402
 
 
 @pytest.mark.full
-def test_a_tiny_pipeline_runs_on_every_side_and_writes_its_rows(ort_library, tmp_path):
+@pytest.mark.parametrize("model", pipeline_bench.pipeline_models.PIPELINES)
+def test_a_tiny_pipeline_runs_on_every_side_and_writes_its_rows(model, ort_library, tmp_path):
     results = tmp_path / "r.csv"
-    assert pipeline_bench.main(["--model", "sd15", "--tiny", "--provider", "cpu", "--steps", "2", "--runs", "1",
+    assert pipeline_bench.main(["--model", model, "--tiny", "--provider", "cpu", "--steps", "2", "--runs", "1",
                                 "--compile", "none", "--library", str(ort_library), "--results", str(results)]) == 0
     rows = list(csv.DictReader(results.open()))
     got = {(r["provider"], r["metric"]) for r in rows}
@@ -24,4 +25,4 @@ def test_a_tiny_pipeline_runs_on_every_side_and_writes_its_rows(ort_library, tmp
         assert {(side, "s_per_image"), (side, "first_image_s"), (side, "max_abs_diff")} <= got, got
     diff = next(float(r["value"]) for r in rows if r["provider"] == "tritonforge" and r["metric"] == "max_abs_diff")
     assert diff < pipeline_bench.TOL["fp32"]
-    assert {r["shape"] for r in rows} == {"sd15_tiny@32 2 steps"}
+    assert {r["shape"] for r in rows} == {f"{model}_tiny@32 2 steps"}
