@@ -4,6 +4,7 @@ own, images compared, rows written (the numbers mean nothing on a CPU: the GPU's
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 
@@ -26,3 +27,11 @@ def test_a_tiny_pipeline_runs_on_every_side_and_writes_its_rows(model, ort_libra
     diff = next(float(r["value"]) for r in rows if r["provider"] == "tritonforge" and r["metric"] == "max_abs_diff")
     assert diff < pipeline_bench.TOL["fp32"]
     assert {r["shape"] for r in rows} == {f"{model}_tiny@32 2 steps"}
+
+
+def test_a_work_folder_made_for_another_pipeline_is_refused_before_anything_runs(ort_library, tmp_path):
+    (tmp_path / "made.json").write_text(json.dumps({"model": "sd15", "tiny": True, "layers": [], "provider": "cpu"}))
+    with pytest.raises(SystemExit, match="holds another pipeline"):
+        pipeline_bench.main(["--model", "sdxl", "--tiny", "--provider", "cpu", "--library", str(ort_library),
+                             "--work", str(tmp_path), "--results", str(tmp_path / "r.csv")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["made.json"]
