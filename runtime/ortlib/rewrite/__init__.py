@@ -356,6 +356,10 @@ def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, taken: dict, report: R
                 continue
             if m is None:
                 continue
+            if _reads_its_own_result(graph, index, m):
+                near.append("the fused node would read a value computed from its own result (a shape of it "
+                            "feeds its other inputs)")
+                continue
             if any(index[id(n)] in taken for n in m.remove):
                 if not late:
                     report.left.append(f"{node.op_type} node '{node.name}'{graph.where}: overlaps a rewrite already "
@@ -377,6 +381,27 @@ def _one_pass(graph: Graph, r: Rewriter, by_anchor: dict, taken: dict, report: R
             near = [f"{why} (the {node.op_type} alone went to {m.node.domain}.{m.node.op_type})" for why in near]
             break
         report.left += [f"{node.op_type} node '{node.name}'{graph.where}: {why}" for why in dict.fromkeys(near)]
+
+
+def _reads_its_own_result(graph: Graph, index: dict, m) -> bool:
+    """Whether a match's nodes read a value computed from one of the nodes it replaces: TorchScript's
+    `x.shape[0]` of a residual sum, say, in front of the reshape that makes the modulation a fused norm would take
+    with that sum. Spliced, the node would wait on itself. The graph is in order, so only producers after the
+    first replaced node can lead back to one."""
+    removed = {id(n) for n in m.remove}
+    first = min(index[id(n)] for n in m.remove)
+    new = [*m.before, m.node, *m.after]
+    made = {o for n in new for o in n.output}
+    todo, seen = [v for n in new for v in n.input if v and v not in made], set()
+    while todo:
+        p = graph.producer.get(todo.pop())
+        if p is None or id(p) in seen or index.get(id(p), -1) < first:
+            continue
+        if id(p) in removed:
+            return True
+        seen.add(id(p))
+        todo.extend(v for v in p.input if v)
+    return False
 
 
 def _splice(graph: Graph, taken: dict, initializers: list) -> None:

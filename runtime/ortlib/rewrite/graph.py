@@ -7,7 +7,9 @@ counts as read by the node that holds the subgraph, so no matcher removes it.
 Types and shapes come from ONNX's shape inference with data propagation (so `Reshape(x, Shape(y))` keeps
 its shape) run on a probe of the graph: ops ONNX has no schema for (ORT's contrib ops, this library's)
 stand in as ONNX ops that give the same output types and shapes, so inference carries on past them, and
-big initializers stand in as typed inputs, so no weight is copied. Where inference still leaves a value's
+big initializers stand in as typed inputs, so no weight is copied, and small integer arithmetic on constants
+(TorchScript's `dim % rank` in front of an unflatten's Slice, which data propagation does not evaluate) stands
+in as the constant it computes. Where inference still leaves a value's
 element type unknown, it is taken from the first input of the op that makes it when that op keeps its
 input's type.
 """
@@ -443,6 +445,46 @@ def _stand_in(node, graph: Graph, probe_inputs: list) -> list | None:
     return None
 
 
+# ops whose integer results on constants the probe takes as constants (_constant_stand_ins)
+_PROBE_FOLDS = {"Mod", "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Cast", "Identity", "Reshape", "Unsqueeze",
+                "Squeeze", "Concat", "Gather", "Slice"}
+
+
+def _constant_stand_ins(nodes: list, initializers) -> list:
+    """`nodes` with each one of _PROBE_FOLDS whose inputs are all constants (Constant nodes, small initializers,
+    or what this folded before it) and whose outputs are small integer tensors replaced by Constant nodes of the
+    values onnx's reference implementation computes: ONNX inference's data propagation then sees the Slice bounds
+    and Reshape shapes they feed. The probe only; the model keeps its nodes."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    known = {t.name: t for t in initializers if math.prod(t.dims) <= _SMALL}
+    out = []
+    for n in nodes:
+        value = attrs(n).get("value") if n.op_type == "Constant" and domain_of(n) == "" and n.output else None
+        if value is not None and math.prod(value.dims) <= _SMALL and not value.external_data:
+            known[n.output[0]] = onnx.TensorProto()
+            known[n.output[0]].CopyFrom(value)
+            known[n.output[0]].name = n.output[0]  # an initializer of the one-node graph
+        elif (n.op_type in _PROBE_FOLDS and domain_of(n) == "" and n.input and not any(subgraphs([n]))
+              and all(i in known for i in n.input if i)):
+            try:
+                values = ReferenceEvaluator(helper.make_model(
+                    helper.make_graph([n], "fold", [], [helper.make_tensor_value_info(o, 0, None) for o in n.output],
+                                      [known[i] for i in {i for i in n.input if i}]),
+                    opset_imports=[helper.make_opsetid("", 21)])).run(None, {})
+            except Exception:  # a form the reference does not take keeps its node
+                values = None
+            if values and all(np.asarray(v).dtype.kind in "iu" and np.asarray(v).size <= _SMALL for v in values):
+                for o, v in zip(n.output, values):
+                    known[o] = numpy_helper.from_array(np.asarray(v), o)
+                out.extend(helper.make_node("Constant", [], [o], value=known[o]) for o in n.output)
+                continue
+        out.append(n)
+    return out
+
+
 def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
     import onnx
     from onnx import helper
@@ -470,7 +512,7 @@ def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
         instead = _stand_in(n, graph, inputs)
         nodes.extend(instead if instead is not None else [n])
     # Node order may not survive a stand-in's new names; inference wants them in order, as they are.
-    pg.node.extend(nodes)
+    pg.node.extend(_constant_stand_ins(nodes, pg.initializer))
     pg.input.extend(inputs)
     pg.output.extend(g.output)
     pg.value_info.extend(g.value_info)
