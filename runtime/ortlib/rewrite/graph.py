@@ -450,6 +450,14 @@ _PROBE_FOLDS = {"Mod", "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Cast", "Identi
                 "Squeeze", "Concat", "Gather", "Slice"}
 
 
+def _small_value(node):
+    """The TensorProto of a Constant node whose value is small and held in the model, else None."""
+    if node.op_type != "Constant" or domain_of(node) != "" or not node.output:
+        return None
+    value = attrs(node).get("value")
+    return value if value is not None and math.prod(value.dims) <= _SMALL and not value.external_data else None
+
+
 def _constant_stand_ins(nodes: list, initializers) -> list:
     """`nodes` with each one of _PROBE_FOLDS whose inputs are all constants (Constant nodes, small initializers,
     or what this folded before it) and whose outputs are small integer tensors replaced by Constant nodes of the
@@ -462,8 +470,8 @@ def _constant_stand_ins(nodes: list, initializers) -> list:
     known = {t.name: t for t in initializers if math.prod(t.dims) <= _SMALL}
     out = []
     for n in nodes:
-        value = attrs(n).get("value") if n.op_type == "Constant" and domain_of(n) == "" and n.output else None
-        if value is not None and math.prod(value.dims) <= _SMALL and not value.external_data:
+        value = _small_value(n)
+        if value is not None:
             known[n.output[0]] = onnx.TensorProto()
             known[n.output[0]].CopyFrom(value)
             known[n.output[0]].name = n.output[0]  # an initializer of the one-node graph
@@ -483,6 +491,111 @@ def _constant_stand_ins(nodes: list, initializers) -> list:
                 continue
         out.append(n)
     return out
+
+
+def _inferred(probe) -> dict[str, tuple[int, list | None]]:
+    """(element type, dims) of every value ONNX inference with data propagation reaches in `probe`."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe, data_prop=True).graph
+    except Exception:  # a graph inference cannot read still has the types it declares
+        inferred = probe.graph
+    types: dict[str, tuple[int, list | None]] = {}
+    for scope in (inferred, *_every_subgraph(inferred)):  # names are unique across scopes (ONNX IR 4+)
+        for vi in [*scope.input, *scope.value_info, *scope.output]:
+            t = vi.type.tensor_type
+            dims = ([d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] if t.HasField("shape")
+                    else None)
+            if (t.elem_type or dims is not None) and vi.name not in types:
+                types[vi.name] = (t.elem_type, dims)
+    return types
+
+
+def _target_stand_ins(nodes: list, graph: Graph, types: dict) -> list | None:
+    """`nodes` with each part of a Reshape's target (the Concat's inputs) that Graph.const folds once the first
+    inference's shapes are known made a Constant: a head width TorchScript computes as `Shape(k)[-1] // heads`,
+    whose Div ONNX's data propagation does not evaluate. None where there is none."""
+    from onnx import helper, numpy_helper
+
+    graph.types = types  # the first pass's, for const() to fold Shape; forgotten below
+    try:
+        folded = {}
+        for n in graph.nodes:
+            concat = graph.producer.get(n.input[1]) if n.op_type == "Reshape" and len(n.input) == 2 else None
+            for piece in concat.input if is_op(concat, "Concat") else ():
+                made = graph.producer.get(piece)
+                if made is not None and made.op_type != "Constant" and len(made.output) == 1:
+                    value = graph.const(piece)
+                    if value is not None and value.dtype.kind in "iu":
+                        folded[piece] = value
+    finally:
+        graph.reindex()
+    if not folded:
+        return None
+    return [helper.make_node("Constant", [], [n.output[0]], value=numpy_helper.from_array(folded[n.output[0]]))
+            if len(n.output) == 1 and n.output[0] in folded else n for n in nodes]
+
+
+def _split_reshapes(nodes: list, types: dict) -> list | None:
+    """`nodes` with each Reshape whose target is its input's own leading dims (Shape(x) sliced, as TorchScript
+    writes `unflatten(-1, (heads, -1))` with symbolic batch and tokens) then constants with one -1, where x's
+    other dims are known, reading that target with the -1 worked out: inference cannot divide symbolic dims,
+    so without it the heads' width is unknown past the split. None where there is none."""
+    from onnx import helper, numpy_helper
+
+    producer = {o: n for n in nodes for o in n.output if o}
+    const = {n.output[0]: numpy_helper.to_array(_small_value(n)) for n in nodes if _small_value(n) is not None}
+    out, changed = [], False
+    for n in nodes:
+        target = _split_target(n, producer, const, types) if n.op_type == "Reshape" else None
+        if target is None:
+            out.append(n)
+            continue
+        lead, rest = target
+        x, name = n.input[0], f"{n.output[0]}__probe_target"
+        out += [helper.make_node("Shape", [x], [f"{name}_lead"], start=0, end=lead),
+                helper.make_node("Constant", [], [f"{name}_rest"],
+                                 value=numpy_helper.from_array(np.array(rest, np.int64))),
+                helper.make_node("Concat", [f"{name}_lead", f"{name}_rest"], [name], axis=0),
+                helper.make_node("Reshape", [x, name], list(n.output))]
+        changed = True
+    return out if changed else None
+
+
+def _split_target(node, producer: dict, const: dict, types: dict) -> tuple[int, list] | None:
+    """(k, the rest) where Reshape `node`'s target is x's first k dims then constants whose one -1 x's known
+    other dims fix; else None."""
+    if len(node.input) != 2 or attrs(node).get("allowzero", 0) or not is_op(producer.get(node.input[1]), "Concat"):
+        return None
+    x = node.input[0]
+    dims = types.get(x, (0, None))[1]
+    pieces: list = []
+    for p in producer[node.input[1]].input:
+        if p in const:
+            pieces += [int(v) for v in const[p].reshape(-1)]
+            continue
+        sl = producer.get(p)
+        if not is_op(sl, "Slice") or not is_op(producer.get(sl.input[0]), "Shape") or dims is None:
+            return None
+        shape = producer[sl.input[0]]
+        bounds = [const.get(i) for i in sl.input[1:]]
+        if shape.input[0] != x or attrs(shape) or len(bounds) not in (2, 3) or any(b is None for b in bounds):
+            return None
+        if len(bounds) == 3 and bounds[2].reshape(-1).tolist() != [0]:
+            return None
+        pieces += [("x", i) for i in range(len(dims))[slice(int(bounds[0].reshape(-1)[0]),
+                                                              int(bounds[1].reshape(-1)[0]))]]
+    lead = next((i for i, p in enumerate(pieces) if p != ("x", i)), len(pieces))
+    rest = pieces[lead:]
+    if (dims is None or not lead or any(not isinstance(v, int) or v == 0 for v in rest) or rest.count(-1) != 1
+            or any(not isinstance(d, int) for d in dims[lead:])):
+        return None
+    known = math.prod(v for v in rest if v != -1)
+    total = math.prod(dims[lead:])
+    if not known or total % known:
+        return None
+    return lead, [total // known if v == -1 else v for v in rest]
 
 
 def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
@@ -512,22 +625,18 @@ def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
         instead = _stand_in(n, graph, inputs)
         nodes.extend(instead if instead is not None else [n])
     # Node order may not survive a stand-in's new names; inference wants them in order, as they are.
-    pg.node.extend(_constant_stand_ins(nodes, pg.initializer))
+    nodes = _constant_stand_ins(nodes, pg.initializer)
+    pg.node.extend(nodes)
     pg.input.extend(inputs)
     pg.output.extend(g.output)
     pg.value_info.extend(g.value_info)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(probe, data_prop=True).graph
-    except Exception:  # a graph inference cannot read still has the types it declares
-        inferred = pg
-    types: dict[str, tuple[int, list | None]] = {}
-    for scope in (inferred, *_every_subgraph(inferred)):  # names are unique across scopes (ONNX IR 4+)
-        for vi in [*scope.input, *scope.value_info, *scope.output]:
-            t = vi.type.tensor_type
-            dims = ([d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] if t.HasField("shape")
-                    else None)
-            if (t.elem_type or dims is not None) and vi.name not in types:
-                types[vi.name] = (t.elem_type, dims)
+    types = _inferred(probe)
+    pieces = _target_stand_ins(nodes, graph, types)
+    split = _split_reshapes(pieces or nodes, types)
+    if pieces is not None or split is not None:  # once more, with the reshapes' targets worked out
+        del pg.node[:]
+        pg.node.extend(split or pieces)
+        types = _inferred(probe)
     for scope in (g, *_every_subgraph(g)):
         for t in scope.initializer:
             types[t.name] = (t.data_type, list(t.dims))
