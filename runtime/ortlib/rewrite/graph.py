@@ -309,8 +309,10 @@ class Graph:
         op, a = node.op_type, attrs(node)
         if op not in _FOLDS:  # no walk up through ops that are never constant here (the whole graph, else)
             return None
-        if op in _INT_MATHS and any(self.elem(i) not in (6, 7) for i in node.input):
-            return None  # arithmetic folds on integers only (shape computations), never a float tensor's chain
+        if op in _INT_MATHS and any(self.elem(i) not in (6, 7) for i in node.input) and not all(
+                (d := self.dims(i)) is not None and math.prod(d) == 1 for i in node.input):
+            return None  # arithmetic on integers (shape computations) or on float scalars (TorchScript's
+            # `int(inner_dim / heads)`), never a float tensor's chain
         if op == "Gather":
             return self._gather(node, a)
         ins = [self.const(i) if i else None for i in node.input] if op not in ("Constant", "Shape") else []
@@ -367,6 +369,8 @@ class Graph:
                 return None
             return np.concatenate(ins, axis=a["axis"])
         if op in _INT_MATHS and ins[1] is not None:
+            if op == "Div" and np.result_type(x, ins[1]).kind == "f":
+                return np.divide(x, ins[1]).astype(np.result_type(x, ins[1]))
             return _INT_MATHS[op](x, ins[1]).astype(np.result_type(x, ins[1]))
         return None
 
@@ -493,8 +497,9 @@ def _constant_stand_ins(nodes: list, initializers) -> list:
     return out
 
 
-def _inferred(probe) -> dict[str, tuple[int, list | None]]:
-    """(element type, dims) of every value ONNX inference with data propagation reaches in `probe`."""
+def _inferred(probe) -> tuple[dict, dict]:
+    """(element type, dims) of every value ONNX inference with data propagation reaches in `probe`, and the same
+    dims with their symbols (a dim_param's name where no value is known)."""
     import onnx
 
     try:
@@ -502,14 +507,18 @@ def _inferred(probe) -> dict[str, tuple[int, list | None]]:
     except Exception:  # a graph inference cannot read still has the types it declares
         inferred = probe.graph
     types: dict[str, tuple[int, list | None]] = {}
+    symbols: dict[str, list] = {}
     for scope in (inferred, *_every_subgraph(inferred)):  # names are unique across scopes (ONNX IR 4+)
         for vi in [*scope.input, *scope.value_info, *scope.output]:
             t = vi.type.tensor_type
-            dims = ([d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] if t.HasField("shape")
-                    else None)
+            dims = ([d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in t.shape.dim]
+                    if t.HasField("shape") else None)
             if (t.elem_type or dims is not None) and vi.name not in types:
-                types[vi.name] = (t.elem_type, dims)
-    return types
+                types[vi.name] = (t.elem_type, None if dims is None else [d if isinstance(d, int) else None
+                                                                         for d in dims])
+                if dims is not None:
+                    symbols[vi.name] = dims
+    return types, symbols
 
 
 def _target_stand_ins(nodes: list, graph: Graph, types: dict) -> list | None:
@@ -537,65 +546,90 @@ def _target_stand_ins(nodes: list, graph: Graph, types: dict) -> list | None:
             if len(n.output) == 1 and n.output[0] in folded else n for n in nodes]
 
 
-def _split_reshapes(nodes: list, types: dict) -> list | None:
-    """`nodes` with each Reshape whose target is its input's own leading dims (Shape(x) sliced, as TorchScript
-    writes `unflatten(-1, (heads, -1))` with symbolic batch and tokens) then constants with one -1, where x's
-    other dims are known, reading that target with the -1 worked out: inference cannot divide symbolic dims,
-    so without it the heads' width is unknown past the split. None where there is none."""
+def _split_reshapes(nodes: list, symbols: dict) -> list | None:
+    """`nodes` with each Reshape whose target's one -1 its input's dims fix reading that target with the -1 worked
+    out: inference cannot divide symbolic dims, so `view(batch, -1, heads, head_dim)` and `unflatten(-1, (heads,
+    -1))` under a symbolic batch leave the tokens or the head width unknown past them. A target qualifies when it
+    is a Concat of constants and of the input's own dims (Shape sliced or gathered, of any value with the same
+    symbols), and the input's dims that no such part names are known. None where there is none."""
     from onnx import helper, numpy_helper
 
     producer = {o: n for n in nodes for o in n.output if o}
     const = {n.output[0]: numpy_helper.to_array(_small_value(n)) for n in nodes if _small_value(n) is not None}
     out, changed = [], False
     for n in nodes:
-        target = _split_target(n, producer, const, types) if n.op_type == "Reshape" else None
-        if target is None:
+        found = _split_target(n, producer, const, symbols) if n.op_type == "Reshape" else None
+        if found is None:
             out.append(n)
             continue
-        lead, rest = target
-        x, name = n.input[0], f"{n.output[0]}__probe_target"
-        out += [helper.make_node("Shape", [x], [f"{name}_lead"], start=0, end=lead),
-                helper.make_node("Constant", [], [f"{name}_rest"],
-                                 value=numpy_helper.from_array(np.array(rest, np.int64))),
-                helper.make_node("Concat", [f"{name}_lead", f"{name}_rest"], [name], axis=0),
-                helper.make_node("Reshape", [x, name], list(n.output))]
+        concat, at, value = producer[n.input[1]], *found
+        name = f"{n.output[0]}__probe_target"
+        parts = [f"{name}_{at}" if k == at else p for k, p in enumerate(concat.input)]
+        out += [helper.make_node("Constant", [], [f"{name}_{at}"], value=numpy_helper.from_array(value)),
+                helper.make_node("Concat", parts, [name], axis=0),
+                helper.make_node("Reshape", [n.input[0], name], list(n.output))]
         changed = True
     return out if changed else None
 
 
-def _split_target(node, producer: dict, const: dict, types: dict) -> tuple[int, list] | None:
-    """(k, the rest) where Reshape `node`'s target is x's first k dims then constants whose one -1 x's known
-    other dims fix; else None."""
-    if len(node.input) != 2 or attrs(node).get("allowzero", 0) or not is_op(producer.get(node.input[1]), "Concat"):
+def _shape_part(value: str, producer: dict, const: dict, symbols: dict) -> list | None:
+    """The dims (ints or symbols) a part of a Reshape's target takes from a Shape: Slice(Shape(y)) along its one
+    axis, or Unsqueeze(Gather(Shape(y), i)); else None."""
+    node = producer.get(value)
+    if is_op(node, "Unsqueeze"):
+        node = producer.get(node.input[0])
+        if not is_op(node, "Gather") or attrs(node).get("axis", 0) != 0:
+            return None
+        shape, idx = producer.get(node.input[0]), const.get(node.input[1])
+        picked = None if idx is None or idx.size != 1 else [int(idx.reshape(-1)[0])]
+    elif is_op(node, "Slice") and len(node.input) in (3, 4):
+        shape, bounds = producer.get(node.input[0]), [const.get(i) for i in node.input[1:]]
+        if any(b is None or b.size != 1 for b in bounds) or (len(bounds) == 3 and int(bounds[2].reshape(-1)[0])):
+            return None
+        picked = [int(bounds[0].reshape(-1)[0]), int(bounds[1].reshape(-1)[0])]
+    else:
         return None
-    x = node.input[0]
-    dims = types.get(x, (0, None))[1]
-    pieces: list = []
-    for p in producer[node.input[1]].input:
+    dims = symbols.get(shape.input[0]) if is_op(shape, "Shape") and not attrs(shape) else None
+    if dims is None or picked is None:
+        return None
+    return [dims[picked[0]]] if len(picked) == 1 else dims[slice(*picked)]
+
+
+def _split_target(node, producer: dict, const: dict, symbols: dict) -> tuple[int, np.ndarray] | None:
+    """(the Concat input holding the -1, its value with the -1 worked out) where Reshape `node`'s target
+    qualifies (_split_reshapes); else None."""
+    concat = producer.get(node.input[1]) if len(node.input) == 2 else None
+    dims = symbols.get(node.input[0])
+    if not is_op(concat, "Concat") or attrs(node).get("allowzero", 0) or dims is None:
+        return None
+    named, known, at = [], [], None
+    for k, p in enumerate(concat.input):
         if p in const:
-            pieces += [int(v) for v in const[p].reshape(-1)]
+            values = [int(v) for v in const[p].reshape(-1)]
+            known += [v for v in values if v != -1]
+            if -1 in values:
+                at = None if at is not None else k  # one -1 in all
+                if at is None:
+                    return None
             continue
-        sl = producer.get(p)
-        if not is_op(sl, "Slice") or not is_op(producer.get(sl.input[0]), "Shape") or dims is None:
+        part = _shape_part(p, producer, const, symbols)
+        if part is None or None in part:
             return None
-        shape = producer[sl.input[0]]
-        bounds = [const.get(i) for i in sl.input[1:]]
-        if shape.input[0] != x or attrs(shape) or len(bounds) not in (2, 3) or any(b is None for b in bounds):
+        named += [d for d in part if isinstance(d, str)]
+        known += [d for d in part if isinstance(d, int)]
+    left = list(dims)
+    for d in named:  # each symbolic part is one of the input's own dims
+        if d not in left:
             return None
-        if len(bounds) == 3 and bounds[2].reshape(-1).tolist() != [0]:
-            return None
-        pieces += [("x", i) for i in range(len(dims))[slice(int(bounds[0].reshape(-1)[0]),
-                                                              int(bounds[1].reshape(-1)[0]))]]
-    lead = next((i for i, p in enumerate(pieces) if p != ("x", i)), len(pieces))
-    rest = pieces[lead:]
-    if (dims is None or not lead or any(not isinstance(v, int) or v == 0 for v in rest) or rest.count(-1) != 1
-            or any(not isinstance(d, int) for d in dims[lead:])):
+        left.remove(d)
+    if at is None or 0 in known or any(not isinstance(d, int) for d in left):
         return None
-    known = math.prod(v for v in rest if v != -1)
-    total = math.prod(dims[lead:])
-    if not known or total % known:
+    total, have = math.prod(left), math.prod(known)
+    if not have or total % have:
         return None
-    return lead, [total // known if v == -1 else v for v in rest]
+    value = const[concat.input[at]].copy()
+    value[value == -1] = total // have
+    return at, value
 
 
 def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
@@ -630,13 +664,21 @@ def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
     pg.input.extend(inputs)
     pg.output.extend(g.output)
     pg.value_info.extend(g.value_info)
-    types = _inferred(probe)
+    types, symbols = _inferred(probe)
     pieces = _target_stand_ins(nodes, graph, types)
-    split = _split_reshapes(pieces or nodes, types)
-    if pieces is not None or split is not None:  # once more, with the reshapes' targets worked out
+    if pieces is not None:  # once more, for the symbols past the parts worked out
         del pg.node[:]
-        pg.node.extend(split or pieces)
-        types = _inferred(probe)
+        pg.node.extend(pieces)
+        types, symbols = _inferred(probe)
+    nodes = pieces or nodes
+    for _ in range(3):  # a split's dims reach the reshape that joins the heads again only on the next round
+        split = _split_reshapes(nodes, symbols)
+        if split is None:
+            break
+        nodes = split
+        del pg.node[:]
+        pg.node.extend(nodes)
+        types, symbols = _inferred(probe)
     for scope in (g, *_every_subgraph(g)):
         for t in scope.initializer:
             types[t.name] = (t.data_type, list(t.dims))

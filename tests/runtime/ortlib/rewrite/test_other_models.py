@@ -115,3 +115,35 @@ def test_a_model_the_tables_never_saw_is_rewritten_to_what_its_export_computes(n
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
     if name == "sana":  # the norm whose fusion would read its own result went alone, and the report says why
         assert any("would read a value computed from its own result" in why for why in report.left), report.left
+
+
+def test_a_unet_with_a_symbolic_batch_fuses_the_norms_after_self_attention_as_with_a_fixed_one(ort_library, tmp_path):
+    """An SD 1.5-style UNet in float16 with only its batch symbolic: the tokens after a self-attention's
+    `view(batch, -1, heads, head_dim)` are worked out (the batch is the tokens' own), so its output Linear is
+    known to have the residual's shape and the Linear bias, residual and LayerNormalization after it are fused as
+    with a fixed batch. After cross-attention TorchScript takes the batch from the text's shape, whose symbol
+    inference does not know to be the image's: those norms are left, and the outputs still agree."""
+    torch.manual_seed(0)
+    net = diffusers.UNet2DConditionModel(
+        sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(32, 64),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=32, attention_head_dim=8, norm_num_groups=16).eval().half()
+    inputs = (torch.randn(2, 4, 8, 8).half(), torch.tensor([10.0, 10.0]).half(), torch.randn(2, 7, 32).half())
+    names = ["sample", "timestep", "encoder_hidden_states"]
+    reports, outs = [], []
+    for axes in (None, {k: {0: "batch"} for k in names}):
+        src, dst = tmp_path / f"unet{bool(axes)}.onnx", tmp_path / f"unet{bool(axes)}.tf.onnx"
+        with torch.no_grad():
+            torch.onnx.export(_Positional(net), inputs, str(src), input_names=names, output_names=["out"],
+                              opset_version=17, dynamo=False, dynamic_axes=axes)
+        reports.append(rewrite_file(src, dst, ort_library, gpu="NVIDIA H100 80GB HBM3"))
+        so = ort.SessionOptions()
+        so.register_custom_ops_library(str(ort_library))
+        feeds = {k: v.numpy() for k, v in zip(names, inputs)}
+        outs.append(ort.InferenceSession(str(dst), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0])
+    fixed, symbolic = (r.rewritten["SkipLayerNormalization"] for r in reports)
+    assert fixed == 8  # norm2 and norm3 of each of the four transformer blocks
+    assert symbolic == 4
+    left = [why for why in reports[1].left if "SkipLayerNormalization" not in why and "norm3" in why]
+    assert len(left) == 4 and all("residual" in why for why in left), reports[1].left
+    np.testing.assert_allclose(outs[1].astype(np.float64), outs[0].astype(np.float64), atol=2e-2)
