@@ -462,11 +462,12 @@ def _small_value(node):
     return value if value is not None and math.prod(value.dims) <= _SMALL and not value.external_data else None
 
 
-def _constant_stand_ins(nodes: list, initializers) -> list:
+def _constant_stand_ins(nodes: list, initializers, opsets) -> list:
     """`nodes` with each one of _PROBE_FOLDS whose inputs are all constants (Constant nodes, small initializers,
     or what this folded before it) and whose outputs are small integer tensors replaced by Constant nodes of the
     values onnx's reference implementation computes: ONNX inference's data propagation then sees the Slice bounds
-    and Reshape shapes they feed. The probe only; the model keeps its nodes."""
+    and Reshape shapes they feed. The probe only; the model keeps its nodes. `opsets`: the model's imports, which
+    fix what each op means (Unsqueeze's axes an attribute before opset 13, an input after)."""
     import onnx
     from onnx import helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
@@ -485,7 +486,7 @@ def _constant_stand_ins(nodes: list, initializers) -> list:
                 values = ReferenceEvaluator(helper.make_model(
                     helper.make_graph([n], "fold", [], [helper.make_tensor_value_info(o, 0, None) for o in n.output],
                                       [known[i] for i in {i for i in n.input if i}]),
-                    opset_imports=[helper.make_opsetid("", 21)])).run(None, {})
+                    opset_imports=list(opsets))).run(None, {})
             except Exception:  # a form the reference does not take keeps its node
                 values = None
             if values and all(np.asarray(v).dtype.kind in "iu" and np.asarray(v).size <= _SMALL for v in values):
@@ -659,7 +660,7 @@ def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
         instead = _stand_in(n, graph, inputs)
         nodes.extend(instead if instead is not None else [n])
     # Node order may not survive a stand-in's new names; inference wants them in order, as they are.
-    nodes = _constant_stand_ins(nodes, pg.initializer)
+    nodes = _constant_stand_ins(nodes, pg.initializer, model.opset_import)
     pg.node.extend(nodes)
     pg.input.extend(inputs)
     pg.output.extend(g.output)
