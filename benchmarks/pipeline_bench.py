@@ -8,14 +8,14 @@ diffusers' own pipeline with torch.compile on its denoiser; each side in a proce
 This process builds the pipeline from its published configs with random weights (pipeline_models.py), saves it,
 exports it with `optimum-cli export onnx --task text-to-image` (fp16 on the GPU, fp32 on the CPU) and rewrites the
 folder. Each side then starts fresh (`--side-of`), makes its pipeline (optimum's with its own sessions; optimum's with
-tritonforge_ort.pipeline_sessions; diffusers' with `torch.compile(unet, mode=...)`, `cudnn.benchmark` on), draws the
-same prompt, seed, steps, guidance and resolution (by default the model's: SD 1.5 512² and 30 steps, SDXL 1024² and
-30, SD3 1024² and 28, Flux 1024² and 28; `--layers` cuts SD3's or Flux's depth, named in the row), and records the
-time to its first image (the process's start to the image in host memory: imports, sessions or compile, and one whole
-generation) and the median seconds per image of `--runs` more. The rewritten pipeline's image is checked against the
-export's first (max |a - b| of pixels in [0, 1]), and diffusers' beside them; the folder's rewrite is timed once,
-before any side (a step done once per export, as the export itself; not in the first image). Rows: benchmark
-`pipeline`, shape `<model>@<side> <steps> steps`.
+tritonforge_ort.pipeline_sessions; diffusers' with `torch.compile(denoiser, mode=...)` on its UNet or transformer,
+`cudnn.benchmark` on), draws the same prompt, seed, steps, guidance and resolution (by default the model's: SD 1.5
+512² and 30 steps, SDXL 1024² and 30, SD3 1024² and 28, Flux 1024² and 28; `--layers` cuts SD3's or Flux's depth,
+named in the row), and records the time to its first image (the process's start to the image in host memory: imports,
+sessions or compile, and one whole generation) and the median seconds per image of `--runs` more. The rewritten
+pipeline's image is checked against the export's first (max |a - b| of pixels in [0, 1]), and diffusers' beside them;
+the folder's rewrite is timed once, before any side (a step done once per export, as the export itself; not in the
+first image). Rows: benchmark `pipeline`, shape `<model>@<side> <steps> steps`.
 """
 
 from __future__ import annotations
@@ -171,6 +171,10 @@ def main(argv=None) -> int:
     from benchmarks.e2e_bench import _device
     from benchmarks.results import write_rows
 
+    if args.prepare and not args.work:
+        ap.error("--prepare keeps what it makes in --work DIR; name one")
+    if args.layers and args.model not in ("sd3", "flux"):
+        ap.error(f"--layers cuts the transformer of sd3 or flux, not {args.model}'s")
     args.side = args.side or (32 if args.tiny else DEFAULTS[args.model][0])
     args.steps = args.steps or DEFAULTS[args.model][1]
     args.guidance = DEFAULTS[args.model][2]

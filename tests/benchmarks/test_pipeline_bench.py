@@ -36,3 +36,13 @@ def test_a_work_folder_made_for_another_pipeline_is_refused_before_anything_runs
         pipeline_bench.main(["--model", "sdxl", "--tiny", "--provider", "cpu", "--library", str(ort_library),
                              "--work", str(tmp_path), "--results", str(tmp_path / "r.csv")])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["made.json"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [(["--model", "sd15", "--layers", "2"], "--layers cuts the transformer"),
+                                            (["--model", "sdxl", "--prepare"], "--prepare keeps what it makes")])
+def test_arguments_that_cannot_hold_are_refused_before_anything_is_made(argv, said, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        pipeline_bench.main([*argv, "--results", str(tmp_path / "r.csv")])
+    assert exc.value.code == 2 and said in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
