@@ -28,6 +28,10 @@ def test_a_tiny_pipeline_runs_on_every_side_and_writes_its_rows(model, ort_libra
     diff = next(float(r["value"]) for r in rows if r["provider"] == "tritonforge" and r["metric"] == "max_abs_diff")
     assert diff < pipeline_bench.TOL["fp32"]
     assert {r["shape"] for r in rows} == {f"{model}_tiny@32 2 steps"}
+    first = [r for r in rows if r["metric"] == "first_image_s"]
+    for r in first:  # where the first image's time went, and the phases add up to it
+        spent = [float(x.split()[-2]) for x in r["extra"].split("; ")[-1].split(", ")]
+        assert len(spent) == 3 and abs(sum(spent) - float(r["value"])) < 0.2, r["extra"]
 
 
 def test_a_work_folder_made_for_another_pipeline_is_refused_before_anything_runs(ort_library, tmp_path):
