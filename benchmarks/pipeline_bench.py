@@ -4,6 +4,7 @@ diffusers' own pipeline with torch.compile on its denoiser; each side in a proce
 
     python benchmarks/pipeline_bench.py --model sd15|sdxl|sd3|flux [--steps N] [--side PX] [--layers N] [--compile MODE]
     python benchmarks/pipeline_bench.py --model sd15 --tiny --provider cpu --steps 2 --compile none   # a smoke run
+    python benchmarks/pipeline_bench.py --headline      # the README's table of the rows
 
 This process builds the pipeline from its published configs with random weights (pipeline_models.py), saves it,
 exports it with `optimum-cli export onnx --task text-to-image` (fp16 on the GPU, fp32 on the CPU) and rewrites the
@@ -141,6 +142,33 @@ def prepare(args, work: Path) -> tuple[Path, Path, Path]:
     return torch_dir, export, rewritten
 
 
+def headline(rows: list[dict]) -> list[str]:
+    """The README's table: per pipeline and GPU (the rows of tiny or CPU runs left out), seconds per image on each
+    side, the ratio to diffusers + torch.compile, and the first image from a fresh process."""
+    got: dict[tuple, dict] = {}
+    for r in rows:
+        if r["benchmark"] == "pipeline" and "_tiny" not in r["shape"] and r["dtype"] != "fp32":
+            got.setdefault((r["shape"], r["device"]), {})[(r["provider"], r["metric"])] = r
+    order = {m: i for i, m in enumerate(pipeline_models.PIPELINES)}
+    lines = ["| pipeline | GPU | s/image: rewritten | diffusers + torch.compile | vs torch.compile | optimum export "
+             "| first image s: rewritten / torch.compile | image max diff |", "| --- " * 8 + "|"]
+    for (shape, device), m in sorted(got.items(), key=lambda kv: (order.get(kv[0][0].split("(")[0].split("@")[0], 99),
+                                                                   kv[0])):
+        def v(side, metric, m=m):
+            return float(m[(side, metric)]["value"]) if (side, metric) in m else None
+        ours, torch_s, export = v("tritonforge", "s_per_image"), v("torch_compile", "s_per_image"), \
+            v("export", "s_per_image")
+        if ours is None or torch_s is None:
+            continue
+        firsts = [v(side, "first_image_s") for side in ("tritonforge", "torch_compile")]
+        first = " / ".join("-" if f is None else f"{f:.1f}" for f in firsts)
+        diff = v("tritonforge", "max_abs_diff")
+        lines.append(f"| {shape} | {device.removeprefix('NVIDIA ')} | {ours:.3f} | {torch_s:.3f} | "
+                     f"{torch_s / ours:.2f}x | {'-' if export is None else f'{export:.3f}'} | {first} | "
+                     f"{'-' if diff is None else f'{diff:.3g}'} |")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=pipeline_models.PIPELINES, default="sd15")
@@ -161,6 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prepare", action="store_true",
                     help="make the pipeline, its export and its rewrite in --work, and time nothing")
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
+    ap.add_argument("--headline", action="store_true", help="print the README's table of the pipeline rows")
     # one side, in a process of its own (what this script starts)
     ap.add_argument("--side-of", choices=tuple(SIDES), help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
@@ -169,6 +198,11 @@ def main(argv=None) -> int:
     ap.add_argument("--side-px", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--guidance", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.headline:
+        from benchmarks.results import RESULTS, _read
+
+        print("\n".join(headline(_read(args.results or RESULTS))))
+        return 0
     if args.side_of:
         args.side = args.side_px
         return side_main(args)

@@ -122,3 +122,29 @@ def test_the_linear_per_op_table_is_the_rows():
         epilogue, model, mkn = re.fullmatch(r"(.+), (.+) (\d+x\d+x\d+)", label).groups()
         got = rows[f"{names[epilogue]} {models[model]} {mkn}"]
         assert cells == [f"{got[p]:.1f}" for p in ("export", "tritonforge", "torch", "matmul")], line
+
+
+def test_the_readmes_pipeline_table_is_what_pipeline_bench_makes_of_the_rows():
+    from benchmarks import pipeline_bench
+
+    readme = (ROOT / "README.md").read_text()
+    marker = r"<!-- pipelines: python benchmarks/pipeline_bench.py --headline -->\n(.*?)<!-- end of pipelines -->"
+    block = re.search(marker, readme, re.S).group(1)
+    assert block == _printed(pipeline_bench.main, ["--headline"])
+    assert "| sd15@512 30 steps |" in block
+
+
+def test_the_pipeline_table_leaves_out_tiny_and_cpu_runs_and_divides_torchs_time_by_ours():
+    from benchmarks import pipeline_bench
+
+    def row(shape, provider, metric, value, dtype="fp16", device="NVIDIA H200"):
+        return {"benchmark": "pipeline", "device": device, "provider": provider, "shape": shape, "dtype": dtype,
+                "metric": metric, "value": str(value)}
+
+    rows = [row("sdxl@1024 30 steps", "tritonforge", "s_per_image", 0.8), row("sdxl@1024 30 steps", "torch_compile",
+            "s_per_image", 1.0), row("sdxl@1024 30 steps", "tritonforge", "first_image_s", 20),
+            row("sd15_tiny@32 2 steps", "tritonforge", "s_per_image", 1), row("sd15_tiny@32 2 steps", "torch_compile",
+            "s_per_image", 1), row("sd15@512 30 steps", "tritonforge", "s_per_image", 1, "fp32", "CPU"),
+            row("sd15@512 30 steps", "torch_compile", "s_per_image", 1, "fp32", "CPU")]
+    lines = pipeline_bench.headline(rows)
+    assert lines[2:] == ["| sdxl@1024 30 steps | H200 | 0.800 | 1.000 | 1.25x | - | 20.0 / - | - |"], lines
