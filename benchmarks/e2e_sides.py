@@ -327,10 +327,7 @@ def ort_side(args) -> int:
     report.put(first_result_s=report.since_start(), settings={"tritonforge": settings_said(
         sess.tritonforge_settings)})
     if args.tune_out:  # what this process chose, for the next one to take instead of timing
-        rows = ortlib.choices(args.library)
-        Path(args.tune_out).write_text("".join(f"{r['device']}\t{r['op']}\t{r['signature']}\t{r['kernel']}\n"
-                                               for r in rows))
-        report.put(tuned_choices=len(rows))
+        report.put(tuned_choices=ortlib.save_choices(args.tune_out, args.library))
     if args.resize_feeds:
         bigger = load_feeds(args.resize_feeds)
         t = time.perf_counter()

@@ -16,7 +16,10 @@ named in the row), and records the time to its first image (the process's start 
 sessions or compile, and one whole generation) and the median seconds per image of `--runs` more. The rewritten
 pipeline's image is checked against the export's first (max |a - b| of pixels in [0, 1]), and diffusers' beside them;
 the folder's rewrite is timed once, before any side (a step done once per export, as the export itself; not in the
-first image). Rows: benchmark `pipeline`, shape `<model>@<side> <steps> steps`.
+first image). The first image is timed once more from what the first process left, as a user's second start finds
+it: the rewritten side with the library's choices saved as its tune file (`ortlib.save_choices`; provider
+`tritonforge+tuned`), diffusers' with torch.compile's cache warm (`torch_compile+warm`; the first torch side starts
+from an empty cache in --work). Rows: benchmark `pipeline`, shape `<model>@<side> <steps> steps`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +41,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import pipeline_models  # noqa: E402
 
 PROMPT = "a photograph of an astronaut riding a horse"
-SIDES = {"export": "optimum (the export)", "tritonforge": "optimum (rewritten)", "torch": "diffusers"}
+SIDES = {"export": "optimum (the export)", "tritonforge": "optimum (rewritten)", "torch": "diffusers",
+         "tritonforge+tuned": "optimum (rewritten), the first process's choices as its tune file",
+         "torch+warm": "diffusers, torch.compile's cache as the first process left it"}
 # side in pixels, steps, guidance: each model's own (Flux's guidance is the distilled embedding, one pass a step)
 DEFAULTS = {"sd15": (512, 30, 7.5), "sdxl": (1024, 30, 7.5), "sd3": (1024, 28, 7.0), "flux": (1024, 28, 3.5)}
 TOL = {"fp16": 2e-2, "fp32": 1e-3}  # pixels in [0, 1] after the whole denoising loop
@@ -83,6 +89,10 @@ def side_main(args) -> int:
     made = time.time()
     image = _generate(pipe, args, torch)
     first = time.time() - args.t0
+    if args.tune_out:  # what this process chose, for the next one to take instead of timing
+        from tritonforge.runtime import ortlib
+
+        ortlib.save_choices(args.tune_out, args.library)
     # where the first image's time went: imports, the pipeline made (sessions; the compile is lazy), one generation
     phases = {"imports": imported - args.t0, "pipeline made": made - imported,
               "first generation": first - (made - args.t0)}
@@ -97,13 +107,17 @@ def side_main(args) -> int:
     return 0
 
 
-def _run_side(name: str, folder: Path, args, work: Path) -> dict:
-    out = work / f"{name}.json"
+def _run_side(name: str, folder: Path, args, work: Path, label: str = "", env: dict | None = None,
+              first_only: bool = False, tune_out: Path | None = None) -> dict:
+    """One side in a fresh process; `label` names its files (default: the side), `env` adds to its environment,
+    `first_only` times its first image alone."""
+    out = work / f"{label or name}.json"
     argv = [sys.executable, __file__, "--side-of", name, "--folder", str(folder), "--out", str(out), "--t0",
             repr(time.time()), "--provider", args.provider, "--steps", str(args.steps), "--side-px", str(args.side),
-            "--runs", str(args.runs), "--compile", args.compile, "--guidance", str(args.guidance),
-            *(["--library", str(args.library)] if args.library else [])]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.limit)
+            "--runs", "0" if first_only else str(args.runs), "--compile", args.compile, "--guidance",
+            str(args.guidance), *(["--library", str(args.library)] if args.library else []),
+            *(["--tune-out", str(tune_out)] if tune_out else [])]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.limit, env={**os.environ, **(env or {})})
     if done.returncode != 0 or not out.is_file():
         return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
     return json.loads(out.read_text())
@@ -112,8 +126,6 @@ def _run_side(name: str, folder: Path, args, work: Path) -> dict:
 def prepare(args, work: Path) -> tuple[Path, Path, Path]:
     """(the diffusers folder, the optimum export, its rewrite) made in `work`; each folder is written beside its name
     and renamed when whole, so a run cut short leaves nothing a later run would take for finished."""
-    import shutil
-
     from tritonforge.runtime.ortlib.rewrite.folder import rewrite_folder
 
     dtype = "fp16" if args.provider == "cuda" else "fp32"
@@ -151,7 +163,8 @@ def headline(rows: list[dict]) -> list[str]:
             got.setdefault((r["shape"], r["device"]), {})[(r["provider"], r["metric"])] = r
     order = {m: i for i, m in enumerate(pipeline_models.PIPELINES)}
     lines = ["| pipeline | GPU | s/image: rewritten | diffusers + torch.compile | vs torch.compile | optimum export "
-             "| first image s: rewritten / torch.compile | image max diff |", "| --- " * 8 + "|"]
+             "| first image s: rewritten (tune file) / torch.compile (warm cache) | image max diff |",
+             "| --- " * 8 + "|"]
     for (shape, device), m in sorted(got.items(), key=lambda kv: (order.get(kv[0][0].split("(")[0].split("@")[0], 99),
                                                                    kv[0])):
         def v(side, metric, m=m):
@@ -160,8 +173,9 @@ def headline(rows: list[dict]) -> list[str]:
             v("export", "s_per_image")
         if ours is None or torch_s is None:
             continue
-        firsts = [v(side, "first_image_s") for side in ("tritonforge", "torch_compile")]
-        first = " / ".join("-" if f is None else f"{f:.1f}" for f in firsts)
+        firsts = [(v(side, "first_image_s"), v(f"{side}{again}", "first_image_s"))
+                  for side, again in (("tritonforge", "+tuned"), ("torch_compile", "+warm"))]
+        first = " / ".join("-" if f is None else f"{f:.1f}" + ("" if a is None else f" ({a:.1f})") for f, a in firsts)
         diff = v("tritonforge", "max_abs_diff")
         lines.append(f"| {shape} | {device.removeprefix('NVIDIA ')} | {ours:.3f} | {torch_s:.3f} | "
                      f"{torch_s / ours:.2f}x | {'-' if export is None else f'{export:.3f}'} | {first} | "
@@ -191,12 +205,13 @@ def main(argv=None) -> int:
     ap.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/results.csv")
     ap.add_argument("--headline", action="store_true", help="print the README's table of the pipeline rows")
     # one side, in a process of its own (what this script starts)
-    ap.add_argument("--side-of", choices=tuple(SIDES), help=argparse.SUPPRESS)
+    ap.add_argument("--side-of", choices=("export", "tritonforge", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--t0", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--side-px", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--guidance", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--tune-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.headline:
         from benchmarks.results import RESULTS, _read
@@ -233,9 +248,21 @@ def main(argv=None) -> int:
     if args.prepare:
         print(f"made {torch_dir}, {export} and {rewritten}")
         return 0
+    tune = work / "tritonforge.tune"
+    tune.unlink(missing_ok=True)
+    cache = work / "inductor"  # a cold compile cache for the torch side, then the same cache warm
+    shutil.rmtree(cache, ignore_errors=True)
+    caches = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}
     got = {"export": _run_side("export", export, args, work),
-           "tritonforge": _run_side("tritonforge", rewritten, args, work),
-           "torch": _run_side("torch", torch_dir, args, work)}
+           "tritonforge": _run_side("tritonforge", rewritten, args, work, tune_out=tune),
+           "torch": _run_side("torch", torch_dir, args, work, env=caches)}
+    # the first image again, from what the first process left: the library's choices as its tune file, and
+    # torch.compile's cache warm
+    if tune.is_file():
+        got["tritonforge+tuned"] = _run_side("tritonforge", rewritten, args, work, "tritonforge+tuned",
+                                             {"TRITONFORGE_ORT_TUNE_FILE": str(tune)}, first_only=True)
+    if args.compile != "none" and "error" not in got["torch"]:
+        got["torch+warm"] = _run_side("torch", torch_dir, args, work, "torch+warm", caches, first_only=True)
     images = {k: np.load(work / f"{k}.npy") for k in got if (work / f"{k}.npy").is_file()}
     diff = {k: float(np.abs(images[k] - images["export"]).max()) for k in images if "export" in images}
     dtype = "fp16" if args.provider == "cuda" else "fp32"
@@ -245,8 +272,9 @@ def main(argv=None) -> int:
     rows = []
     for k, g in got.items():
         compiled = f"; torch.compile(mode={args.compile!r}), own process" if args.compile != "none" else "; eager"
-        name = ("torch_compile" if args.compile != "none" else "torch_eager") if k == "torch" else k
-        extra = SIDES[k] + (compiled if k == "torch" else "") + \
+        name = k.replace("torch", "torch_compile" if args.compile != "none" else "torch_eager") \
+            if k.startswith("torch") else k
+        extra = SIDES[k] + (compiled if k.startswith("torch") else "") + \
             (f"; not run: {g['error']}" if "error" in g else "")
         for metric, unit in (("s_per_image", "s"), ("first_image_s", "s")):
             if g.get(metric) is not None:
@@ -263,12 +291,11 @@ def main(argv=None) -> int:
     write_rows("pipeline", device, rows, args.results or ROOT / "benchmarks" / "results" / "results.csv")
     print(f"{label} on {device}: seconds per image / first image")
     for k, g in got.items():
-        said = g.get("error") or f"{g.get('s_per_image') or float('nan'):.3f} s / {g['first_image_s']:.1f} s"
+        said = g.get("error") or (f"{g['s_per_image']:.3f} s / " if g.get("s_per_image") else "first image ") + \
+            f"{g['first_image_s']:.1f} s"
         print(f"  {SIDES[k]}: {said}" + (f" (image max diff {diff[k]:.3g})" if k in diff and k != "export" else ""))
     ok = "error" not in got["tritonforge"] and diff.get("tritonforge", 1.0) <= TOL[dtype]
     if not args.work:
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
 

@@ -97,6 +97,20 @@ def choices(path: str | os.PathLike | None = None) -> list[dict]:
     return rows
 
 
+def save_choices(path: str | os.PathLike, library: str | os.PathLike | None = None) -> int:
+    """Write what this process chose so far (choices()) as a tune file at `path`, whole or not at all; returns the
+    number of choices. A later process that names it in TRITONFORGE_ORT_TUNE_FILE (or finds it beside the library
+    as libtritonforge_ort.tune) takes them instead of timing those shapes again, on the same GPU model."""
+    rows = choices(library)
+    target = Path(path)
+    text = "# device\top\tsignature\tkernel: what a process chose, for the next to take instead of timing\n" + \
+        "".join(f"{r['device']}\t{r['op']}\t{r['signature']}\t{r['kernel']}\n" for r in rows)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, target)
+    return len(rows)
+
+
 def session(model, library: str | os.PathLike | None = None, **settings):
     """An onnxruntime.InferenceSession of `model` with the library registered and the CUDA EP settings the
     rewritten models are meant for (settings.py: `providers`, `cuda_graph`, `session_options`, and CUDA EP

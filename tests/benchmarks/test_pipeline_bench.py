@@ -25,6 +25,10 @@ def test_a_tiny_pipeline_runs_on_every_side_and_writes_its_rows(model, ort_libra
     for side in ("export", "tritonforge", "torch_eager"):
         assert {(side, "s_per_image"), (side, "first_image_s"), (side, "max_abs_diff")} <= got, got
     assert ("tritonforge", "rewrite_s") in got and ("export", "rewrite_s") not in got
+    # a second start from the first one's saved choices: its first image, timed and compared; eager torch has no
+    # cache to warm
+    assert {m for p, m in got if p == "tritonforge+tuned"} == {"first_image_s", "max_abs_diff"}
+    assert not any(p.endswith("+warm") for p, _ in got)
     diff = next(float(r["value"]) for r in rows if r["provider"] == "tritonforge" and r["metric"] == "max_abs_diff")
     assert diff < pipeline_bench.TOL["fp32"]
     assert {r["shape"] for r in rows} == {f"{model}_tiny@32 2 steps"}

@@ -148,3 +148,7 @@ def test_the_pipeline_table_leaves_out_tiny_and_cpu_runs_and_divides_torchs_time
             row("sd15@512 30 steps", "torch_compile", "s_per_image", 1, "fp32", "CPU")]
     lines = pipeline_bench.headline(rows)
     assert lines[2:] == ["| sdxl@1024 30 steps | H200 | 0.800 | 1.000 | 1.25x | - | 20.0 / - | - |"], lines
+    rows += [row("sdxl@1024 30 steps", "tritonforge+tuned", "first_image_s", 12.5),
+             row("sdxl@1024 30 steps", "torch_compile", "first_image_s", 140), row("sdxl@1024 30 steps",
+             "torch_compile+warm", "first_image_s", 60.25)]
+    assert pipeline_bench.headline(rows)[2].endswith("| 20.0 (12.5) / 140.0 (60.2) | - |")

@@ -150,7 +150,7 @@ def test_softmax_last_axis(ort_cuda, library, dtype, op, shape):
     np.testing.assert_allclose(y.astype(np.float64), ref, atol=TOL[dtype], rtol=TOL[dtype] * 5)
 
 
-def test_cuda_graph_capture_and_the_choices_made(ort_cuda, library):
+def test_cuda_graph_capture_and_the_choices_made(ort_cuda, library, tmp_path):
     from onnx import helper
     from tritonforge.runtime import ortlib
 
@@ -175,6 +175,11 @@ def test_cuda_graph_capture_and_the_choices_made(ort_cuda, library):
     for r in rows:
         assert any(r["kernel"].startswith(g + "_") for g in groups) or (
             "softmax" in r["op"].lower() and "softmax_" in r["kernel"]), r
+    # saved as a tune file: every choice, one line each, in the form the library reads back
+    saved = tmp_path / "saved.tune"
+    assert ortlib.save_choices(saved, library) == len(rows)
+    lines = [line.split("\t") for line in saved.read_text().splitlines() if not line.startswith("#")]
+    assert lines == [[r["device"], r["op"], r["signature"], r["kernel"]] for r in rows]
 
 
 TUNED_RUN = """

@@ -61,3 +61,32 @@ def test_a_tune_file_that_reads_is_taken_by_every_session(ort_library, tmp_path)
     got = _two_sessions(ort_library, tune)
     assert got["sessions"] == ["ok", "ok"]
     assert got["info"]["tune_file"] == str(tune) and got["info"]["tune_choices"] == 1
+
+
+SAVE = r"""
+import sys
+from tritonforge.runtime import ortlib
+print(ortlib.save_choices(sys.argv[2], sys.argv[1]))
+"""
+
+
+def test_saved_choices_are_a_tune_file_the_next_process_takes(ort_library, tmp_path):
+    """save_choices writes what the process chose (none on the CPU: choices are per CUDA shape) in the tune file's
+    form, whole, and a later process reads it as its tune file."""
+    saved = tmp_path / "sdxl.tune"
+    proc = subprocess.run([sys.executable, "-c", SAVE, str(ort_library), str(saved)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["0"], proc.stderr
+    assert saved.read_text().startswith("# device\top\tsignature\tkernel") and \
+        sorted(p.name for p in tmp_path.iterdir()) == ["sdxl.tune"]
+    got = _two_sessions(ort_library, saved)
+    assert got["sessions"] == ["ok", "ok"] and got["info"]["tune_file"] == str(saved)
+    assert got["info"]["tune_choices"] == 0
+
+
+def test_saving_choices_into_a_missing_folder_fails_and_writes_nothing(ort_library, tmp_path):
+    from tritonforge.runtime import ortlib
+
+    with pytest.raises(FileNotFoundError):
+        ortlib.save_choices(tmp_path / "nowhere" / "x.tune", ort_library)
+    assert list(tmp_path.iterdir()) == []
