@@ -66,7 +66,6 @@ def side_main(args) -> int:
         from diffusers import DiffusionPipeline
 
         imported = time.time()
-
         torch.backends.cudnn.benchmark = True
         pipe = DiffusionPipeline.from_pretrained(args.folder, torch_dtype=torch.float16 if cuda else None)
         pipe = pipe.to("cuda" if cuda else "cpu")
@@ -160,23 +159,20 @@ def headline(rows: list[dict]) -> list[str]:
     got: dict[tuple, dict] = {}
     for r in rows:
         if r["benchmark"] == "pipeline" and "_tiny" not in r["shape"] and r["dtype"] != "fp32":
-            got.setdefault((r["shape"], r["device"]), {})[(r["provider"], r["metric"])] = r
+            got.setdefault((r["shape"], r["device"]), {})[(r["provider"], r["metric"])] = float(r["value"])
     order = {m: i for i, m in enumerate(pipeline_models.PIPELINES)}
     lines = ["| pipeline | GPU | s/image: rewritten | diffusers + torch.compile | vs torch.compile | optimum export "
              "| first image s: rewritten (tune file) / torch.compile (warm cache) | image max diff |",
              "| --- " * 8 + "|"]
     for (shape, device), m in sorted(got.items(), key=lambda kv: (order.get(kv[0][0].split("(")[0].split("@")[0], 99),
                                                                    kv[0])):
-        def v(side, metric, m=m):
-            return float(m[(side, metric)]["value"]) if (side, metric) in m else None
-        ours, torch_s, export = v("tritonforge", "s_per_image"), v("torch_compile", "s_per_image"), \
-            v("export", "s_per_image")
+        ours, torch_s, export = (m.get((side, "s_per_image")) for side in ("tritonforge", "torch_compile", "export"))
         if ours is None or torch_s is None:
             continue
-        firsts = [(v(side, "first_image_s"), v(f"{side}{again}", "first_image_s"))
+        firsts = [(m.get((side, "first_image_s")), m.get((side + again, "first_image_s")))
                   for side, again in (("tritonforge", "+tuned"), ("torch_compile", "+warm"))]
         first = " / ".join("-" if f is None else f"{f:.1f}" + ("" if a is None else f" ({a:.1f})") for f, a in firsts)
-        diff = v("tritonforge", "max_abs_diff")
+        diff = m.get(("tritonforge", "max_abs_diff"))
         lines.append(f"| {shape} | {device.removeprefix('NVIDIA ')} | {ours:.3f} | {torch_s:.3f} | "
                      f"{torch_s / ours:.2f}x | {'-' if export is None else f'{export:.3f}'} | {first} | "
                      f"{'-' if diff is None else f'{diff:.3g}'} |")
@@ -214,9 +210,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tune-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.headline:
-        from benchmarks.results import RESULTS, _read
+        from benchmarks.results import RESULTS, read_rows
 
-        print("\n".join(headline(_read(args.results or RESULTS))))
+        print("\n".join(headline(read_rows(args.results or RESULTS))))
         return 0
     if args.side_of:
         args.side = args.side_px
@@ -229,7 +225,7 @@ def main(argv=None) -> int:
 
     if args.prepare and not args.work:
         ap.error("--prepare keeps what it makes in --work DIR; name one")
-    if args.layers and args.model not in ("sd3", "flux"):
+    if args.layers and args.model not in pipeline_models.DEPTH_CUT:
         ap.error(f"--layers cuts the transformer of sd3 or flux, not {args.model}'s")
     args.side = args.side or (32 if args.tiny else DEFAULTS[args.model][0])
     args.steps = args.steps or DEFAULTS[args.model][1]

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 PIPELINES = ("sd15", "sdxl", "sd3", "flux")
+DEPTH_CUT = ("sd3", "flux")  # the pipelines whose transformer `layers` cuts
 _CLIP_L = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
            "max_position_embeddings": 77, "projection_dim": 768, "vocab_size": 49408, "hidden_act": "quick_gelu"}
 _CLIP_G = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 20,
@@ -89,7 +90,7 @@ def save(name: str, out: Path, tiny: bool = False, dtype: str = "fp32", layers: 
 
     if name not in PIPELINES:
         raise ValueError(f"unknown pipeline '{name}' (one of {', '.join(PIPELINES)})")
-    if layers and name not in ("sd3", "flux"):
+    if layers and name not in DEPTH_CUT:
         raise ValueError(f"pipeline '{name}': layers is for the transformers of sd3 and flux")
     torch.manual_seed(0)
     pipe = {"sd15": _sd15, "sdxl": _sdxl, "sd3": _sd3, "flux": _flux}[name](tiny, *layers)

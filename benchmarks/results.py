@@ -35,7 +35,8 @@ def _key(row: dict) -> tuple:
     return row["benchmark"], row["device"], row.get("shape", ""), row.get("dtype", "")
 
 
-def _read(path: Path) -> list[dict]:
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a results file (none where it does not exist)."""
     if not path.exists():
         return []
     with path.open(newline="") as f:
@@ -45,7 +46,7 @@ def _read(path: Path) -> list[dict]:
 def _replace(path: Path, new: list[dict]) -> Path:
     """Write `new` into `path`, dropping earlier rows with the same key; atomic (temp file + rename)."""
     measured = {_key(r) for r in new}
-    keep = [r for r in _read(path) if _key(r) not in measured]
+    keep = [r for r in read_rows(path) if _key(r) not in measured]
     text = io.StringIO(newline="")
     w = csv.DictWriter(text, fieldnames=COLUMNS)
     w.writeheader()
@@ -68,7 +69,7 @@ def _selected(row: dict, only: list[str]) -> bool:
 def merge(src: Path | str, dst: Path | str = RESULTS, only: list[str] | None = None) -> int:
     """Fold the rows of another results file into `dst` (same replacement rule); returns rows merged. `only`:
     just the rows of those providers or provider:metric pairs, each replacing its own provider and metric's row."""
-    rows = _read(Path(src))
+    rows = read_rows(Path(src))
     if rows and set(rows[0]) != set(COLUMNS):
         raise SystemExit(f"error: {src} does not have the columns {COLUMNS}")
     rows = [{c: r[c] for c in COLUMNS} for r in rows]
@@ -80,7 +81,7 @@ def merge(src: Path | str, dst: Path | str = RESULTS, only: list[str] | None = N
         raise SystemExit(f"error: {src} has no rows of {','.join(only)}")
     cell = lambda r: (_key(r), r["provider"], r["metric"])  # noqa: E731
     taken = {cell(r) for r in rows}
-    keep = [r for r in _read(Path(dst)) if cell(r) not in taken]
+    keep = [r for r in read_rows(Path(dst)) if cell(r) not in taken]
     text = io.StringIO(newline="")
     w = csv.DictWriter(text, fieldnames=COLUMNS)
     w.writeheader()

@@ -556,7 +556,7 @@ def _split_reshapes(nodes: list, symbols: dict) -> list | None:
     from onnx import helper, numpy_helper
 
     producer = {o: n for n in nodes for o in n.output if o}
-    const = {n.output[0]: numpy_helper.to_array(_small_value(n)) for n in nodes if _small_value(n) is not None}
+    const = {n.output[0]: numpy_helper.to_array(v) for n in nodes if (v := _small_value(n)) is not None}
     out, changed = [], False
     for n in nodes:
         found = _split_target(n, producer, const, symbols) if n.op_type == "Reshape" else None
@@ -609,9 +609,9 @@ def _split_target(node, producer: dict, const: dict, symbols: dict) -> tuple[int
             values = [int(v) for v in const[p].reshape(-1)]
             known += [v for v in values if v != -1]
             if -1 in values:
-                at = None if at is not None else k  # one -1 in all
-                if at is None:
+                if at is not None:  # one -1 in all
                     return None
+                at = k
             continue
         part = _shape_part(p, producer, const, symbols)
         if part is None or None in part:
@@ -665,21 +665,23 @@ def _infer(model, graph: Graph) -> dict[str, tuple[int, list | None]]:
     pg.input.extend(inputs)
     pg.output.extend(g.output)
     pg.value_info.extend(g.value_info)
+
+    def again(changed: list) -> tuple[dict, dict]:  # the probe's nodes replaced, inference run again
+        del pg.node[:]
+        pg.node.extend(changed)
+        return _inferred(probe)
+
     types, symbols = _inferred(probe)
     pieces = _target_stand_ins(nodes, graph, types)
     if pieces is not None:  # once more, for the symbols past the parts worked out
-        del pg.node[:]
-        pg.node.extend(pieces)
-        types, symbols = _inferred(probe)
-    nodes = pieces or nodes
+        nodes = pieces
+        types, symbols = again(nodes)
     for _ in range(3):  # a split's dims reach the reshape that joins the heads again only on the next round
         split = _split_reshapes(nodes, symbols)
         if split is None:
             break
         nodes = split
-        del pg.node[:]
-        pg.node.extend(nodes)
-        types, symbols = _inferred(probe)
+        types, symbols = again(nodes)
     for scope in (g, *_every_subgraph(g)):
         for t in scope.initializer:
             types[t.name] = (t.data_type, list(t.dims))
