@@ -168,12 +168,22 @@ def merge(c: Context, platform: str = "cuda", arch: str | None = None, parts: st
 
 
 @task(help={"platform": "cuda or rocm", "force": "rebuild even if an image with the content tag exists",
-            "triton": "an image with this Triton release (3.5.0 to 3.9.0), not the pin (default: invoke.yaml triton)"})
+            "triton": "an image with this Triton release (3.5.0 to 3.9.0), not the pin (default: invoke.yaml triton)",
+            "prune": "instead of building, remove the platform's images tagged with another content hash (the "
+                     "pin's image stays, and --triton's)",
+            "dry_run": "with --prune: name what would be removed, remove nothing"})
 @_fail_on_pipeline_error
-def image(c: Context, platform: str = "cuda", force: bool = False, triton: str | None = None):
-    """Build the compile image for a platform (tag = content hash of its inputs; skipped when present)."""
-    from tritonforge.pipeline.builds.images import build_image
+def image(c: Context, platform: str = "cuda", force: bool = False, triton: str | None = None, prune: bool = False,
+          dry_run: bool = False):
+    """Build the compile image for a platform (tag = content hash of its inputs; skipped when present), or --prune
+    the ones other inputs made."""
+    from tritonforge.pipeline.builds.images import build_image, prune_images
 
+    if dry_run and not prune:
+        raise Exit("error: --dry-run goes with --prune", code=2)
+    if prune:
+        prune_images(platform, print, dry_run, _settings(c, triton).other_triton)
+        return
     print(build_image(platform, force=force, triton=_settings(c, triton).other_triton))
 
 

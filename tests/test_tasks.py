@@ -195,6 +195,36 @@ def test_image_and_base_image(docker_builds):
     assert proc.returncode == 1 and "unknown platform 'metal'" in proc.stdout
 
 
+def test_image_prune_removes_the_tags_other_inputs_made(docker_builds, docker_engine):
+    repo, env = docker_builds["repo"], docker_builds["env"]
+    tag = json.loads((repo / "dist/cuda/sm_90.image.json").read_text())["tag"]
+    name = tag.rpartition(":")[0]
+    stale, mine = f"{name}:{'0' * 16}", f"{name}:mine"  # a build before the inputs last changed; a user's own tag
+    for t in (stale, mine):
+        docker_engine.images.get(tag).tag(t)
+    # an image of its own (a commit of a container) that a container still uses: docker keeps it, and says so
+    maker = docker_engine.containers.create(tag, command=["true"])
+    used = f"{name}:{'1' * 16}"
+    maker.commit(name, "1" * 16)
+    maker.remove()
+    user = docker_engine.containers.create(used, command=["true"])
+    try:
+        proc = invoke(repo, "image", "--platform", "cuda", "--prune", "--dry-run", env=env)
+        assert proc.returncode == 0 and f"would remove {stale}" in proc.stdout, proc.stdout
+        assert stale in docker_engine.images.get(tag).tags
+        proc = invoke(repo, "image", "--platform", "cuda", "--prune", env=env)
+        assert proc.returncode == 0 and f"removed {stale}" in proc.stdout and f"kept {tag}" in proc.stdout, proc.stdout
+        assert f"kept {used}: " in proc.stdout
+        assert sorted(docker_engine.images.get(tag).tags) == sorted([tag, mine])
+    finally:
+        user.remove()
+        docker_engine.images.remove(mine)
+    proc = invoke(repo, "image", "--platform", "cuda", "--prune", env=env)
+    assert proc.returncode == 0 and f"removed {used}" in proc.stdout, proc.stdout
+    proc = invoke(repo, "image", "--dry-run", env=env)
+    assert proc.returncode == 2 and "--dry-run goes with --prune" in proc.stdout
+
+
 # --- publish, versions, fetch ------------------------------------------------------------------------------------
 
 

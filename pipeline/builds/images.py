@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -188,6 +189,38 @@ def build_image(platform: str, log: Log = print, force: bool = False, triton: st
         return _build(c, platform, tag, log, triton)
     except docker.errors.DockerException as exc:
         raise PipelineError(f"building {tag} failed: {exc}") from None
+
+
+def prune_images(platform: str, log: Log = print, dry_run: bool = False, triton: str | None = None) -> list[str]:
+    """Remove the platform's compile images tagged with a content hash other than today's (and `triton`'s image,
+    kept too): every change to the inputs makes a new ~1.5 GB image, and nothing else removes the old ones. Tags
+    that are not content hashes are not ours to judge and stay; so does an image a container still uses, named.
+    Returns the tags removed (or, with `dry_run`, that would be)."""
+    import docker
+
+    if platform not in ("cuda", "rocm"):
+        raise PipelineError(f"unknown platform '{platform}'")
+    c = client()
+    keep = {content_tag(platform)} | ({content_tag(platform, triton=triton)} if triton else set())
+    repo = next(iter(keep)).rpartition(":")[0]
+    stale = sorted(t for img in c.images.list(name=repo) for t in img.tags
+                   if re.fullmatch(re.escape(repo) + r":[0-9a-f]{16}", t) and t not in keep)
+    removed = []
+    for tag in stale:
+        if dry_run:
+            log(f"would remove {tag}")
+            removed.append(tag)
+            continue
+        try:
+            c.images.remove(tag)
+        except docker.errors.APIError as exc:  # a container of it still exists: docker keeps it, and so do we
+            log(f"kept {tag}: {exc.explanation or exc}")
+            continue
+        log(f"removed {tag}")
+        removed.append(tag)
+    log(f"{len(removed)} stale {platform} image(s) {'to remove' if dry_run else 'removed'}; kept "
+        f"{', '.join(sorted(keep))}")
+    return removed
 
 
 def _build(c, platform: str, tag: str, log: Log, triton: str | None = None) -> str:
