@@ -181,6 +181,8 @@ def image(c: Context, platform: str = "cuda", force: bool = False, triton: str |
 
     if dry_run and not prune:
         raise Exit("error: --dry-run goes with --prune", code=2)
+    if prune and force:
+        raise Exit("error: --force builds and --prune removes; name one", code=2)
     if prune:
         prune_images(platform, print, dry_run, _settings(c, triton).other_triton)
         return

@@ -223,6 +223,8 @@ def test_image_prune_removes_the_tags_other_inputs_made(docker_builds, docker_en
     assert proc.returncode == 0 and f"removed {used}" in proc.stdout, proc.stdout
     proc = invoke(repo, "image", "--dry-run", env=env)
     assert proc.returncode == 2 and "--dry-run goes with --prune" in proc.stdout
+    proc = invoke(repo, "image", "--prune", "--force", env=env)
+    assert proc.returncode == 2 and "name one" in proc.stdout
 
 
 # --- publish, versions, fetch ------------------------------------------------------------------------------------

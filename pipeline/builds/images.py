@@ -201,8 +201,8 @@ def prune_images(platform: str, log: Log = print, dry_run: bool = False, triton:
     if platform not in ("cuda", "rocm"):
         raise PipelineError(f"unknown platform '{platform}'")
     c = client()
+    repo = content_tag(platform).rpartition(":")[0]
     keep = {content_tag(platform)} | ({content_tag(platform, triton=triton)} if triton else set())
-    repo = next(iter(keep)).rpartition(":")[0]
     stale = sorted(t for img in c.images.list(name=repo) for t in img.tags
                    if re.fullmatch(re.escape(repo) + r":[0-9a-f]{16}", t) and t not in keep)
     removed = []
