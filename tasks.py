@@ -183,10 +183,11 @@ def image(c: Context, platform: str = "cuda", force: bool = False, triton: str |
         raise Exit("error: --dry-run goes with --prune", code=2)
     if prune and force:
         raise Exit("error: --force builds and --prune removes; name one", code=2)
+    other = _settings(c, triton).other_triton
     if prune:
-        prune_images(platform, print, dry_run, _settings(c, triton).other_triton)
+        prune_images(platform, print, dry_run, other)
         return
-    print(build_image(platform, force=force, triton=_settings(c, triton).other_triton))
+    print(build_image(platform, force=force, triton=other))
 
 
 @task(name="base-image")

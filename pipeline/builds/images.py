@@ -173,11 +173,15 @@ def _debian_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
+def _known(platform: str) -> None:
+    if platform not in ("cuda", "rocm"):
+        raise PipelineError(f"unknown platform '{platform}'")
+
+
 def build_image(platform: str, log: Log = print, force: bool = False, triton: str | None = None) -> str:
     """Build (or reuse) the compile image for `platform`; returns its tag. Logs stream through `log`.
     `triton`: a version other than the pin's (pin-move builds the candidate's image so)."""
-    if platform not in ("cuda", "rocm"):
-        raise PipelineError(f"unknown platform '{platform}'")
+    _known(platform)
     c = client()
     tag = content_tag(platform, triton=triton)
     if image_exists(c, tag) and not force:
@@ -198,25 +202,22 @@ def prune_images(platform: str, log: Log = print, dry_run: bool = False, triton:
     Returns the tags removed (or, with `dry_run`, that would be)."""
     import docker
 
-    if platform not in ("cuda", "rocm"):
-        raise PipelineError(f"unknown platform '{platform}'")
+    _known(platform)
     c = client()
-    repo = content_tag(platform).rpartition(":")[0]
-    keep = {content_tag(platform)} | ({content_tag(platform, triton=triton)} if triton else set())
+    current = content_tag(platform)
+    repo = current.rpartition(":")[0]
+    keep = {current} | ({content_tag(platform, triton=triton)} if triton else set())
     stale = sorted(t for img in c.images.list(name=repo) for t in img.tags
                    if re.fullmatch(re.escape(repo) + r":[0-9a-f]{16}", t) and t not in keep)
     removed = []
     for tag in stale:
-        if dry_run:
-            log(f"would remove {tag}")
-            removed.append(tag)
-            continue
-        try:
-            c.images.remove(tag)
-        except docker.errors.APIError as exc:  # a container of it still exists: docker keeps it, and so do we
-            log(f"kept {tag}: {exc.explanation or exc}")
-            continue
-        log(f"removed {tag}")
+        if not dry_run:
+            try:
+                c.images.remove(tag)
+            except docker.errors.APIError as exc:  # a container of it still exists: docker keeps it, and so do we
+                log(f"kept {tag}: {exc.explanation or exc}")
+                continue
+        log(f"{'would remove' if dry_run else 'removed'} {tag}")
         removed.append(tag)
     log(f"{len(removed)} stale {platform} image(s) {'to remove' if dry_run else 'removed'}; kept "
         f"{', '.join(sorted(keep))}")
